@@ -1,0 +1,1 @@
+"""Trainboard's data plane: node agent, attempt supervisor, training engine and SDK."""
