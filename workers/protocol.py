@@ -1,0 +1,124 @@
+"""Wire formats between the control plane and the workers: task orders, streams, control keys.
+
+The backend may import this module (like ``workers.spec``); it never imports torch.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from workers.spec import JobSpec
+
+#: Celery task that supervises one attempt; routed to the queue of the chosen node
+RUN_ATTEMPT_TASK = "trainboard.run_attempt"
+
+#: Redis Streams carrying telemetry from workers to the backend ingest
+METRICS_STREAM = "tb:metrics"
+DEVICES_STREAM = "tb:devices"
+LOGS_STREAM = "tb:logs"
+EVENTS_STREAM = "tb:events"
+ALL_STREAMS = (METRICS_STREAM, DEVICES_STREAM, LOGS_STREAM, EVENTS_STREAM)
+#: each stream entry has one field holding a JSON-encoded Batch
+BATCH_FIELD = "b"
+#: consumer group of the backend ingest
+INGEST_GROUP = "ingest"
+
+
+def node_queue(node: str) -> str:
+    """The Celery queue a node agent consumes."""
+    return f"node.{node}"
+
+
+def control_key(attempt_id: int) -> str:
+    """Redis key the backend sets to 'cancel' or 'pause'; the supervisor polls it."""
+    return f"tb:control:{attempt_id}"
+
+
+class AttemptOrder(BaseModel):
+    """Everything a worker needs to run one attempt (sent as the Celery task's only argument)."""
+
+    attempt_id: int
+    job_id: int
+    number: int = Field(description="attempt number within the job, from 1")
+    node: str
+    devices: list[int] = Field(description="device indexes on this node, one per local rank")
+    node_rank: int = 0
+    nnodes: int = 1
+    master_addr: str = "127.0.0.1"
+    master_port: int
+    spec: JobSpec
+    resume_from: str | None = Field(None, description="checkpoint directory to resume from")
+
+
+class MetricPoint(BaseModel):
+    attempt_id: int
+    rank: int
+    step: int
+    name: str = Field(max_length=128)
+    value: float
+    time: float = Field(description="unix seconds")
+
+
+class DeviceSample(BaseModel):
+    node: str
+    device: int
+    kind: Literal["gpu", "cpu"]
+    time: float
+    util: float | None = Field(None, description="percent; a CPU slot reports its process CPU %")
+    mem_used: int | None = Field(None, description="bytes; a CPU slot reports its process RSS")
+    mem_total: int | None = None
+    temperature: float | None = None
+    power: float | None = Field(None, description="watts")
+    attempt_id: int | None = None
+    rank: int | None = None
+
+
+class LogLine(BaseModel):
+    attempt_id: int
+    rank: int
+    stream: Literal["stdout", "stderr"] = "stdout"
+    seq: int = Field(description="line number within this rank's stream")
+    line: str = Field(max_length=8192)
+    time: float
+
+
+class AttemptEvent(BaseModel):
+    attempt_id: int
+    kind: str = Field(max_length=64, description="e.g. checkpoint, started, warning")
+    message: str = Field("", max_length=4096)
+    step: int | None = None
+    time: float
+
+
+class Batch(BaseModel):
+    """One stream entry: a producer's numbered batch of items of one kind."""
+
+    producer: str = Field(max_length=128)
+    seq: int = Field(description="per-producer sequence number, from 0, so gaps are detectable")
+    items: list[dict[str, object]]
+
+
+class NodeDevice(BaseModel):
+    index: int
+    kind: Literal["gpu", "cpu"]
+    name: str
+    uuid: str | None = None
+    memory_total: int | None = None
+
+
+class NodeRegistration(BaseModel):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    hostname: str = Field(max_length=255)
+    address: str = Field(max_length=255, description="address other nodes reach this one on")
+    devices: list[NodeDevice] = Field(max_length=1024)
+
+
+class AttemptOutcome(BaseModel):
+    """What a worker reports when an attempt's ranks have all exited."""
+
+    outcome: Literal["succeeded", "failed", "stopped"]
+    reason: str | None = Field(None, max_length=4096)
+    exit_codes: list[int] = Field(default_factory=list)
+    last_checkpoint: str | None = None
