@@ -1,0 +1,50 @@
+"""Fixtures shared by every test: the real Redis and PostgreSQL already running here."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+REDIS_BASE = os.environ.get("TRAINBOARD_TEST_REDIS", "redis://127.0.0.1:6379")
+POSTGRES_BASE = os.environ.get(
+    "TRAINBOARD_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432"
+)
+#: Redis database index reserved for the test suite (never the default 0)
+TEST_REDIS_DB = 9
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    """A real Redis database, empty at the start of the test."""
+    url = f"{REDIS_BASE}/{TEST_REDIS_DB}"
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    yield url
+    client.flushdb()
+    client.close()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """A fresh SQLite database file."""
+    return f"sqlite:///{tmp_path / 'trainboard.db'}"
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh PostgreSQL database on the real server, dropped afterwards."""
+    import sqlalchemy as sa
+
+    name = f"tb_test_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(f"{POSTGRES_BASE}/postgres", isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    yield f"{POSTGRES_BASE}/{name}"
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
