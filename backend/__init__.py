@@ -1,0 +1,1 @@
+"""Trainboard's control plane: REST API, scheduler, telemetry ingest and websocket hub."""

@@ -1,0 +1,1 @@
+"""Trainboard cli domain."""

@@ -1,0 +1,57 @@
+"""All configuration, read once from TRAINBOARD_* environment variables."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Control-plane settings; every field is TRAINBOARD_<NAME> in the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="TRAINBOARD_", extra="ignore")
+
+    host: str = Field("127.0.0.1", description="address the API binds to")
+    port: int = Field(8000, ge=1, le=65535)
+    data_dir: Path = Field(Path(".trainboard"), description="database, runs and checkpoints")
+    database_url: str | None = Field(None, description="default: SQLite file in data_dir")
+    redis_url: str = Field("redis://127.0.0.1:6379/0")
+    admin_token: str | None = Field(None, description="bootstrap admin token; random if unset")
+    cpu_slots: int | None = Field(None, ge=1, le=1024, description="devices a GPU-less worker offers")
+    script_roots: str = Field(
+        "scripts", description="colon-separated directories user entrypoints resolve under"
+    )
+    auto_migrate: bool = Field(True, description="run `alembic upgrade head` at start")
+    run_scheduler: bool = Field(True, description="run the scheduler loop in this process")
+    run_ingest: bool = Field(True, description="run the telemetry ingest in this process")
+    scheduler_interval: float = Field(0.5, gt=0, le=60)
+    heartbeat_timeout: float = Field(15.0, gt=0, description="seconds before a node is lost")
+    session_days: float = Field(7.0, gt=0)
+    cookie_secure: bool = Field(False, description="mark the session cookie Secure (TLS)")
+    frontend_dir: Path = Field(Path(__file__).resolve().parent.parent / "frontend" / "dist")
+
+    @field_validator("admin_token")
+    @classmethod
+    def _admin_token_is_strong(cls, value: str | None) -> str | None:
+        if value is not None and len(value) < 16:
+            raise ValueError("TRAINBOARD_ADMIN_TOKEN must be at least 16 characters")
+        return value
+
+    @property
+    def db_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'trainboard.db').resolve()}"
+
+    @property
+    def script_root_paths(self) -> list[Path]:
+        return [Path(p).resolve() for p in self.script_roots.split(":") if p]
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process-wide settings, read once."""
+    return Settings()

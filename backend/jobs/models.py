@@ -1,0 +1,65 @@
+"""Jobs, their attempts and their event timeline."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from backend.db import Base, utcnow
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+    __table_args__ = (Index("ix_jobs_queue", "state", "priority_rank", "id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(128))
+    owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    parent_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id"))
+    state: Mapped[str] = mapped_column(String(16), default="queued")
+    spec: Mapped[dict[str, Any]]
+    priority_rank: Mapped[int] = mapped_column(default=1, comment="0 high, 1 normal, 2 low")
+    devices_requested: Mapped[int]
+    attempt: Mapped[int] = mapped_column(default=0, comment="number of the current attempt")
+    restarts: Mapped[int] = mapped_column(default=0)
+    stop_request: Mapped[str | None] = mapped_column(String(16), comment="cancel or pause")
+    reason: Mapped[str | None] = mapped_column(Text)
+    step: Mapped[int] = mapped_column(default=0, comment="newest step reported")
+    total_steps: Mapped[int | None]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+
+
+class Attempt(Base):
+    __tablename__ = "attempts"
+    __table_args__ = (UniqueConstraint("job_id", "number"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    number: Mapped[int]
+    node_name: Mapped[str] = mapped_column(String(64))
+    devices: Mapped[list[Any]]
+    state: Mapped[str] = mapped_column(String(16), default="scheduled")
+    master_port: Mapped[int]
+    resume_from: Mapped[str | None] = mapped_column(Text)
+    last_checkpoint: Mapped[str | None] = mapped_column(Text)
+    exit_reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    claimed_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+
+
+class JobEvent(Base):
+    __tablename__ = "job_events"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    attempt_id: Mapped[int | None] = mapped_column(ForeignKey("attempts.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(64))
+    message: Mapped[str] = mapped_column(Text, default="")
+    step: Mapped[int | None]
+    time: Mapped[datetime] = mapped_column(default=utcnow)

@@ -1,0 +1,1 @@
+"""Trainboard nodes domain."""

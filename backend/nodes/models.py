@@ -1,0 +1,40 @@
+"""Worker nodes and the devices they offer."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import BigInteger, ForeignKey, String, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from backend.db import Base, utcnow
+
+
+class Node(Base):
+    __tablename__ = "nodes"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    hostname: Mapped[str] = mapped_column(String(255))
+    address: Mapped[str] = mapped_column(String(255))
+    state: Mapped[str] = mapped_column(String(16), default="up")
+    drained: Mapped[bool] = mapped_column(default=False)
+    registered_at: Mapped[datetime] = mapped_column(default=utcnow)
+    last_heartbeat: Mapped[datetime] = mapped_column(default=utcnow)
+    devices: Mapped[list[Device]] = relationship(
+        back_populates="node", cascade="all, delete-orphan", order_by="Device.index"
+    )
+
+
+class Device(Base):
+    __tablename__ = "devices"
+    __table_args__ = (UniqueConstraint("node_id", "index"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"))
+    index: Mapped[int]
+    kind: Mapped[str] = mapped_column(String(8))
+    name: Mapped[str] = mapped_column(String(128))
+    uuid: Mapped[str | None] = mapped_column(String(128))
+    memory_total: Mapped[int | None] = mapped_column(BigInteger)
+    node: Mapped[Node] = relationship(back_populates="devices")

@@ -1,0 +1,1 @@
+"""Trainboard telemetry domain."""

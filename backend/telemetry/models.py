@@ -1,0 +1,54 @@
+"""Telemetry rows: metric points, device samples and log lines, each with an idempotent key."""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from backend.db import Base
+
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class MetricPoint(Base):
+    __tablename__ = "metric_points"
+    __table_args__ = (UniqueConstraint("attempt_id", "name", "rank", "step"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    attempt_id: Mapped[int] = mapped_column(ForeignKey("attempts.id", ondelete="CASCADE"))
+    rank: Mapped[int]
+    step: Mapped[int]
+    name: Mapped[str] = mapped_column(String(128))
+    value: Mapped[float] = mapped_column(Float)
+    time: Mapped[float] = mapped_column(Float)
+
+
+class DeviceSample(Base):
+    __tablename__ = "device_samples"
+    __table_args__ = (UniqueConstraint("node", "device", "time"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    node: Mapped[str] = mapped_column(String(64))
+    device: Mapped[int]
+    kind: Mapped[str] = mapped_column(String(8))
+    time: Mapped[float] = mapped_column(Float)
+    util: Mapped[float | None] = mapped_column(Float)
+    mem_used: Mapped[int | None] = mapped_column(BigInteger)
+    mem_total: Mapped[int | None] = mapped_column(BigInteger)
+    temperature: Mapped[float | None] = mapped_column(Float)
+    power: Mapped[float | None] = mapped_column(Float)
+    attempt_id: Mapped[int | None]
+    rank: Mapped[int | None]
+
+
+class LogLine(Base):
+    __tablename__ = "log_lines"
+    __table_args__ = (UniqueConstraint("attempt_id", "rank", "stream", "seq"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    attempt_id: Mapped[int] = mapped_column(ForeignKey("attempts.id", ondelete="CASCADE"))
+    rank: Mapped[int]
+    stream: Mapped[str] = mapped_column(String(8))
+    seq: Mapped[int]
+    line: Mapped[str] = mapped_column(Text)
+    time: Mapped[float] = mapped_column(Float)
