@@ -20,7 +20,9 @@ class Settings(BaseSettings):
     database_url: str | None = Field(None, description="default: SQLite file in data_dir")
     redis_url: str = Field("redis://127.0.0.1:6379/0")
     admin_token: str | None = Field(None, description="bootstrap admin token; random if unset")
-    cpu_slots: int | None = Field(None, ge=1, le=1024, description="devices a GPU-less worker offers")
+    cpu_slots: int | None = Field(
+        None, ge=1, le=1024, description="devices a GPU-less worker offers"
+    )
     script_roots: str = Field(
         "scripts", description="colon-separated directories user entrypoints resolve under"
     )

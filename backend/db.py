@@ -28,6 +28,11 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def as_utc(moment: datetime) -> datetime:
+    """SQLite hands back naive datetimes; they were written as UTC."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
 def make_engine(url: str) -> Engine:
     """An engine; SQLite gets WAL, foreign keys and a busy timeout for concurrent writers."""
     if url.startswith("sqlite"):

@@ -1,0 +1,121 @@
+"""The FastAPI application: routers, background loops and the built frontend."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import redis
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.routing import APIRoute
+from fastapi.staticfiles import StaticFiles
+
+from backend import meta_router
+from backend.auth import router as auth_router
+from backend.config import Settings, get_settings
+from backend.db import Database
+from backend.jobs import router as jobs_router
+from backend.migrate import upgrade
+from backend.nodes import router as nodes_router
+from backend.scheduler.loop import Scheduler
+from backend.telemetry import ws
+from backend.telemetry.hub import Hub
+from backend.telemetry.ingest import Ingest
+from backend.telemetry.relay import relay_announcements
+from workers.celery_app import make_celery
+
+log = logging.getLogger(__name__)
+
+
+def _operation_id(route: APIRoute) -> str:
+    return f"{route.tags[0]}-{route.name}" if route.tags else route.name
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the app; its lifespan starts the scheduler, ingest and relay threads."""
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        if settings.auto_migrate:
+            await asyncio.to_thread(upgrade, settings.db_url)
+        db = Database(settings.db_url)
+        client = redis.Redis.from_url(settings.redis_url)
+        hub = Hub(asyncio.get_running_loop())
+        app.state.db, app.state.redis, app.state.hub = db, client, hub
+        stop = threading.Event()
+        threads = _start_loops(settings, db, client, hub, stop)
+        try:
+            yield
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join(timeout=5)
+            client.close()
+            db.dispose()
+
+    app = FastAPI(
+        title="Trainboard",
+        version="0.1.0",
+        lifespan=lifespan,
+        generate_unique_id_function=_operation_id,
+    )
+    app.state.settings = settings
+    for module in (meta_router, auth_router, jobs_router, nodes_router, ws):
+        app.include_router(module.router)
+    _serve_frontend(app, settings.frontend_dir)
+    return app
+
+
+def _start_loops(
+    settings: Settings, db: Database, client: redis.Redis, hub: Hub, stop: threading.Event
+) -> list[threading.Thread]:
+    loops: list[tuple[str, Callable[[], None]]] = [
+        ("relay", lambda: relay_announcements(db=db, client=client, hub=hub, stop=stop))
+    ]
+    if settings.run_scheduler:
+        scheduler = Scheduler(
+            db=db,
+            client=client,
+            celery=make_celery(settings.redis_url),
+            interval=settings.scheduler_interval,
+            heartbeat_timeout=settings.heartbeat_timeout,
+        )
+        loops.append(("scheduler", lambda: scheduler.run(stop)))
+    if settings.run_ingest:
+        consumer = f"{socket.gethostname()}-{os.getpid()}"
+        ingest = Ingest(db=db, client=client, sink=hub.publish, consumer=consumer)
+        loops.append(("ingest", lambda: ingest.run(stop)))
+    threads = [
+        threading.Thread(target=target, name=f"trainboard-{name}", daemon=True)
+        for name, target in loops
+    ]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+def _serve_frontend(app: FastAPI, dist: Path) -> None:
+    """Serve the built frontend; unknown non-API paths get index.html (client-side routes)."""
+    index = dist / "index.html"
+    if (dist / "assets").is_dir():
+        app.mount("/assets", StaticFiles(directory=dist / "assets"), name="assets")
+
+    @app.get("/{path:path}", include_in_schema=False, response_model=None)
+    def frontend(path: str, request: Request) -> FileResponse | JSONResponse:
+        if path.startswith("api/") or path == "api":
+            raise HTTPException(404, "not found")
+        candidate = (dist / path).resolve()
+        if path and candidate.is_file() and candidate.is_relative_to(dist.resolve()):
+            return FileResponse(candidate)
+        if index.is_file():
+            return FileResponse(index, headers={"Cache-Control": "no-cache"})
+        return JSONResponse({"detail": "frontend not built: run `make frontend`"}, status_code=503)

@@ -1,0 +1,87 @@
+"""FastAPI dependencies shared by every router, as Annotated aliases."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+from urllib.parse import urlsplit
+
+from fastapi import Depends, HTTPException, Request, status
+from sqlalchemy.orm import Session
+
+from backend.auth.service import Principal, authenticate
+from backend.config import Settings
+from backend.db import Database
+
+SESSION_COOKIE = "trainboard_session"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def get_settings_dep(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def get_database(request: Request) -> Database:
+    database: Database = request.app.state.db
+    return database
+
+
+def get_session(database: Annotated[Database, Depends(get_database)]) -> Iterator[Session]:
+    """A request-scoped session, committed when the handler returns without error."""
+    with database.session() as session:
+        yield session
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
+SessionDep = Annotated[Session, Depends(get_session)]
+
+
+def credentials_from(headers: dict[str, str] | object, cookies: dict[str, str]) -> tuple[str, str]:
+    """The secret a request carries and where it came from ('bearer' or 'cookie')."""
+    auth = getattr(headers, "get", lambda _k: None)("authorization") or ""
+    scheme, _, value = auth.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip(), "bearer"
+    return cookies.get(SESSION_COOKIE, ""), "cookie"
+
+
+def same_origin(origin: str | None, host: str | None) -> bool:
+    """Whether a browser Origin header names the host the request was sent to."""
+    if not origin or not host:
+        return False
+    return urlsplit(origin).netloc.lower() == host.lower()
+
+
+def get_principal(request: Request, session: SessionDep) -> Principal:
+    """The authenticated caller; 401 without valid credentials, 403 on a cross-site write."""
+    secret, source = credentials_from(request.headers, request.cookies)
+    principal = authenticate(session, secret) if secret else None
+    if principal is None:
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            "authentication required",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    if source == "cookie" and request.method not in SAFE_METHODS:
+        origin = request.headers.get("origin")
+        if origin is not None and not same_origin(origin, request.headers.get("host")):
+            raise HTTPException(status.HTTP_403_FORBIDDEN, "cross-origin request refused")
+    return principal
+
+
+def require_scope(scope: str) -> object:
+    """A dependency that admits only principals holding scope."""
+
+    def check(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
+        if scope not in principal.scopes:
+            raise HTTPException(status.HTTP_403_FORBIDDEN, f"this needs the {scope!r} scope")
+        return principal
+
+    return check
+
+
+ReaderDep = Annotated[Principal, Depends(require_scope("read"))]
+SubmitterDep = Annotated[Principal, Depends(require_scope("submit"))]
+AdminDep = Annotated[Principal, Depends(require_scope("admin"))]
+NodeDep = Annotated[Principal, Depends(require_scope("node"))]

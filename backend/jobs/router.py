@@ -1,0 +1,165 @@
+"""REST routes for jobs: submit, list, read, cancel, events, metrics, logs."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, Request, status
+from fastapi.exceptions import RequestValidationError
+from sqlalchemy import select
+
+from backend.deps import ReaderDep, SessionDep, SettingsDep, SubmitterDep
+from backend.jobs import service
+from backend.jobs.models import Attempt, JobEvent
+from backend.jobs.schemas import AttemptOut, EventOut, JobList, JobOut, LogList, MetricNames, Series
+from backend.jobs.states import IllegalTransition
+from backend.jobs.views import describe_job, describe_jobs
+from backend.telemetry import series
+from workers.spec import JobSpec
+
+router = APIRouter(prefix="/api/jobs", tags=["jobs"])
+JobState = Annotated[
+    str | None,
+    Query(
+        pattern="^(queued|scheduled|running|succeeded|failed|cancelled|paused|cancelling|pausing|restarting)$"
+    ),
+]
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=JobOut)
+def submit_job(
+    spec: JobSpec,
+    request: Request,
+    principal: SubmitterDep,
+    session: SessionDep,
+    settings: SettingsDep,
+) -> JobOut:
+    """Queue a job; 422 names the field of any invalid or unsupported part of the spec."""
+    try:
+        job = service.submit(
+            session,
+            request.app.state.redis,
+            principal=principal,
+            spec=spec,
+            script_roots=settings.script_root_paths,
+        )
+    except service.SpecRefused as err:
+        raise RequestValidationError(
+            [{"loc": ("body", *err.loc), "msg": str(err), "type": "value_error", "input": None}]
+        ) from None
+    return describe_job(session, job)
+
+
+@router.get("", response_model=JobList)
+def list_jobs(
+    principal: ReaderDep,
+    session: SessionDep,
+    state: JobState = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+) -> JobList:
+    """Jobs the caller may see, newest first."""
+    jobs = service.visible_jobs(session, principal=principal, state=state, limit=limit)
+    return JobList(jobs=describe_jobs(session, jobs))
+
+
+@router.get("/{job_id}", response_model=JobOut)
+def get_job(job_id: int, principal: ReaderDep, session: SessionDep) -> JobOut:
+    return describe_job(session, _job(session, principal, job_id))
+
+
+@router.post("/{job_id}/cancel", response_model=JobOut)
+def cancel_job(
+    job_id: int, request: Request, principal: SubmitterDep, session: SessionDep
+) -> JobOut:
+    """Cancel: at once when queued, else its ranks checkpoint and stop (state cancelling)."""
+    job = _job(session, principal, job_id)
+    try:
+        service.stop(
+            session, request.app.state.redis, principal=principal, job=job, action="cancel"
+        )
+    except IllegalTransition as err:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(err)) from None
+    return describe_job(session, job)
+
+
+@router.get("/{job_id}/attempts", response_model=list[AttemptOut])
+def list_attempts(job_id: int, principal: ReaderDep, session: SessionDep) -> list[AttemptOut]:
+    job = _job(session, principal, job_id)
+    attempts = session.scalars(
+        select(Attempt).where(Attempt.job_id == job.id).order_by(Attempt.number)
+    )
+    return [
+        AttemptOut(
+            id=a.id,
+            number=a.number,
+            node=a.node_name,
+            devices=list(a.devices),
+            state=a.state,
+            resume_from=a.resume_from,
+            last_checkpoint=a.last_checkpoint,
+            exit_reason=a.exit_reason,
+            created_at=a.created_at,
+            claimed_at=a.claimed_at,
+            finished_at=a.finished_at,
+        )
+        for a in attempts
+    ]
+
+
+@router.get("/{job_id}/events", response_model=list[EventOut])
+def list_events(job_id: int, principal: ReaderDep, session: SessionDep) -> list[EventOut]:
+    """The job's timeline, oldest first."""
+    job = _job(session, principal, job_id)
+    events = session.scalars(
+        select(JobEvent).where(JobEvent.job_id == job.id).order_by(JobEvent.id)
+    )
+    return [
+        EventOut(
+            id=e.id,
+            kind=e.kind,
+            message=e.message,
+            step=e.step,
+            attempt_id=e.attempt_id,
+            time=e.time,
+        )
+        for e in events
+    ]
+
+
+@router.get("/{job_id}/metrics", response_model=MetricNames)
+def list_metrics(job_id: int, principal: ReaderDep, session: SessionDep) -> MetricNames:
+    job = _job(session, principal, job_id)
+    return MetricNames(names=series.metric_names(session, job_id=job.id))
+
+
+@router.get("/{job_id}/metrics/{name}", response_model=Series)
+def get_metric(
+    job_id: int,
+    name: str,
+    principal: ReaderDep,
+    session: SessionDep,
+    rank: Annotated[int | None, Query(ge=0, le=1_000_000)] = None,
+) -> Series:
+    """A metric as columns by step; without rank, the mean over ranks."""
+    job = _job(session, principal, job_id)
+    return Series(**series.series(session, job_id=job.id, name=name, rank=rank))
+
+
+@router.get("/{job_id}/logs", response_model=LogList)
+def get_logs(
+    job_id: int,
+    principal: ReaderDep,
+    session: SessionDep,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 300,
+) -> LogList:
+    job = _job(session, principal, job_id)
+    return LogList.model_validate(
+        {"lines": series.recent_logs(session, job_id=job.id, limit=limit)}
+    )
+
+
+def _job(session: SessionDep, principal: ReaderDep, job_id: int):  # type: ignore[no-untyped-def]
+    try:
+        return service.get_job(session, principal=principal, job_id=job_id)
+    except service.JobNotFound as err:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(err)) from None

@@ -1,0 +1,143 @@
+"""Job operations behind the REST routes: submit, read, cancel."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import redis
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from backend.auth.service import Principal
+from backend.jobs.models import Attempt, Job, JobEvent
+from backend.jobs.states import IllegalTransition, JobState, transition
+from backend.signals import announce_jobs, request_stop, wake_scheduler
+from workers.spec import JobSpec, unsupported_reason
+
+PRIORITY_RANK = {"high": 0, "normal": 1, "low": 2}
+
+
+class SpecRefused(ValueError):
+    """A valid spec this deployment cannot accept; carries the field it is about."""
+
+    def __init__(self, loc: tuple[str, ...], message: str) -> None:
+        super().__init__(message)
+        self.loc = loc
+
+
+class JobNotFound(LookupError):
+    pass
+
+
+def resolve_script(spec: JobSpec, roots: Sequence[Path]) -> Path | None:
+    """The entrypoint script's real path under one of the roots, or None for other jobs."""
+    if spec.entrypoint is None or spec.entrypoint.script is None:
+        return None
+    for root in roots:
+        candidate = (root / spec.entrypoint.script).resolve()
+        if candidate.is_relative_to(root) and candidate.is_file():
+            return candidate
+    raise SpecRefused(
+        ("entrypoint", "script"),
+        f"script {spec.entrypoint.script!r} was not found under the allowed roots "
+        "(TRAINBOARD_SCRIPT_ROOTS)",
+    )
+
+
+def submit(
+    session: Session,
+    client: redis.Redis,
+    *,
+    principal: Principal,
+    spec: JobSpec,
+    script_roots: Sequence[Path],
+    parent_id: int | None = None,
+) -> Job:
+    """Validate what the engine can run, store the job as queued and wake the scheduler."""
+    resolve_script(spec, script_roots)
+    reason = unsupported_reason(spec)
+    if reason is not None:
+        raise SpecRefused((), reason)
+    job = Job(
+        name=spec.name,
+        owner_id=principal.user_id,
+        parent_id=parent_id,
+        state=JobState.queued.value,
+        spec=spec.model_dump(mode="json"),
+        priority_rank=PRIORITY_RANK[spec.priority.value],
+        devices_requested=spec.parallelism.devices,
+        total_steps=spec.total_steps,
+    )
+    session.add(job)
+    session.flush()
+    session.add(
+        JobEvent(job_id=job.id, kind="submitted", message=f"submitted by {principal.username}")
+    )
+    session.commit()
+    announce_jobs(client, [job.id])
+    wake_scheduler(client)
+    return job
+
+
+def visible_jobs(
+    session: Session, *, principal: Principal, state: str | None = None, limit: int = 200
+) -> Sequence[Job]:
+    """Jobs the caller may see, newest first (admins see every job)."""
+    query = select(Job).order_by(Job.id.desc()).limit(limit)
+    if not principal.is_admin:
+        query = query.where(Job.owner_id == principal.user_id)
+    if state is not None:
+        query = query.where(Job.state == state)
+    return session.scalars(query).all()
+
+
+def get_job(session: Session, *, principal: Principal, job_id: int) -> Job:
+    """The job, if the caller may see it; otherwise JobNotFound (never a hint it exists)."""
+    job = session.get(Job, job_id)
+    if job is None or not (principal.is_admin or job.owner_id == principal.user_id):
+        raise JobNotFound(f"job {job_id} not found")
+    return job
+
+
+def current_attempt(session: Session, job: Job) -> Attempt | None:
+    if not job.attempt:
+        return None
+    return session.scalars(
+        select(Attempt).where(Attempt.job_id == job.id, Attempt.number == job.attempt)
+    ).first()
+
+
+def stop(
+    session: Session, client: redis.Redis, *, principal: Principal, job: Job, action: str
+) -> Job:
+    """Cancel or pause a job: at once if nothing runs yet, else ask its ranks to stop."""
+    final = JobState.cancelled if action == "cancel" else JobState.paused
+    via = JobState.cancelling if action == "cancel" else JobState.pausing
+    attempt = current_attempt(session, job)
+    by = f"{action} requested by {principal.username}"
+    state = JobState(job.state)
+    if state in (JobState.queued, JobState.paused, JobState.restarting) or (
+        state is JobState.scheduled and attempt is not None and _withdraw(session, attempt)
+    ):
+        session.add(transition(job, final, message=by))
+    elif state in (JobState.scheduled, JobState.running, JobState.pausing) and attempt is not None:
+        session.add(transition(job, via, message=by, attempt_id=attempt.id))
+        job.stop_request = action
+        request_stop(client, attempt_id=attempt.id, action=action)
+    else:
+        raise IllegalTransition(f"job {job.id} is {job.state}; it cannot be {action}led")
+    session.commit()
+    announce_jobs(client, [job.id])
+    wake_scheduler(client)
+    return job
+
+
+def _withdraw(session: Session, attempt: Attempt) -> bool:
+    """Take back an attempt no worker has claimed yet (compare-and-set); True if it worked."""
+    result = session.execute(
+        update(Attempt)
+        .where(Attempt.id == attempt.id, Attempt.state == "scheduled")
+        .values(state="withdrawn", exit_reason="stopped before it started")
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]

@@ -1,0 +1,62 @@
+"""Health and the template catalog the submit form is generated from."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel
+
+from backend.deps import ReaderDep
+from workers.catalog import PIPELINE_UNITS, TEMPLATES
+
+router = APIRouter(prefix="/api", tags=["meta"])
+
+
+class Health(BaseModel):
+    status: str
+
+
+class HParamOut(BaseModel):
+    name: str
+    type: str
+    default: Any
+    minimum: float | None
+    maximum: float | None
+    choices: list[str] | None
+    help: str
+
+
+class TemplateOut(BaseModel):
+    name: str
+    pipeline_unit: str
+    hyperparameters: list[HParamOut]
+
+
+@router.get("/health", response_model=Health)
+def health() -> Health:
+    return Health(status="ok")
+
+
+@router.get("/templates", response_model=list[TemplateOut])
+def templates(_: ReaderDep) -> list[TemplateOut]:
+    """Built-in templates with each hyperparameter's type, default and range."""
+    return [
+        TemplateOut(
+            name=name,
+            pipeline_unit=PIPELINE_UNITS[name],
+            hyperparameters=[
+                HParamOut(
+                    name=key,
+                    type={bool: "boolean", int: "integer", float: "number", str: "string"}[p.kind],
+                    default=p.default,
+                    minimum=p.minimum,
+                    maximum=p.maximum,
+                    choices=list(p.choices) if p.choices else None,
+                    help=p.help,
+                )
+                for key, p in params.items()
+            ],
+        )
+        for name, params in TEMPLATES.items()
+    ]

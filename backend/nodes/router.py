@@ -1,0 +1,79 @@
+"""REST routes for nodes (the cluster view) and for node agents (register, heartbeat, attempts)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException, Request, status
+
+from backend.deps import NodeDep, ReaderDep, SessionDep
+from backend.jobs import attempts
+from backend.jobs.schemas import ClaimIn, ClaimOut, FinishOut
+from backend.nodes import service
+from backend.nodes.schemas import HeartbeatOut, NodeList, NodeOut
+from backend.signals import announce_jobs, announce_nodes, wake_scheduler
+from workers.protocol import AttemptOutcome, NodeRegistration
+
+router = APIRouter(prefix="/api", tags=["nodes"])
+
+
+@router.get("/nodes", response_model=NodeList)
+def list_nodes(_: ReaderDep, session: SessionDep) -> NodeList:
+    """Nodes, their devices, and which job and rank holds each device."""
+    return NodeList(nodes=service.describe_nodes(session))
+
+
+@router.post("/nodes/register", response_model=NodeOut)
+def register_node(
+    body: NodeRegistration, request: Request, _: NodeDep, session: SessionDep
+) -> NodeOut:
+    """A node agent announces itself and its devices."""
+    node = service.register(session, registration=body)
+    announce_nodes(request.app.state.redis)
+    wake_scheduler(request.app.state.redis)
+    return next(n for n in service.describe_nodes(session) if n.name == node.name)
+
+
+@router.post("/nodes/{name}/heartbeat", response_model=HeartbeatOut)
+def heartbeat(name: str, _: NodeDep, session: SessionDep) -> HeartbeatOut:
+    try:
+        node = service.heartbeat(session, name=name)
+    except service.NodeNotFound as err:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(err)) from None
+    return HeartbeatOut(drained=node.drained)
+
+
+@router.post("/attempts/{attempt_id}/claim", response_model=ClaimOut)
+def claim_attempt(
+    attempt_id: int, body: ClaimIn, request: Request, _: NodeDep, session: SessionDep
+) -> ClaimOut:
+    """Exactly one claim of a scheduled attempt wins; any other gets 409 and must not start."""
+    try:
+        won = attempts.claim(session, attempt_id=attempt_id, node=body.node)
+    except attempts.AttemptNotFound as err:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(err)) from None
+    if not won:
+        raise HTTPException(
+            status.HTTP_409_CONFLICT, "attempt is not claimable (stale, duplicate or stopped)"
+        )
+    session.commit()
+    announce_jobs(request.app.state.redis, [_job_of(session, attempt_id)])
+    return ClaimOut(claimed=True)
+
+
+@router.post("/attempts/{attempt_id}/finish", response_model=FinishOut)
+def finish_attempt(
+    attempt_id: int, body: AttemptOutcome, request: Request, _: NodeDep, session: SessionDep
+) -> FinishOut:
+    """The supervisor reports how the attempt ended; the job moves on accordingly."""
+    try:
+        job = attempts.finish(session, attempt_id=attempt_id, outcome=body)
+    except attempts.AttemptNotFound as err:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(err)) from None
+    announce_jobs(request.app.state.redis, [job.id])
+    wake_scheduler(request.app.state.redis)
+    return FinishOut(state=job.state)
+
+
+def _job_of(session: SessionDep, attempt_id: int) -> int:
+    from backend.jobs.models import Attempt
+
+    return session.get_one(Attempt, attempt_id).job_id

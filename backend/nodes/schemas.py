@@ -1,0 +1,35 @@
+"""Shapes of nodes and devices as the API returns them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel
+
+
+class DeviceOut(BaseModel):
+    index: int
+    kind: str
+    name: str
+    uuid: str | None
+    memory_total: int | None
+    job_id: int | None = None
+    rank: int | None = None
+
+
+class NodeOut(BaseModel):
+    name: str
+    hostname: str
+    address: str
+    state: str
+    drained: bool
+    last_heartbeat: datetime
+    devices: list[DeviceOut]
+
+
+class NodeList(BaseModel):
+    nodes: list[NodeOut]
+
+
+class HeartbeatOut(BaseModel):
+    drained: bool

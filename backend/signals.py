@@ -1,0 +1,56 @@
+"""Best-effort Redis signals from the control plane: job changes and scheduler wake-ups.
+
+The database is the truth; a lost signal only delays a browser update or a scheduling
+pass until the next tick, so Redis errors are logged and never fail a request.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+
+import redis
+
+from workers.protocol import control_key
+
+log = logging.getLogger(__name__)
+
+JOB_UPDATES_CHANNEL = "tb:job-updates"
+NODE_UPDATES_CHANNEL = "tb:node-updates"
+SCHEDULER_WAKE_KEY = "tb:scheduler-wake"
+
+
+def announce_jobs(client: redis.Redis, job_ids: Iterable[int]) -> None:
+    """Tell every API process (and so every browser) that these jobs changed."""
+    ids = sorted(set(job_ids))
+    if ids:
+        _quietly(lambda: client.publish(JOB_UPDATES_CHANNEL, json.dumps(ids)))
+
+
+def announce_nodes(client: redis.Redis) -> None:
+    _quietly(lambda: client.publish(NODE_UPDATES_CHANNEL, "1"))
+
+
+def wake_scheduler(client: redis.Redis) -> None:
+    """Make the scheduler run a pass now instead of at its next tick."""
+
+    def push() -> None:
+        pipe = client.pipeline()
+        pipe.lpush(SCHEDULER_WAKE_KEY, 1)
+        pipe.ltrim(SCHEDULER_WAKE_KEY, 0, 0)
+        pipe.execute()
+
+    _quietly(push)
+
+
+def request_stop(client: redis.Redis, *, attempt_id: int, action: str) -> None:
+    """Ask the supervisor of an attempt to stop its ranks ('cancel' or 'pause')."""
+    _quietly(lambda: client.set(control_key(attempt_id), action, ex=7 * 24 * 3600))
+
+
+def _quietly(action: object) -> None:
+    try:
+        action()  # type: ignore[operator]
+    except redis.RedisError as err:
+        log.warning("redis signal not sent: %s", err)

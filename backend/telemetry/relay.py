@@ -1,0 +1,60 @@
+"""Relays job and node change announcements from Redis into this process's hub."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+
+import redis
+
+from backend.db import Database
+from backend.jobs.models import Job
+from backend.jobs.views import describe_jobs
+from backend.nodes.service import describe_nodes
+from backend.signals import JOB_UPDATES_CHANNEL, NODE_UPDATES_CHANNEL
+from backend.telemetry.hub import Hub
+
+log = logging.getLogger(__name__)
+
+
+def relay_announcements(
+    *, db: Database, client: redis.Redis, hub: Hub, stop: threading.Event
+) -> None:
+    """Turn announced job ids into fresh job views on topics `jobs` and `job:<id>`."""
+    while not stop.is_set():
+        pubsub = client.pubsub(ignore_subscribe_messages=True)
+        try:
+            pubsub.subscribe(JOB_UPDATES_CHANNEL, NODE_UPDATES_CHANNEL)
+            while not stop.is_set():
+                message = pubsub.get_message(timeout=0.5)
+                if message is None:
+                    continue
+                channel = message["channel"].decode()
+                if channel == NODE_UPDATES_CHANNEL:
+                    _send_nodes(db, hub)
+                else:
+                    _send_jobs(db, hub, json.loads(message["data"]))
+        except redis.RedisError as err:
+            log.warning("relay: redis unavailable (%s); retrying", err)
+            stop.wait(1.0)
+        except Exception:
+            log.exception("relay failed")
+            stop.wait(1.0)
+        finally:
+            pubsub.close()
+
+
+def _send_jobs(db: Database, hub: Hub, ids: list[int]) -> None:
+    with db.session() as session:
+        jobs = [job for job in (session.get(Job, int(i)) for i in ids[:1000]) if job is not None]
+        views = [v.model_dump(mode="json") for v in describe_jobs(session, jobs)]
+    for view in views:
+        hub.publish("jobs", {"job": view})
+        hub.publish(f"job:{view['id']}", {"job": view})
+
+
+def _send_nodes(db: Database, hub: Hub) -> None:
+    with db.session() as session:
+        nodes = [n.model_dump(mode="json") for n in describe_nodes(session)]
+    hub.publish("cluster", {"nodes": nodes})

@@ -1,0 +1,140 @@
+"""Reading metric series, logs and device samples back out of the database."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from backend.jobs.models import Attempt
+from backend.telemetry.models import DeviceSample, LogLine, MetricPoint
+
+SNAPSHOT_POINTS = 20_000
+SNAPSHOT_LOG_LINES = 300
+
+
+def metric_names(session: Session, *, job_id: int) -> list[str]:
+    return list(
+        session.scalars(
+            select(MetricPoint.name)
+            .join(Attempt, Attempt.id == MetricPoint.attempt_id)
+            .where(Attempt.job_id == job_id)
+            .distinct()
+            .order_by(MetricPoint.name)
+        )
+    )
+
+
+def series(
+    session: Session, *, job_id: int, name: str, rank: int | None = None
+) -> dict[str, list[Any]]:
+    """One columnar series by step; a later attempt's points replace an earlier one's.
+
+    Without a rank, each step's value is the mean over ranks (the global loss of a
+    data-parallel step).
+    """
+    query = (
+        select(
+            Attempt.number,
+            MetricPoint.step,
+            func.avg(MetricPoint.value),
+            func.max(MetricPoint.time),
+        )
+        .join(Attempt, Attempt.id == MetricPoint.attempt_id)
+        .where(Attempt.job_id == job_id, MetricPoint.name == name)
+        .group_by(Attempt.number, MetricPoint.step)
+        .order_by(Attempt.number, MetricPoint.step)
+    )
+    if rank is not None:
+        query = query.where(MetricPoint.rank == rank)
+    by_step: dict[int, tuple[float, float]] = {}
+    for _number, step, value, moment in session.execute(query):
+        by_step[step] = (float(moment), float(value))
+    steps = sorted(by_step)
+    return {
+        "step": steps,
+        "time": [by_step[s][0] for s in steps],
+        "value": [by_step[s][1] for s in steps],
+    }
+
+
+def raw_points(
+    session: Session, *, job_id: int, limit: int = SNAPSHOT_POINTS
+) -> dict[str, dict[str, list[Any]]]:
+    """Every metric of a job as per-rank columnar points (newest `limit` per job)."""
+    query = (
+        select(
+            MetricPoint.name,
+            MetricPoint.rank,
+            MetricPoint.step,
+            MetricPoint.time,
+            MetricPoint.value,
+        )
+        .join(Attempt, Attempt.id == MetricPoint.attempt_id)
+        .where(Attempt.job_id == job_id)
+        .order_by(MetricPoint.id.desc())
+        .limit(limit)
+    )
+    out: dict[str, dict[str, list[Any]]] = defaultdict(
+        lambda: {"step": [], "time": [], "value": [], "rank": []}
+    )
+    for name, rank, step, moment, value in reversed(session.execute(query).all()):
+        cols = out[name]
+        cols["step"].append(step)
+        cols["time"].append(moment)
+        cols["value"].append(value)
+        cols["rank"].append(rank)
+    return dict(out)
+
+
+def recent_logs(
+    session: Session, *, job_id: int, limit: int = SNAPSHOT_LOG_LINES
+) -> list[dict[str, Any]]:
+    query = (
+        select(LogLine)
+        .join(Attempt, Attempt.id == LogLine.attempt_id)
+        .where(Attempt.job_id == job_id)
+        .order_by(LogLine.id.desc())
+        .limit(limit)
+    )
+    return [
+        {
+            "attempt_id": r.attempt_id,
+            "rank": r.rank,
+            "stream": r.stream,
+            "seq": r.seq,
+            "line": r.line,
+            "time": r.time,
+        }
+        for r in reversed(session.scalars(query).all())
+    ]
+
+
+def recent_samples(session: Session, *, seconds: float = 300.0) -> list[dict[str, Any]]:
+    """Device samples of the last few minutes, oldest first."""
+    newest = session.scalar(select(func.max(DeviceSample.time)))
+    if newest is None:
+        return []
+    query = (
+        select(DeviceSample)
+        .where(DeviceSample.time >= newest - seconds)
+        .order_by(DeviceSample.time)
+    )
+    return [
+        {
+            "node": s.node,
+            "device": s.device,
+            "kind": s.kind,
+            "time": s.time,
+            "util": s.util,
+            "mem_used": s.mem_used,
+            "mem_total": s.mem_total,
+            "temperature": s.temperature,
+            "power": s.power,
+            "attempt_id": s.attempt_id,
+            "rank": s.rank,
+        }
+        for s in session.scalars(query)
+    ]

@@ -1,0 +1,40 @@
+"""What a websocket client receives first when it subscribes to a topic."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from backend.auth.service import Principal
+from backend.jobs import service as jobs
+from backend.jobs.views import describe_job, describe_jobs
+from backend.nodes.service import describe_nodes
+from backend.telemetry import series
+
+
+class TopicRefused(LookupError):
+    """The topic does not exist or the caller may not read it."""
+
+
+def snapshot(session: Session, *, principal: Principal, topic: str) -> dict[str, Any]:
+    """The current state of a topic, read from the database."""
+    if topic == "jobs":
+        listed = jobs.visible_jobs(session, principal=principal)
+        return {"jobs": [j.model_dump(mode="json") for j in describe_jobs(session, listed)]}
+    if topic == "cluster":
+        return {
+            "nodes": [n.model_dump(mode="json") for n in describe_nodes(session)],
+            "samples": series.recent_samples(session),
+        }
+    if topic.startswith("job:") and topic[4:].isdigit():
+        try:
+            job = jobs.get_job(session, principal=principal, job_id=int(topic[4:]))
+        except jobs.JobNotFound as err:
+            raise TopicRefused(str(err)) from None
+        return {
+            "job": describe_job(session, job).model_dump(mode="json"),
+            "metrics": series.raw_points(session, job_id=job.id),
+            "logs": series.recent_logs(session, job_id=job.id),
+        }
+    raise TopicRefused(f"unknown topic {topic[:80]!r}")
