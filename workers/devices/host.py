@@ -1,0 +1,58 @@
+"""CPU slots of a GPU-less machine: each slot reports its rank process's CPU % and RSS."""
+
+from __future__ import annotations
+
+import threading
+
+import psutil
+
+from workers.devices.registry import DeviceRegistry
+from workers.protocol import DeviceSample, NodeDevice
+
+
+class HostProbe:
+    """Offers `slots` CPU devices and samples the rank process running on each."""
+
+    def __init__(self, slots: int, registry: DeviceRegistry) -> None:
+        self.slots = slots
+        self._registry = registry
+        self._processes: dict[int, psutil.Process] = {}
+        self._lock = threading.Lock()
+
+    def devices(self) -> list[NodeDevice]:
+        """The CPU slots, for registration."""
+        total = psutil.virtual_memory().total
+        return [
+            NodeDevice(index=i, kind="cpu", name=f"CPU slot {i}", memory_total=total)
+            for i in range(self.slots)
+        ]
+
+    def sample(self, node: str, now: float) -> list[DeviceSample]:
+        """One reading per slot: 0 % and 0 bytes when the slot is idle."""
+        total = psutil.virtual_memory().total
+        with self._lock:
+            return [self._read_slot(node, i, now, total) for i in range(self.slots)]
+
+    def _read_slot(self, node: str, slot: int, now: float, total: int) -> DeviceSample:
+        occupant = self._registry.get(slot)
+        util, rss = 0.0, 0
+        if occupant is not None:
+            try:
+                process = self._process(occupant.pid)
+                with process.oneshot():
+                    util = process.cpu_percent(interval=None)
+                    rss = process.memory_info().rss
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                self._processes.pop(occupant.pid, None)
+        return DeviceSample(
+            node=node, device=slot, kind="cpu", time=now, util=util, mem_used=rss, mem_total=total
+        )
+
+    def _process(self, pid: int) -> psutil.Process:
+        """A cached handle, so cpu_percent measures since the previous sample."""
+        live = {o.pid for o in self._registry.snapshot().values()}
+        for stale in set(self._processes) - live:
+            del self._processes[stale]
+        if pid not in self._processes:
+            self._processes[pid] = psutil.Process(pid)
+        return self._processes[pid]

@@ -1,0 +1,33 @@
+"""What a rank runs: its environment and the job spec, read once at start."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from workers.rank_env import RankEnv
+from workers.spec import JobSpec, unsupported_reason
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """The rank's environment plus its validated spec."""
+
+    env: RankEnv
+    spec: JobSpec
+
+    @property
+    def template(self) -> str:
+        assert self.spec.template is not None  # load_config refuses entrypoint specs
+        return self.spec.template
+
+
+def load_config() -> EngineConfig:
+    """Read the environment and the spec file; ValueError when the engine cannot run it."""
+    env = RankEnv.from_env()
+    if env is None:
+        raise ValueError("TRAINBOARD_ATTEMPT_ID is not set: run ranks through the supervisor")
+    spec = JobSpec.model_validate_json(env.spec_file.read_text())
+    reason = unsupported_reason(spec)
+    if reason is not None:
+        raise ValueError(reason)
+    return EngineConfig(env=env, spec=spec)

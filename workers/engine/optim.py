@@ -1,0 +1,33 @@
+"""Optimizer and learning-rate schedule from the spec."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import torch
+
+from workers.spec import LRSchedule
+
+
+def build_optimizer(
+    params: Iterable[torch.nn.Parameter], *, name: str, lr: float, weight_decay: float
+) -> torch.optim.Optimizer:
+    """AdamW or SGD (with momentum 0.9)."""
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=weight_decay)
+    raise ValueError(f"unknown optimizer {name!r}")
+
+
+def lr_at(step: int, *, peak: float, total_steps: int, schedule: LRSchedule) -> float:
+    """Learning rate for optimizer step `step` (1-based): linear warmup, then constant or cosine."""
+    if schedule.warmup_steps and step <= schedule.warmup_steps:
+        return peak * step / schedule.warmup_steps
+    if schedule.kind == "constant":
+        return peak
+    decay_steps = max(1, total_steps - schedule.warmup_steps)
+    progress = min(1.0, (step - schedule.warmup_steps) / decay_steps)
+    floor = peak * schedule.min_lr_ratio
+    return floor + (peak - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))

@@ -1,0 +1,83 @@
+"""The environment of one rank process: torchrun's variables plus Trainboard's own."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class RankEnv:
+    """Everything a rank learns from its environment; written by the supervisor, read by ranks."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+    local_world_size: int
+    group_rank: int
+    master_addr: str
+    master_port: int
+    run_id: str
+    attempt_id: int
+    job_id: int
+    spec_file: Path
+    run_dir: Path
+    checkpoint_dir: Path
+    redis_url: str
+    resume_from: Path | None = None
+    cuda_visible_devices: str | None = None
+
+    def to_env(self) -> dict[str, str]:
+        """The variables to set, exactly as torchrun would plus TRAINBOARD_*."""
+        env = {
+            "RANK": str(self.rank),
+            "LOCAL_RANK": str(self.local_rank),
+            "WORLD_SIZE": str(self.world_size),
+            "LOCAL_WORLD_SIZE": str(self.local_world_size),
+            "GROUP_RANK": str(self.group_rank),
+            "ROLE_RANK": str(self.rank),
+            "ROLE_WORLD_SIZE": str(self.world_size),
+            "ROLE_NAME": "default",
+            "MASTER_ADDR": self.master_addr,
+            "MASTER_PORT": str(self.master_port),
+            "TORCHELASTIC_RUN_ID": self.run_id,
+            "OMP_NUM_THREADS": "1",
+            "TRAINBOARD_ATTEMPT_ID": str(self.attempt_id),
+            "TRAINBOARD_JOB_ID": str(self.job_id),
+            "TRAINBOARD_SPEC_FILE": str(self.spec_file),
+            "TRAINBOARD_RUN_DIR": str(self.run_dir),
+            "TRAINBOARD_CHECKPOINT_DIR": str(self.checkpoint_dir),
+            "TRAINBOARD_RESUME_FROM": str(self.resume_from) if self.resume_from else "",
+            "TRAINBOARD_REDIS_URL": self.redis_url,
+        }
+        if self.cuda_visible_devices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = self.cuda_visible_devices
+        return env
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> RankEnv | None:
+        """Read the variables back; None outside a Trainboard attempt."""
+        env = os.environ if environ is None else environ
+        if not env.get("TRAINBOARD_ATTEMPT_ID"):
+            return None
+        resume = env.get("TRAINBOARD_RESUME_FROM") or None
+        return cls(
+            rank=int(env.get("RANK", "0")),
+            local_rank=int(env.get("LOCAL_RANK", "0")),
+            world_size=int(env.get("WORLD_SIZE", "1")),
+            local_world_size=int(env.get("LOCAL_WORLD_SIZE", "1")),
+            group_rank=int(env.get("GROUP_RANK", "0")),
+            master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
+            master_port=int(env.get("MASTER_PORT", "29500")),
+            run_id=env.get("TORCHELASTIC_RUN_ID", "none"),
+            attempt_id=int(env["TRAINBOARD_ATTEMPT_ID"]),
+            job_id=int(env.get("TRAINBOARD_JOB_ID", "0")),
+            spec_file=Path(env.get("TRAINBOARD_SPEC_FILE", "spec.json")),
+            run_dir=Path(env.get("TRAINBOARD_RUN_DIR", ".")),
+            checkpoint_dir=Path(env.get("TRAINBOARD_CHECKPOINT_DIR", "checkpoints")),
+            redis_url=env.get("TRAINBOARD_REDIS_URL", "redis://127.0.0.1:6379/0"),
+            resume_from=Path(resume) if resume else None,
+            cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
+        )

@@ -1,0 +1,32 @@
+"""The worker's own configuration, read once from TRAINBOARD_* environment variables."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class WorkerSettings(BaseSettings):
+    """Settings of one node agent (`trainboard worker`)."""
+
+    model_config = SettingsConfigDict(env_prefix="TRAINBOARD_", extra="ignore")
+
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    api_url: str = "http://127.0.0.1:8000"
+    node_name: str = Field(default_factory=socket.gethostname)
+    node_token: str = ""
+    cpu_slots: int | None = Field(None, ge=1, le=1024)
+    data_dir: Path = Path(".trainboard")
+    sample_interval: float = Field(1.0, ge=0.1)
+    heartbeat_interval: float = Field(2.0, gt=0)
+    stop_grace_seconds: float = Field(10.0, ge=0)
+    address: str = "127.0.0.1"
+
+    @property
+    def slots(self) -> int:
+        """CPU slots this node offers when it has no GPU."""
+        return self.cpu_slots or os.cpu_count() or 1

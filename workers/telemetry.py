@@ -1,0 +1,124 @@
+"""Batched, non-blocking publishing of telemetry items to one Redis Stream."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections import deque
+from typing import Any
+
+import redis
+from pydantic import BaseModel
+
+from workers.protocol import BATCH_FIELD
+
+log = logging.getLogger(__name__)
+
+#: streams are trimmed approximately to about this many entries
+STREAM_MAXLEN = 1_000_000
+
+
+class StreamPublisher:
+    """Queue items in memory; a background thread XADDs them as numbered batches."""
+
+    def __init__(
+        self,
+        redis_url: str,
+        stream: str,
+        producer: str,
+        *,
+        flush_interval: float = 0.1,
+        batch_size: int = 500,
+        max_buffer: int = 200_000,
+    ) -> None:
+        self.stream = stream
+        self.producer = producer
+        self.seq = 0
+        self.dropped = 0
+        self._flush_interval = flush_interval
+        self._batch_size = batch_size
+        self._buffer: deque[dict[str, Any]] = deque()
+        self._max_buffer = max_buffer
+        self._pending: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._closing = threading.Event()
+        self._redis = redis.Redis.from_url(
+            redis_url, socket_timeout=2.0, socket_connect_timeout=1.0
+        )
+        self._thread = threading.Thread(target=self._run, name=f"publisher:{stream}", daemon=True)
+        self._thread.start()
+
+    def add(self, item: dict[str, Any] | BaseModel) -> None:
+        """Queue one item; never blocks on Redis (the oldest items go when the buffer is full)."""
+        if isinstance(item, BaseModel):
+            item = item.model_dump(mode="json")
+        with self._lock:
+            if len(self._buffer) >= self._max_buffer:
+                self._buffer.popleft()
+                self.dropped += 1
+            self._buffer.append(item)
+            full = len(self._buffer) >= self._batch_size
+        if full:
+            self._wake.set()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Flush what is queued (for at most timeout seconds) and stop the thread."""
+        self._closing.set()
+        self._wake.set()
+        self._thread.join(timeout)
+        self._redis.close()
+
+    @property
+    def backlog(self) -> int:
+        """Items not yet written to Redis."""
+        with self._lock:
+            return len(self._buffer) + len(self._pending)
+
+    def _run(self) -> None:
+        retry_delay = self._flush_interval
+        while True:
+            self._wake.wait(self._flush_interval)
+            self._wake.clear()
+            closing = self._closing.is_set()
+            try:
+                while self._flush_one():
+                    pass
+                retry_delay = self._flush_interval
+            except redis.RedisError as err:
+                if closing:
+                    log.warning("%s: %d items not delivered: %s", self.stream, self.backlog, err)
+                    return
+                log.debug("%s: Redis unreachable (%s); buffering", self.stream, err)
+                retry_delay = min(retry_delay * 2, 1.0)
+                self._closing.wait(retry_delay)
+                continue
+            if closing:
+                return
+
+    def _flush_one(self) -> bool:
+        """Write the pending batch (taking a new one if none); False when nothing is left."""
+        with self._lock:
+            if not self._pending:
+                count = min(len(self._buffer), self._batch_size)
+                self._pending = [self._buffer.popleft() for _ in range(count)]
+            items = self._pending
+        if not items:
+            return False
+        batch = {"producer": self.producer, "seq": self.seq, "items": items}
+        payload = json.dumps(batch, separators=(",", ":"), allow_nan=True)
+        self._redis.xadd(
+            self.stream, {BATCH_FIELD: payload}, maxlen=STREAM_MAXLEN, approximate=True
+        )
+        with self._lock:
+            self._pending = []
+            self.seq += 1
+        return True
+
+
+def producer_name(*parts: object) -> str:
+    """A producer id unique to this process run: the given parts, then pid and start time."""
+    return "/".join([*map(str, parts), f"{os.getpid()}-{int(time.time() * 1000)}"])
