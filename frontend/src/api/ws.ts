@@ -1,0 +1,183 @@
+/**
+ * One websocket to /api/ws shared by every view: per-topic subscribe/unsubscribe,
+ * reconnect with exponential backoff, and re-subscribe on reconnect (the server then
+ * sends a fresh snapshot; the stores' dedupe keeps series exact across the gap).
+ */
+
+export type ConnStatus = "idle" | "connecting" | "open" | "reconnecting";
+
+export interface WsMessage<T = unknown> {
+  type: "snapshot" | "delta";
+  topic: string;
+  data: T;
+}
+
+export type Handler = (message: WsMessage) => void;
+
+/** The part of the browser WebSocket the client uses (tests pass a fake). */
+export interface SocketLike {
+  readonly readyState: number;
+  send(data: string): void;
+  close(code?: number, reason?: string): void;
+  onopen: ((ev: unknown) => void) | null;
+  onclose: ((ev: { code: number }) => void) | null;
+  onmessage: ((ev: { data: unknown }) => void) | null;
+  onerror: ((ev: unknown) => void) | null;
+}
+
+export interface WsOptions {
+  url: string;
+  connect?: (url: string) => SocketLike;
+  baseDelayMs?: number;
+  maxDelayMs?: number;
+  /** Jitter source in [0, 1); deterministic in tests. */
+  random?: () => number;
+  setTimer?: (fn: () => void, ms: number) => unknown;
+  clearTimer?: (handle: unknown) => void;
+  /** Called when the server closes for missing/expired credentials (4401 or 1008). */
+  onAuthFailure?: () => void;
+}
+
+const OPEN = 1;
+const AUTH_CLOSE_CODES = new Set([4401, 4403, 1008]);
+
+/** Delay before reconnect attempt `n` (0-based): base·2ⁿ capped, with up to 20% jitter. */
+export function backoffDelay(n: number, baseMs: number, maxMs: number, random: () => number): number {
+  const exp = Math.min(maxMs, baseMs * 2 ** n);
+  return Math.round(exp * (0.8 + 0.2 * random()));
+}
+
+export class WsClient {
+  private socket: SocketLike | null = null;
+  private readonly handlers = new Map<string, Set<Handler>>();
+  private readonly statusListeners = new Set<(s: ConnStatus) => void>();
+  private failures = 0;
+  private timer: unknown = null;
+  private closed = false;
+  private current: ConnStatus = "idle";
+  private readonly opts: Required<Omit<WsOptions, "onAuthFailure">> & Pick<WsOptions, "onAuthFailure">;
+
+  constructor(options: WsOptions) {
+    this.opts = {
+      connect: (url) => new WebSocket(url) as unknown as SocketLike,
+      baseDelayMs: 500,
+      maxDelayMs: 15_000,
+      random: Math.random,
+      setTimer: (fn, ms) => setTimeout(fn, ms),
+      clearTimer: (h) => clearTimeout(h as ReturnType<typeof setTimeout>),
+      ...options,
+    };
+  }
+
+  get status(): ConnStatus {
+    return this.current;
+  }
+
+  get topics(): string[] {
+    return [...this.handlers.keys()];
+  }
+
+  /** Listen to connection status changes; returns the unsubscribe function. */
+  onStatus(listener: (s: ConnStatus) => void): () => void {
+    this.statusListeners.add(listener);
+    listener(this.current);
+    return () => this.statusListeners.delete(listener);
+  }
+
+  /** Receive a topic's snapshot and deltas; the last handler leaving unsubscribes. */
+  subscribe(topic: string, handler: Handler): () => void {
+    let set = this.handlers.get(topic);
+    if (!set) {
+      set = new Set();
+      this.handlers.set(topic, set);
+      this.send({ op: "subscribe", topic });
+    }
+    set.add(handler);
+    this.ensureConnected();
+    return () => {
+      const handlers = this.handlers.get(topic);
+      if (!handlers?.delete(handler) || handlers.size > 0) return;
+      this.handlers.delete(topic);
+      this.send({ op: "unsubscribe", topic });
+    };
+  }
+
+  /** Close for good (logout): no reconnects. */
+  close(): void {
+    this.closed = true;
+    if (this.timer !== null) this.opts.clearTimer(this.timer);
+    this.timer = null;
+    const socket = this.socket;
+    this.socket = null;
+    socket?.close(1000, "bye");
+    this.setStatus("idle");
+  }
+
+  /** Allow connecting again after `close()` (a new login). */
+  reopen(): void {
+    this.closed = false;
+    this.failures = 0;
+    if (this.handlers.size > 0) this.ensureConnected();
+  }
+
+  private ensureConnected(): void {
+    if (this.closed || this.socket || this.timer !== null) return;
+    this.open();
+  }
+
+  private open(): void {
+    this.timer = null;
+    if (this.closed) return;
+    this.setStatus(this.failures > 0 ? "reconnecting" : "connecting");
+    const socket = this.opts.connect(this.opts.url);
+    this.socket = socket;
+    socket.onopen = () => {
+      if (this.socket !== socket) return;
+      this.failures = 0;
+      this.setStatus("open");
+      for (const topic of this.handlers.keys()) this.send({ op: "subscribe", topic });
+    };
+    socket.onmessage = (ev) => {
+      if (this.socket !== socket) return;
+      this.dispatch(ev.data);
+    };
+    socket.onerror = () => {};
+    socket.onclose = (ev) => {
+      if (this.socket !== socket) return;
+      this.socket = null;
+      if (this.closed) return;
+      if (AUTH_CLOSE_CODES.has(ev.code)) this.opts.onAuthFailure?.();
+      const delay = backoffDelay(this.failures, this.opts.baseDelayMs, this.opts.maxDelayMs, this.opts.random);
+      this.failures += 1;
+      this.setStatus("reconnecting");
+      this.timer = this.opts.setTimer(() => this.open(), delay);
+    };
+  }
+
+  private dispatch(raw: unknown): void {
+    if (typeof raw !== "string") return;
+    let message: WsMessage;
+    try {
+      message = JSON.parse(raw) as WsMessage;
+    } catch {
+      return;
+    }
+    if (message.type !== "snapshot" && message.type !== "delta") return;
+    for (const handler of this.handlers.get(message.topic) ?? []) handler(message);
+  }
+
+  private send(payload: { op: "subscribe" | "unsubscribe"; topic: string }): void {
+    if (this.socket?.readyState === OPEN) this.socket.send(JSON.stringify(payload));
+  }
+
+  private setStatus(status: ConnStatus): void {
+    if (status === this.current) return;
+    this.current = status;
+    for (const listener of this.statusListeners) listener(status);
+  }
+}
+
+/** The app's shared client: ws(s)://<this origin>/api/ws. */
+export function defaultWsUrl(loc: Location = window.location): string {
+  return `${loc.protocol === "https:" ? "wss" : "ws"}://${loc.host}/api/ws`;
+}

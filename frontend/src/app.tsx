@@ -1,0 +1,152 @@
+/** Shell: auth gate, header navigation, connection banner, and the routed view. */
+import { useEffect, useState } from "preact/hooks";
+import { api, ApiError, setUnauthorizedHandler } from "./api/http";
+import type { Me } from "./api/types";
+import { live, useConnStatus } from "./live";
+import { setThemeChoice, themeChoice, type ThemeChoice } from "./lib/theme";
+import { currentPath, Link, navigate, useRoute, type Route } from "./router";
+import { BoardView } from "./views/Board";
+import { ClusterView } from "./views/Cluster";
+import { JobView } from "./views/Job";
+import { LoginView } from "./views/Login";
+import { SubmitView } from "./views/Submit";
+
+function toLogin(): void {
+  const here = currentPath();
+  if (here.startsWith("/login")) return;
+  live.close();
+  navigate(`/login?next=${encodeURIComponent(here)}`, { replace: true });
+}
+setUnauthorizedHandler(toLogin);
+
+export function App() {
+  const route = useRoute();
+  const [me, setMe] = useState<Me | null>(null);
+  const [loadError, setLoadError] = useState<string | null>(null);
+
+  useEffect(() => {
+    if (route.name === "login" || me) return;
+    api<Me>("/api/me")
+      .then((user) => {
+        setMe(user);
+        setLoadError(null);
+        live.reopen();
+      })
+      .catch((err: unknown) => {
+        if (!(err instanceof ApiError && err.status === 401)) setLoadError(String(err));
+      });
+  }, [route.name, me]);
+
+  if (route.name === "login") {
+    return (
+      <LoginView
+        next={route.next}
+        onLogin={(user) => {
+          setMe(user);
+          live.reopen();
+          navigate(route.next, { replace: true });
+        }}
+      />
+    );
+  }
+  return (
+    <div class="shell">
+      <Header me={me} route={route} onLogout={() => setMe(null)} />
+      <ConnBanner />
+      <main>
+        {loadError && <p class="error">Could not reach the server: {loadError}</p>}
+        {me ? <View route={route} /> : !loadError && <p class="muted">Loading…</p>}
+      </main>
+    </div>
+  );
+}
+
+function View({ route }: { route: Route }) {
+  switch (route.name) {
+    case "board":
+      return <BoardView />;
+    case "submit":
+      return <SubmitView />;
+    case "job":
+      return <JobView key={route.id} id={route.id} />;
+    case "cluster":
+      return <ClusterView />;
+    default:
+      return (
+        <section>
+          <h1>Not found</h1>
+          <p>
+            Nothing lives at <code>{route.name === "notfound" ? route.path : ""}</code>. <Link href="/">Back to the board</Link>
+          </p>
+        </section>
+      );
+  }
+}
+
+function Header({ me, route, onLogout }: { me: Me | null; route: Route; onLogout: () => void }) {
+  const [theme, setTheme] = useState<ThemeChoice>(themeChoice());
+  const logout = async () => {
+    try {
+      await api("/api/logout", { method: "POST" });
+    } finally {
+      live.close();
+      onLogout();
+      navigate("/login", { replace: true });
+    }
+  };
+  const nextTheme: Record<ThemeChoice, ThemeChoice> = { auto: "dark", dark: "light", light: "auto" };
+  const current = (name: Route["name"]) => (route.name === name ? "page" : undefined);
+  return (
+    <header class="topbar">
+      <Link href="/" class="brand">
+        Trainboard
+      </Link>
+      <nav aria-label="Main">
+        <Link href="/" data-testid="nav-board" aria-current={current("board")}>
+          Board
+        </Link>
+        <Link href="/submit" data-testid="nav-submit" aria-current={current("submit")}>
+          Submit
+        </Link>
+        <Link href="/cluster" data-testid="nav-cluster" aria-current={current("cluster")}>
+          Cluster
+        </Link>
+      </nav>
+      <span class="spacer" />
+      <button
+        type="button"
+        class="ghost"
+        data-testid="theme-toggle"
+        title="Theme: auto follows your system"
+        onClick={() => {
+          const next = nextTheme[theme];
+          setThemeChoice(next);
+          setTheme(next);
+        }}
+      >
+        Theme: {theme}
+      </button>
+      {me && (
+        <span class="user" data-testid="current-user">
+          {me.name}
+          {me.is_admin ? " (admin)" : ""}
+        </span>
+      )}
+      {me && (
+        <button type="button" class="ghost" data-testid="logout" onClick={logout}>
+          Log out
+        </button>
+      )}
+    </header>
+  );
+}
+
+function ConnBanner() {
+  const status = useConnStatus();
+  if (status !== "reconnecting") return null;
+  return (
+    <div class="conn-banner" role="status" data-testid="conn-banner">
+      Connection lost — reconnecting…
+    </div>
+  );
+}

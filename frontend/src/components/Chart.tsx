@@ -1,0 +1,96 @@
+/**
+ * A uPlot chart fed from a live store. The store signals changes; the chart marks itself
+ * dirty and redraws at most once per animation frame (all deltas of a frame in one setData).
+ */
+import { useEffect, useRef } from "preact/hooks";
+import uPlot from "uplot";
+import "uplot/dist/uPlot.min.css";
+import type { AlignedData } from "../lib/series";
+import { countPoints } from "../lib/series";
+import { cssVar, useTheme } from "../lib/theme";
+
+export interface ChartProps {
+  testId: string;
+  title: string;
+  /** uPlot options without size; called again when the theme changes. */
+  options: (colors: ChartColors) => Omit<uPlot.Options, "width" | "height">;
+  data: () => AlignedData;
+  /** Subscribe to "the data changed"; returns the unsubscribe function. */
+  subscribe: (onChange: () => void) => () => void;
+  /** Attribute that carries the drawn count for tests, e.g. data-points or data-samples. */
+  countAttr: string;
+  count?: (data: AlignedData) => number;
+  height?: number;
+}
+
+export interface ChartColors {
+  fg: string;
+  muted: string;
+  grid: string;
+  series: string[];
+}
+
+function colors(): ChartColors {
+  return {
+    fg: cssVar("--fg"),
+    muted: cssVar("--muted"),
+    grid: cssVar("--grid"),
+    series: [1, 2, 3, 4, 5, 6, 7, 8].map((i) => cssVar(`--series-${i}`)),
+  };
+}
+
+/** Axis defaults that follow the theme. */
+export function axis(c: ChartColors, extra: uPlot.Axis = {}): uPlot.Axis {
+  return { stroke: c.muted, grid: { stroke: c.grid, width: 1 }, ticks: { stroke: c.grid, width: 1 }, ...extra };
+}
+
+export function Chart({ testId, title, options, data, subscribe, countAttr, count = countPoints, height = 220 }: ChartProps) {
+  const box = useRef<HTMLDivElement>(null);
+  const theme = useTheme();
+  const latest = useRef({ options, data, subscribe, count });
+  latest.current = { options, data, subscribe, count };
+
+  useEffect(() => {
+    const el = box.current!;
+    const build = (data: AlignedData) =>
+      new uPlot(
+        { ...latest.current.options(colors()), width: Math.max(200, el.clientWidth), height },
+        data as uPlot.AlignedData,
+        el,
+      );
+    const initial = latest.current.data();
+    el.setAttribute(countAttr, String(latest.current.count(initial)));
+    let plot = build(initial);
+    let frame = 0;
+    const redraw = () => {
+      frame = 0;
+      const next = latest.current.data();
+      if (next.length !== plot.series.length) {
+        // A new series appeared (e.g. another rank): the options describe it, so rebuild.
+        plot.destroy();
+        plot = build(next);
+      } else {
+        plot.setData(next as uPlot.AlignedData);
+      }
+      el.setAttribute(countAttr, String(latest.current.count(next)));
+    };
+    const unsubscribe = latest.current.subscribe(() => {
+      if (frame === 0) frame = requestAnimationFrame(redraw);
+    });
+    const resize = new ResizeObserver(() => plot.setSize({ width: Math.max(200, el.clientWidth), height }));
+    resize.observe(el);
+    return () => {
+      unsubscribe();
+      resize.disconnect();
+      if (frame) cancelAnimationFrame(frame);
+      plot.destroy();
+    };
+  }, [theme, height, countAttr]);
+
+  return (
+    <figure class="chart">
+      <figcaption>{title}</figcaption>
+      <div ref={box} data-testid={testId} class="chart-box" />
+    </figure>
+  );
+}

@@ -1,0 +1,52 @@
+/** Small shared pieces: state badge, progress bar, field error, device label. */
+import type { Job } from "../api/types";
+
+export function StateBadge({ state, testId }: { state: string; testId?: string }) {
+  return (
+    <span class={`badge state-${state}`} data-state={state} data-testid={testId}>
+      {state}
+    </span>
+  );
+}
+
+export function Progress({ job }: { job: Pick<Job, "step" | "total_steps"> }) {
+  const step = job.step ?? 0;
+  const total = job.total_steps ?? null;
+  const fraction = total ? Math.min(1, step / total) : 0;
+  return (
+    <span class="progress" title={total ? `${step} of ${total} steps` : `${step} steps`}>
+      <span class="progress-bar" aria-hidden="true">
+        <span style={{ width: `${(fraction * 100).toFixed(1)}%` }} />
+      </span>
+      <span class="progress-text">
+        {step}/{total ?? "?"}
+      </span>
+    </span>
+  );
+}
+
+export function FieldError({ field, errors }: { field: string; errors: Map<string, string[]> }) {
+  const messages = errors.get(field);
+  if (!messages?.length) return null;
+  return (
+    <div class="field-error" role="alert" data-testid={`field-error-${field || "form"}`}>
+      {messages.map((m) => (
+        <div>{m}</div>
+      ))}
+    </div>
+  );
+}
+
+/** "GPU 0" or, honestly, "CPU slot 0" on a machine without GPUs. */
+export function deviceLabel(kind: string | undefined, index: number): string {
+  return kind === "cpu" ? `CPU slot ${index}` : `GPU ${index}`;
+}
+
+export function JobDevices({ job }: { job: Pick<Job, "node" | "devices"> }) {
+  if (!job.node || job.devices.length === 0) return <span class="muted">—</span>;
+  return (
+    <span>
+      {job.node}:{job.devices.join(",")}
+    </span>
+  );
+}

@@ -1,0 +1,150 @@
+/**
+ * Live chart series with dedupe: metric points keyed (name, rank, step), device samples
+ * keyed (node, device, time). A resync snapshot may repeat what is held; it adds only
+ * what is missing, so series stay exact across reconnects.
+ */
+import type { DeviceSample, MetricPoint, SnapshotSeries } from "../api/types";
+import { RingBuffer } from "./ringbuffer";
+
+export type AlignedData = [number[], ...(number | null)[][]];
+
+/** One x series with dedupe; a full buffer refuses points older than its window. */
+class KeyedSeries {
+  readonly buffer: RingBuffer;
+  private readonly seen = new Set<number>();
+
+  constructor(capacity: number, width: number) {
+    this.buffer = new RingBuffer(capacity, width);
+    this.buffer.onEvict = (x) => this.seen.delete(x);
+  }
+
+  /** True when the point was new and stored. */
+  add(x: number, ...values: (number | null)[]): boolean {
+    if (this.seen.has(x)) return false;
+    const full = this.buffer.length === this.buffer.capacity;
+    if (full && x < this.buffer.firstX()) return false;
+    this.seen.add(x);
+    this.buffer.push(x, ...values);
+    return true;
+  }
+}
+
+/** Align several [xs, ys] tables on the union of their xs (gaps are null), like uPlot.join. */
+export function alignSeries(tables: [number[], (number | null)[]][]): AlignedData {
+  const xs = [...new Set(tables.flatMap(([x]) => x))].sort((a, b) => a - b);
+  const index = new Map(xs.map((x, i) => [x, i]));
+  const ys = tables.map(([tx, ty]) => {
+    const col: (number | null)[] = new Array(xs.length).fill(null);
+    tx.forEach((x, i) => (col[index.get(x)!] = ty[i] ?? null));
+    return col;
+  });
+  return [xs, ...ys];
+}
+
+/** Count the drawn points (non-null y values) of aligned data. */
+export function countPoints(data: AlignedData): number {
+  return data.slice(1).reduce((n, col) => n + (col as (number | null)[]).filter((v) => v !== null).length, 0);
+}
+
+/** All metrics of one job: name → rank → step-indexed series. */
+export class MetricStore {
+  private readonly series = new Map<string, Map<number, KeyedSeries>>();
+
+  constructor(private readonly capacity = 20_000) {}
+
+  names(): string[] {
+    return [...this.series.keys()].sort();
+  }
+
+  ranks(name: string): number[] {
+    return [...(this.series.get(name)?.keys() ?? [])].sort((a, b) => a - b);
+  }
+
+  /** Add one point; false when (name, rank, step) is already held. */
+  add(name: string, rank: number, step: number, value: number): boolean {
+    let byRank = this.series.get(name);
+    if (!byRank) {
+      byRank = new Map();
+      this.series.set(name, byRank);
+    }
+    let s = byRank.get(rank);
+    if (!s) {
+      s = new KeyedSeries(this.capacity, 1);
+      byRank.set(rank, s);
+    }
+    return s.add(step, value);
+  }
+
+  /** A `job:<id>` snapshot's metrics; returns the names that changed. */
+  applySnapshot(metrics: Record<string, SnapshotSeries>): Set<string> {
+    const changed = new Set<string>();
+    for (const [name, col] of Object.entries(metrics)) {
+      col.step.forEach((step, i) => {
+        if (this.add(name, col.rank?.[i] ?? 0, step, col.value[i]!)) changed.add(name);
+      });
+    }
+    return changed;
+  }
+
+  /** Delta points; returns the names that changed. */
+  applyPoints(points: MetricPoint[]): Set<string> {
+    const changed = new Set<string>();
+    for (const p of points) if (this.add(p.name, p.rank, p.step, p.value)) changed.add(p.name);
+    return changed;
+  }
+
+  /** uPlot data for one metric: steps, then one column per rank (ascending rank). */
+  data(name: string): AlignedData {
+    const byRank = this.series.get(name);
+    if (!byRank) return [[]];
+    const tables = this.ranks(name).map((rank) => {
+      const [xs, ys] = byRank.get(rank)!.buffer.columns();
+      return [xs, ys!] as [number[], (number | null)[]];
+    });
+    return alignSeries(tables);
+  }
+}
+
+/** Device samples per (node, device): time → [util %, memory used bytes]. */
+export class DeviceStore {
+  private readonly series = new Map<string, KeyedSeries>();
+  private readonly latestSample = new Map<string, DeviceSample>();
+
+  constructor(private readonly capacity = 3_600) {}
+
+  private static key(node: string, device: number): string {
+    return `${node}\u0000${device}`;
+  }
+
+  /** Add samples; returns the keys ("node\0device") that changed. */
+  apply(samples: DeviceSample[]): Set<string> {
+    const changed = new Set<string>();
+    for (const s of samples) {
+      const key = DeviceStore.key(s.node, s.device);
+      let series = this.series.get(key);
+      if (!series) {
+        series = new KeyedSeries(this.capacity, 2);
+        this.series.set(key, series);
+      }
+      if (series.add(s.time, s.util ?? null, s.mem_used ?? null)) {
+        changed.add(key);
+        const prev = this.latestSample.get(key);
+        if (!prev || prev.time <= s.time) this.latestSample.set(key, s);
+      }
+    }
+    return changed;
+  }
+
+  latest(node: string, device: number): DeviceSample | undefined {
+    return this.latestSample.get(DeviceStore.key(node, device));
+  }
+
+  /** uPlot data: [times (unix s), util %, memory bytes]. */
+  data(node: string, device: number): AlignedData {
+    return this.series.get(DeviceStore.key(node, device))?.buffer.columns() ?? [[], [], []];
+  }
+
+  count(node: string, device: number): number {
+    return this.series.get(DeviceStore.key(node, device))?.buffer.length ?? 0;
+  }
+}

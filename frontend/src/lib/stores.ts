@@ -1,0 +1,79 @@
+/** Reducers for the `jobs` topic and a job's log tail. */
+import type { Job, LogLine } from "../api/types";
+
+const updatedAt = (job: Job): number => (job.updated_at ? Date.parse(job.updated_at) : Number.NaN);
+
+/** Replace a job unless the incoming copy is provably older (by updated_at). */
+export function upsertJob(jobs: Map<number, Job>, job: Job): boolean {
+  const held = jobs.get(job.id);
+  if (held && updatedAt(job) < updatedAt(held)) return false;
+  jobs.set(job.id, job);
+  return true;
+}
+
+/** A `jobs` snapshot replaces the whole list (jobs may have vanished while away). */
+export function jobsFromSnapshot(list: Job[]): Map<number, Job> {
+  const jobs = new Map<number, Job>();
+  for (const job of list) upsertJob(jobs, job);
+  return jobs;
+}
+
+/** Newest first, the way the board lists them. */
+export function sortedJobs(jobs: Map<number, Job>): Job[] {
+  return [...jobs.values()].sort((a, b) => b.id - a.id);
+}
+
+export const ACTIVE_STATES: ReadonlySet<string> = new Set([
+  "scheduled",
+  "running",
+  "cancelling",
+  "pausing",
+  "restarting",
+]);
+export const CANCELLABLE_STATES: ReadonlySet<string> = new Set([
+  "queued",
+  "scheduled",
+  "running",
+  "paused",
+  "pausing",
+  "restarting",
+]);
+
+/** Device indexes per node that active jobs hold: "node" → {index → job id}. */
+export function busyDevices(jobs: Iterable<Job>): Map<string, Map<number, number>> {
+  const busy = new Map<string, Map<number, number>>();
+  for (const job of jobs) {
+    if (!ACTIVE_STATES.has(job.state) || !job.node) continue;
+    const held = busy.get(job.node) ?? new Map<number, number>();
+    for (const index of job.devices) held.set(index, job.id);
+    busy.set(job.node, held);
+  }
+  return busy;
+}
+
+/** Log tail: deduped by (attempt, rank, stream, seq), ordered by time, capped. */
+export class LogTail {
+  private readonly keys = new Set<string>();
+  lines: LogLine[] = [];
+
+  constructor(private readonly capacity = 1_000) {}
+
+  /** Returns true when any line was new. */
+  apply(lines: LogLine[]): boolean {
+    let changed = false;
+    for (const line of lines) {
+      const key = `${line.attempt_id}:${line.rank}:${line.stream}:${line.seq}`;
+      if (this.keys.has(key)) continue;
+      this.keys.add(key);
+      this.lines.push(line);
+      changed = true;
+    }
+    if (!changed) return false;
+    this.lines.sort((a, b) => a.time - b.time || a.rank - b.rank || a.seq - b.seq);
+    while (this.lines.length > this.capacity) {
+      const old = this.lines.shift()!;
+      this.keys.delete(`${old.attempt_id}:${old.rank}:${old.stream}:${old.seq}`);
+    }
+    return true;
+  }
+}

@@ -1,0 +1,73 @@
+/** A tiny history router: real URLs (deep links), back/forward via popstate. */
+import type { AnchorHTMLAttributes, ComponentChildren } from "preact";
+import { useEffect, useState } from "preact/hooks";
+
+export type Route =
+  | { name: "board" }
+  | { name: "submit" }
+  | { name: "job"; id: number }
+  | { name: "cluster" }
+  | { name: "login"; next: string }
+  | { name: "notfound"; path: string };
+
+/** Decode a path (and query) into a route. */
+export function parseRoute(path: string, search = ""): Route {
+  const clean = path.replace(/\/+$/, "") || "/";
+  if (clean === "/") return { name: "board" };
+  if (clean === "/submit") return { name: "submit" };
+  if (clean === "/cluster") return { name: "cluster" };
+  if (clean === "/login") {
+    const next = new URLSearchParams(search).get("next");
+    // Only same-app paths: never bounce to another origin after login.
+    return { name: "login", next: next && next.startsWith("/") && !next.startsWith("//") ? next : "/" };
+  }
+  const job = /^\/jobs\/(\d+)$/.exec(clean);
+  if (job) return { name: "job", id: Number(job[1]) };
+  return { name: "notfound", path: clean };
+}
+
+const listeners = new Set<() => void>();
+const notify = () => listeners.forEach((fn) => fn());
+window.addEventListener("popstate", notify);
+
+export function navigate(to: string, options: { replace?: boolean } = {}): void {
+  if (to === currentPath()) return;
+  if (options.replace) history.replaceState(null, "", to);
+  else history.pushState(null, "", to);
+  notify();
+  window.scrollTo(0, 0);
+}
+
+export function currentPath(): string {
+  return window.location.pathname + window.location.search;
+}
+
+/** The current route; re-renders on navigation. */
+export function useRoute(): Route {
+  const [, setTick] = useState(0);
+  useEffect(() => {
+    const fn = () => setTick((t) => t + 1);
+    listeners.add(fn);
+    return () => listeners.delete(fn);
+  }, []);
+  return parseRoute(window.location.pathname, window.location.search);
+}
+
+type LinkProps = AnchorHTMLAttributes<HTMLAnchorElement> & { href: string; children?: ComponentChildren };
+
+/** An anchor that navigates in-app; modified clicks (new tab etc.) behave as usual. */
+export function Link({ href, onClick, ...rest }: LinkProps) {
+  return (
+    <a
+      href={href}
+      onClick={(event) => {
+        if (onClick) (onClick as (e: MouseEvent) => void)(event);
+        if (event.defaultPrevented || event.button !== 0) return;
+        if (event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+        event.preventDefault();
+        navigate(href);
+      }}
+      {...rest}
+    />
+  );
+}

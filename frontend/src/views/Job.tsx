@@ -1,0 +1,198 @@
+/** One job: status, live loss and metric charts, its devices, events, log tail, cancel. */
+import { useEffect, useRef, useState } from "preact/hooks";
+import { api, ApiError } from "../api/http";
+import type { Job, JobEvent, JobTopicData, MetricPoint, SnapshotSeries } from "../api/types";
+import { JobDevices, Progress, StateBadge } from "../components/bits";
+import { useCluster } from "../components/ClusterSummary";
+import { DeviceCharts } from "../components/DeviceCharts";
+import { MetricCharts } from "../components/MetricCharts";
+import { formatPercent, formatTime } from "../lib/format";
+import { MetricStore } from "../lib/series";
+import { CANCELLABLE_STATES, LogTail, upsertJob } from "../lib/stores";
+import { Signal, useTopic } from "../live";
+import { Link } from "../router";
+import { CancelControl } from "./CancelControl";
+
+export function JobView({ id }: { id: number }) {
+  const [job, setJob] = useState<Job | null>(null);
+  const [missing, setMissing] = useState<string | null>(null);
+  const [names, setNames] = useState<string[]>([]);
+  const [events, setEvents] = useState<JobEvent[]>([]);
+  const [, setLogVersion] = useState(0);
+  const metrics = useRef(new MetricStore()).current;
+  const changed = useRef(new Signal<Set<string>>()).current;
+  const logs = useRef(new LogTail(500)).current;
+  const cluster = useCluster();
+
+  const acceptJob = (incoming: Job) =>
+    setJob((held) => {
+      if (!held) return incoming;
+      const map = new Map([[held.id, held]]);
+      return upsertJob(map, incoming) ? incoming : held;
+    });
+
+  useEffect(() => {
+    api<Job>(`/api/jobs/${id}`)
+      .then(acceptJob)
+      .catch((err: unknown) => setMissing(err instanceof ApiError && err.status === 404 ? "No such job." : String(err)));
+  }, [id]);
+
+  // Events change with the job's state and attempt; refetch then.
+  useEffect(() => {
+    if (!job) return;
+    api<JobEvent[] | { events: JobEvent[] }>(`/api/jobs/${id}/events`)
+      .then((body) => setEvents(Array.isArray(body) ? body : body.events))
+      .catch(() => {});
+  }, [id, job?.state, job?.attempt]);
+
+  useTopic(`job:${id}`, (message) => {
+    const data = message.data as JobTopicData;
+    if (data.job) acceptJob(data.job);
+    if (data.metrics) {
+      const touched = Array.isArray(data.metrics)
+        ? metrics.applyPoints(data.metrics as MetricPoint[])
+        : metrics.applySnapshot(data.metrics as Record<string, SnapshotSeries>);
+      if (touched.size) {
+        setNames((held) => (metrics.names().join() === held.join() ? held : metrics.names()));
+        changed.emit(touched);
+      }
+    }
+    if (data.logs && logs.apply(data.logs)) setLogVersion((v) => v + 1);
+  });
+
+  if (missing && !job) {
+    return (
+      <section>
+        <h1>Job {id}</h1>
+        <p class="error">{missing}</p>
+        <Link href="/">Back to the board</Link>
+      </section>
+    );
+  }
+  if (!job) return <p class="muted">Loading job {id}…</p>;
+
+  return (
+    <section class="job">
+      <div class="view-head">
+        <h1>
+          <span class="muted">#{job.id}</span> {job.name}
+        </h1>
+        <StateBadge state={job.state} testId="job-state" />
+        <span class="spacer" />
+        {CANCELLABLE_STATES.has(job.state) && <CancelControl job={job} onCancelled={acceptJob} />}
+      </div>
+      <JobFacts job={job} />
+      <h2>Training</h2>
+      <MetricCharts store={metrics} changed={changed} names={names} />
+      <h2>Devices</h2>
+      {job.node && job.devices.length ? (
+        <DeviceCharts cluster={cluster} node={job.node} devices={job.devices} />
+      ) : (
+        <p class="muted">No devices assigned yet.</p>
+      )}
+      <div class="two-col">
+        <EventList events={events} />
+        <LogView tail={logs} />
+      </div>
+    </section>
+  );
+}
+
+function JobFacts({ job }: { job: Job }) {
+  const imp = job.implications;
+  const par = job.spec.parallelism;
+  return (
+    <dl class="facts">
+      <dt>Progress</dt>
+      <dd>
+        <Progress job={job} />
+      </dd>
+      <dt>Attempt</dt>
+      <dd data-testid="job-attempt">
+        {job.attempt}
+        {job.restarts ? ` (${job.restarts} restarts)` : ""}
+      </dd>
+      <dt>Node / devices</dt>
+      <dd data-testid="job-devices">
+        <JobDevices job={job} />
+      </dd>
+      <dt>Strategy</dt>
+      <dd>
+        {par?.strategy ?? "data"} · {par?.devices ?? 1} devices · dp {imp.data_parallel_degree} · stages {imp.pipeline_stages}
+      </dd>
+      <dt>Global batch</dt>
+      <dd>{imp.global_batch ?? "—"}</dd>
+      <dt>Bubble</dt>
+      <dd>{formatPercent(imp.bubble_fraction, 1)}</dd>
+      <dt>Owner</dt>
+      <dd>{job.owner}</dd>
+      <dt>Submitted</dt>
+      <dd>{formatTime(job.created_at)}</dd>
+      <dt>Started</dt>
+      <dd>{formatTime(job.started_at)}</dd>
+      <dt>Finished</dt>
+      <dd>{formatTime(job.finished_at)}</dd>
+      {job.reason && (
+        <>
+          <dt>Reason</dt>
+          <dd data-testid="job-reason">{job.reason}</dd>
+        </>
+      )}
+      {imp.warnings.map((w) => (
+        <dd class="warning">{w}</dd>
+      ))}
+    </dl>
+  );
+}
+
+function EventList({ events }: { events: JobEvent[] }) {
+  return (
+    <div>
+      <h2>Events</h2>
+      {events.length === 0 ? (
+        <p class="muted">No events yet.</p>
+      ) : (
+        <ol class="events" data-testid="job-events">
+          {events.map((e) => (
+            <li>
+              <time>{formatTime(e.time)}</time> <strong>{e.kind}</strong>
+              {e.attempt != null && <span class="muted"> attempt {e.attempt}</span>}
+              {e.step != null && <span class="muted"> step {e.step}</span>} {e.message}
+            </li>
+          ))}
+        </ol>
+      )}
+    </div>
+  );
+}
+
+function LogView({ tail }: { tail: LogTail }) {
+  const box = useRef<HTMLPreElement>(null);
+  const stick = useRef(true);
+  useEffect(() => {
+    if (box.current && stick.current) box.current.scrollTop = box.current.scrollHeight;
+  });
+  return (
+    <div>
+      <h2>Log tail</h2>
+      <pre
+        ref={box}
+        class="logs"
+        data-testid="job-logs"
+        tabIndex={0}
+        onScroll={(e) => {
+          const el = e.currentTarget;
+          stick.current = el.scrollTop + el.clientHeight >= el.scrollHeight - 8;
+        }}
+      >
+        {tail.lines.length === 0
+          ? "No output yet."
+          : tail.lines.map((l) => (
+              <div class={l.stream === "stderr" ? "stderr" : undefined}>
+                <span class="muted">[{l.rank}]</span> {l.line}
+              </div>
+            ))}
+      </pre>
+    </div>
+  );
+}

@@ -1,0 +1,269 @@
+/** Submit a job: a form generated from GET /api/templates, its implications, and 422s by field. */
+import { useEffect, useMemo, useState } from "preact/hooks";
+import { parse as parseYaml } from "yaml";
+import { api, ApiError } from "../api/http";
+import type { Job, Template } from "../api/types";
+import { FieldError } from "../components/bits";
+import { fieldErrors } from "../lib/errors";
+import { formatPercent } from "../lib/format";
+import { defaultHyperparameters, formFromSpec, formImplications, initialForm, toSpec, type SpecForm } from "../lib/specForm";
+import { navigate } from "../router";
+import { HyperparameterFields } from "./HyperparameterFields";
+
+const FIELDS = [
+  "name",
+  "template",
+  "parallelism",
+  "parallelism.strategy",
+  "parallelism.devices",
+  "parallelism.pipeline_stages",
+  "parallelism.microbatches",
+  "hyperparameters",
+  "precision",
+  "grad_accum",
+  "checkpoint",
+  "checkpoint.every_steps",
+  "priority",
+  "tags",
+];
+
+export function SubmitView() {
+  const [templates, setTemplates] = useState<Template[] | null>(null);
+  const [form, setForm] = useState<SpecForm>(initialForm(undefined));
+  const [errors, setErrors] = useState<Map<string, string[]>>(new Map());
+  const [busy, setBusy] = useState(false);
+  const [pasted, setPasted] = useState("");
+
+  useEffect(() => {
+    api<Template[] | { templates: Template[] }>("/api/templates")
+      .then((body) => {
+        const list = Array.isArray(body) ? body : body.templates;
+        setTemplates(list);
+        setForm(initialForm(list[0]));
+      })
+      .catch((err: unknown) => setErrors(new Map([["", [`Could not load templates: ${String(err)}`]]])));
+  }, []);
+
+  const template = templates?.find((t) => t.name === form.template);
+  const known = useMemo(
+    () => [...FIELDS, ...(template?.hyperparameters ?? []).map((hp) => `hyperparameters.${hp.name}`)],
+    [template],
+  );
+  const implied = formImplications(form);
+  const set = <K extends keyof SpecForm>(key: K, value: SpecForm[K]) => setForm((f) => ({ ...f, [key]: value }));
+
+  const post = async (body: unknown) => {
+    setBusy(true);
+    setErrors(new Map());
+    try {
+      const job = await api<Job>("/api/jobs", { body });
+      navigate(`/jobs/${job.id}`);
+    } catch (err) {
+      if (err instanceof ApiError && (err.status === 422 || err.status === 400)) setErrors(fieldErrors(err.detail, known));
+      else setErrors(new Map([["", [String(err)]]]));
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const pastedSpec = (): Record<string, unknown> | null => {
+    try {
+      const value: unknown = parseYaml(pasted);
+      if (value && typeof value === "object" && !Array.isArray(value)) return value as Record<string, unknown>;
+      setErrors(new Map([["", ["The pasted text is not a YAML/JSON mapping."]]]));
+    } catch (err) {
+      setErrors(new Map([["", [`Could not parse the pasted spec: ${String(err)}`]]]));
+    }
+    return null;
+  };
+
+  if (templates === null) {
+    return (
+      <section>
+        <h1>Submit a job</h1>
+        <FieldError field="" errors={errors} />
+        {!errors.size && <p class="muted">Loading templates…</p>}
+      </section>
+    );
+  }
+
+  const numberInput = (id: string, key: keyof SpecForm, testId?: string, disabled = false) => (
+    <input
+      id={id}
+      type="number"
+      min="1"
+      step="1"
+      inputMode="numeric"
+      data-testid={testId}
+      value={form[key] as string}
+      disabled={disabled}
+      onInput={(e) => set(key, e.currentTarget.value as never)}
+    />
+  );
+
+  return (
+    <section class="submit">
+      <h1>Submit a job</h1>
+      <form
+        noValidate
+        onSubmit={(e) => {
+          e.preventDefault();
+          void post(toSpec(form, template));
+        }}
+      >
+        <div class="form-grid">
+          <fieldset>
+            <legend>Job</legend>
+            <label for="f-name">Name</label>
+            <input id="f-name" data-testid="submit-name" value={form.name} onInput={(e) => set("name", e.currentTarget.value)} />
+            <FieldError field="name" errors={errors} />
+            <label for="f-template">Template</label>
+            <select
+              id="f-template"
+              data-testid="submit-template"
+              value={form.template}
+              onChange={(e) => {
+                const name = e.currentTarget.value;
+                setForm((f) => ({ ...f, template: name, hyperparameters: defaultHyperparameters(templates.find((t) => t.name === name)) }));
+              }}
+            >
+              {templates.map((t) => (
+                <option value={t.name}>{t.name}</option>
+              ))}
+            </select>
+            <FieldError field="template" errors={errors} />
+            <label for="f-priority">Priority</label>
+            <select id="f-priority" data-testid="submit-priority" value={form.priority} onChange={(e) => set("priority", e.currentTarget.value as SpecForm["priority"])}>
+              <option value="high">high</option>
+              <option value="normal">normal</option>
+              <option value="low">low</option>
+            </select>
+            <FieldError field="priority" errors={errors} />
+            <label for="f-tags">Tags</label>
+            <input id="f-tags" data-testid="submit-tags" placeholder="comma separated" value={form.tags} onInput={(e) => set("tags", e.currentTarget.value)} />
+            <FieldError field="tags" errors={errors} />
+          </fieldset>
+
+          <fieldset>
+            <legend>Parallelism</legend>
+            <label for="f-strategy">Strategy</label>
+            <select id="f-strategy" data-testid="submit-strategy" value={form.strategy} onChange={(e) => set("strategy", e.currentTarget.value as SpecForm["strategy"])}>
+              <option value="data">data (DDP replicas)</option>
+              <option value="model">model (pipeline stages)</option>
+              <option value="hybrid">hybrid (stages × replicas)</option>
+            </select>
+            <FieldError field="parallelism.strategy" errors={errors} />
+            <label for="f-devices">Devices</label>
+            {numberInput("f-devices", "devices", "submit-devices")}
+            <FieldError field="parallelism.devices" errors={errors} />
+            <label for="f-stages">Pipeline stages</label>
+            {form.strategy === "hybrid" ? (
+              numberInput("f-stages", "pipelineStages", "submit-pipeline-stages")
+            ) : (
+              <input id="f-stages" data-testid="submit-pipeline-stages" disabled value={form.strategy === "model" ? form.devices : "1"} />
+            )}
+            <FieldError field="parallelism.pipeline_stages" errors={errors} />
+            <label for="f-micro">Microbatches</label>
+            {numberInput("f-micro", "microbatches", "submit-microbatches", form.strategy === "data")}
+            <FieldError field="parallelism.microbatches" errors={errors} />
+            <FieldError field="parallelism" errors={errors} />
+          </fieldset>
+
+          <fieldset>
+            <legend>Training</legend>
+            <label for="f-precision">Precision</label>
+            <select id="f-precision" data-testid="submit-precision" value={form.precision} onChange={(e) => set("precision", e.currentTarget.value as SpecForm["precision"])}>
+              <option value="fp32">fp32</option>
+              <option value="bf16">bf16</option>
+              <option value="fp16">fp16 (loss scaling)</option>
+            </select>
+            <FieldError field="precision" errors={errors} />
+            <label for="f-accum">Gradient accumulation</label>
+            {numberInput("f-accum", "gradAccum", "submit-grad-accum")}
+            <FieldError field="grad_accum" errors={errors} />
+            <label for="f-ckpt">Checkpoint every (steps)</label>
+            <input
+              id="f-ckpt"
+              type="number"
+              min="1"
+              placeholder="no periodic checkpoint"
+              data-testid="submit-checkpoint-every"
+              value={form.checkpointEvery}
+              onInput={(e) => set("checkpointEvery", e.currentTarget.value)}
+            />
+            <FieldError field="checkpoint.every_steps" errors={errors} />
+            <FieldError field="checkpoint" errors={errors} />
+          </fieldset>
+
+          <HyperparameterFields
+            template={template}
+            values={form.hyperparameters}
+            errors={errors}
+            onChange={(name, value) => setForm((f) => ({ ...f, hyperparameters: { ...f.hyperparameters, [name]: value } }))}
+          />
+        </div>
+
+        <Implied implied={implied} />
+        <FieldError field="" errors={errors} />
+        <button type="submit" data-testid="submit-button" disabled={busy}>
+          {busy ? "Submitting…" : "Submit job"}
+        </button>
+      </form>
+
+      <details class="paste">
+        <summary>Paste a YAML/JSON spec</summary>
+        <label for="f-paste">JobSpec (YAML or JSON)</label>
+        <textarea id="f-paste" data-testid="submit-paste" rows={10} spellcheck={false} value={pasted} onInput={(e) => setPasted(e.currentTarget.value)} />
+        <div class="row">
+          <button
+            type="button"
+            class="secondary"
+            data-testid="paste-fill"
+            onClick={() => {
+              const spec = pastedSpec();
+              if (spec) {
+                const chosen = templates.find((t) => t.name === spec.template);
+                setForm(formFromSpec(spec, chosen && chosen !== template ? initialForm(chosen) : form));
+                setErrors(new Map());
+              }
+            }}
+          >
+            Fill the form
+          </button>
+          <button
+            type="button"
+            data-testid="paste-submit"
+            disabled={busy}
+            onClick={() => {
+              const spec = pastedSpec();
+              if (spec) void post(spec);
+            }}
+          >
+            Submit as pasted
+          </button>
+        </div>
+      </details>
+    </section>
+  );
+}
+
+function Implied({ implied }: { implied: ReturnType<typeof formImplications> }) {
+  if (!implied) return <p class="implications muted">Fill in the numbers to see what this spec implies.</p>;
+  return (
+    <div class="implications" data-testid="implications" aria-live="polite">
+      <dl>
+        <dt>Data-parallel degree</dt>
+        <dd data-testid="implied-dp">{implied.data_parallel_degree}</dd>
+        <dt>Pipeline stages</dt>
+        <dd>{implied.pipeline_stages}</dd>
+        <dt>Global batch</dt>
+        <dd data-testid="implied-global-batch">{implied.global_batch ?? "—"} samples / optimizer step</dd>
+        <dt>Pipeline bubble</dt>
+        <dd data-testid="implied-bubble">{formatPercent(implied.bubble_fraction, 1)}</dd>
+      </dl>
+      {[...implied.problems.map((p) => ["problem", p]), ...implied.warnings.map((w) => ["warning", w])].map(([kind, text]) => (
+        <p class={kind}>{text}</p>
+      ))}
+    </div>
+  );
+}

@@ -1,0 +1,76 @@
+import { describe, expect, it } from "vitest";
+import { alignSeries, countPoints, DeviceStore, MetricStore } from "../src/lib/series";
+import { LogTail, busyDevices, jobsFromSnapshot, upsertJob } from "../src/lib/stores";
+import type { Job } from "../src/api/types";
+
+describe("MetricStore", () => {
+  it("dedupes by (name, rank, step) and keeps one column per rank", () => {
+    const store = new MetricStore();
+    expect(store.add("loss", 0, 1, 2.0)).toBe(true);
+    expect(store.add("loss", 0, 1, 9.9)).toBe(false);
+    store.add("loss", 1, 1, 2.1);
+    store.add("loss", 1, 2, 1.9);
+    const data = store.data("loss");
+    expect(data).toEqual([
+      [1, 2],
+      [2.0, null],
+      [2.1, 1.9],
+    ]);
+    expect(countPoints(data)).toBe(3);
+  });
+
+  it("a full window refuses points older than it holds", () => {
+    const store = new MetricStore(3);
+    for (const step of [1, 2, 3, 4]) store.add("loss", 0, step, step);
+    expect(store.add("loss", 0, 1, 1)).toBe(false);
+    expect(store.data("loss")[0]).toEqual([2, 3, 4]);
+  });
+});
+
+describe("alignSeries", () => {
+  it("joins on the union of xs", () => {
+    expect(alignSeries([[[1, 3], [10, 30]], [[2, 3], [20, 31]]])).toEqual([
+      [1, 2, 3],
+      [10, null, 30],
+      [null, 20, 31],
+    ]);
+  });
+});
+
+describe("DeviceStore", () => {
+  it("dedupes samples by (node, device, time) and tracks the latest", () => {
+    const store = new DeviceStore();
+    const s = (time: number, util: number) => ({ node: "n1", device: 0, kind: "gpu" as const, time, util, mem_used: 1024 });
+    expect(store.apply([s(1, 10), s(2, 20), s(2, 20)]).size).toBe(1);
+    expect(store.apply([s(2, 20)]).size).toBe(0);
+    expect(store.count("n1", 0)).toBe(2);
+    expect(store.latest("n1", 0)?.util).toBe(20);
+    expect(store.data("n1", 0)).toEqual([[1, 2], [10, 20], [1024, 1024]]);
+  });
+});
+
+const job = (id: number, extra: Partial<Job> = {}): Job =>
+  ({ id, name: `j${id}`, state: "running", node: "n1", devices: [0, 1], updated_at: "2025-01-01T00:00:02Z", ...extra }) as Job;
+
+describe("job stores", () => {
+  it("does not let an older copy of a job overwrite a newer one", () => {
+    const jobs = jobsFromSnapshot([job(1)]);
+    expect(upsertJob(jobs, job(1, { state: "scheduled", updated_at: "2025-01-01T00:00:01Z" }))).toBe(false);
+    expect(jobs.get(1)?.state).toBe("running");
+    expect(upsertJob(jobs, job(1, { state: "succeeded", updated_at: "2025-01-01T00:00:03Z" }))).toBe(true);
+  });
+
+  it("counts devices of active jobs as busy", () => {
+    const busy = busyDevices([job(1), job(2, { state: "succeeded", devices: [2] })]);
+    expect([...(busy.get("n1")?.keys() ?? [])]).toEqual([0, 1]);
+  });
+
+  it("log tail dedupes and caps", () => {
+    const tail = new LogTail(2);
+    const line = (seq: number) => ({ attempt_id: 1, rank: 0, stream: "stdout" as const, seq, line: `l${seq}`, time: seq });
+    tail.apply([line(1), line(2)]);
+    expect(tail.apply([line(2)])).toBe(false);
+    tail.apply([line(3)]);
+    expect(tail.lines.map((l) => l.seq)).toEqual([2, 3]);
+  });
+});
