@@ -70,6 +70,11 @@ class Supervisor:
         """Stop the ranks because this node agent is going away (the attempt counts as failed)."""
         self._shutdown.set()
 
+    def refuse(self, reason: str) -> AttemptOutcome:
+        """The outcome of an attempt that was claimed but never started."""
+        self._close_connections()
+        return AttemptOutcome(outcome="failed", reason=reason)
+
     def run(self) -> AttemptOutcome:
         """Start every local rank, supervise them to the end, and say how the attempt ended."""
         try:
@@ -204,6 +209,9 @@ class Supervisor:
             forwarder.join(timeout=5.0)
         for slot, process in zip(self.order.devices, self.processes, strict=False):
             self.registry.release(slot, process.pid)
+        self._close_connections()
+
+    def _close_connections(self) -> None:
         if self._own_publisher:
             self.publisher.close()
         self._redis.close()
