@@ -22,7 +22,7 @@ def describe_jobs(session: Session, jobs: Sequence[Job]) -> list[JobOut]:
     owners = dict(
         session.execute(
             select(User.id, User.username).where(User.id.in_({j.owner_id for j in jobs}))
-        ).tuples()
+        ).all()
     )
     attempts = {
         (a.job_id, a.number): a

@@ -246,5 +246,5 @@ def _attempt_jobs(session: Session, items: dict[str, list[Any]]) -> dict[int, in
     if not ids:
         return {}
     return dict(
-        session.execute(select(Attempt.id, Attempt.job_id).where(Attempt.id.in_(ids))).tuples()
+        session.execute(select(Attempt.id, Attempt.job_id).where(Attempt.id.in_(ids))).all()
     )

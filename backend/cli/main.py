@@ -1,0 +1,162 @@
+"""The `trainboard` command: run the stack, run a worker, and drive jobs from a terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+
+from backend.cli.client import ApiError, Client
+
+app = typer.Typer(
+    no_args_is_help=True, add_completion=False, help="Trainboard: train on your GPUs."
+)
+
+ApiUrl = Annotated[str, typer.Option(envvar="TRAINBOARD_API_URL", help="Trainboard's URL")]
+Token = Annotated[
+    str, typer.Option(envvar="TRAINBOARD_TOKEN", help="API token", show_default=False)
+]
+
+
+@app.command()
+def up(
+    host: Annotated[str | None, typer.Option(help="bind address [TRAINBOARD_HOST]")] = None,
+    port: Annotated[int | None, typer.Option(min=1, max=65535, help="[TRAINBOARD_PORT]")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="[TRAINBOARD_DATA_DIR]")] = None,
+    cpu_slots: Annotated[
+        int | None, typer.Option(min=1, max=1024, help="[TRAINBOARD_CPU_SLOTS]")
+    ] = None,
+) -> None:
+    """Run everything on this machine: database, Redis, API, scheduler and one worker."""
+    from backend.config import Settings
+    from backend.launcher import up as launch
+
+    overrides = {k: v for k, v in {"host": host, "port": port, "data_dir": data_dir}.items() if v}
+    settings = Settings(**overrides)  # type: ignore[arg-type]
+    slots = cpu_slots or settings.cpu_slots or max(1, os.cpu_count() or 1)
+    raise typer.Exit(launch(settings, cpu_slots=slots))
+
+
+@app.command()
+def worker(
+    node_name: Annotated[str | None, typer.Option(help="[TRAINBOARD_NODE_NAME]")] = None,
+    cpu_slots: Annotated[
+        int | None, typer.Option(min=1, max=1024, help="[TRAINBOARD_CPU_SLOTS]")
+    ] = None,
+) -> None:
+    """Run a node agent that joins a running Trainboard (needs TRAINBOARD_NODE_TOKEN)."""
+    from workers.agent import run_node_agent
+    from workers.settings import WorkerSettings
+
+    overrides: dict[str, Any] = {}
+    if node_name:
+        overrides["node_name"] = node_name
+    if cpu_slots:
+        overrides["cpu_slots"] = cpu_slots
+    settings = WorkerSettings(**overrides)
+    if not settings.node_token:
+        _fail("a worker needs a node token: set TRAINBOARD_NODE_TOKEN")
+    run_node_agent(settings)
+
+
+@app.command()
+def migrate() -> None:
+    """Bring the database schema up to date (alembic upgrade head)."""
+    from backend.config import get_settings
+    from backend.migrate import upgrade
+
+    upgrade(get_settings().db_url)
+    typer.echo("database is up to date")
+
+
+@app.command()
+def submit(
+    spec_file: Annotated[Path, typer.Argument(help="job spec, YAML or JSON")],
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    token: Token = "",
+) -> None:
+    """Submit a job from a spec file."""
+    spec = _read_spec(spec_file)
+    job = _client(api_url, token).call("POST", "/api/jobs", json=spec)
+    typer.echo(f"job {job['id']} {job['state']}: {job['name']}")
+
+
+@app.command("ls")
+def list_jobs(
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    token: Token = "",
+    state: Annotated[str | None, typer.Option(help="only jobs in this state")] = None,
+) -> None:
+    """List jobs, newest first."""
+    params = {"state": state} if state else {}
+    jobs = _client(api_url, token).call("GET", "/api/jobs", params=params)["jobs"]
+    if not jobs:
+        typer.echo("no jobs yet: submit one with `trainboard submit spec.yaml`")
+        return
+    typer.echo(f"{'ID':>5}  {'STATE':<11} {'STEP':>13}  {'DEVICES':<10} NAME")
+    for job in jobs:
+        step = f"{job['step']}/{job['total_steps'] or '?'}"
+        devices = ",".join(map(str, job["devices"])) or "-"
+        typer.echo(f"{job['id']:>5}  {job['state']:<11} {step:>13}  {devices:<10} {job['name']}")
+
+
+@app.command()
+def cancel(
+    job_id: Annotated[int, typer.Argument(min=1)],
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    token: Token = "",
+) -> None:
+    """Cancel a job (a running one saves a checkpoint first)."""
+    job = _client(api_url, token).call("POST", f"/api/jobs/{job_id}/cancel")
+    typer.echo(f"job {job['id']} {job['state']}")
+
+
+def _read_spec(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        _fail(f"cannot read {path}: {err}")
+    try:
+        spec = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as err:
+        _fail(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {err}")
+    if not isinstance(spec, dict):
+        _fail(f"{path} must hold a mapping (a job spec), not {type(spec).__name__}")
+    return spec
+
+
+def _client(api_url: str, token: str) -> Client:
+    if not token:
+        _fail("no API token: pass --token or set TRAINBOARD_TOKEN (printed by `trainboard up`)")
+    return _Reporting(api_url, token)
+
+
+class _Reporting(Client):
+    def call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            return super().call(method, path, **kwargs)
+        except ApiError as err:
+            prefix = {
+                401: "not authenticated",
+                404: "not found",
+                422: "invalid spec",
+                409: "refused",
+            }
+            _fail(
+                f"{prefix.get(err.status, 'error')}:\n{err}"
+                if err.status == 422
+                else f"{prefix.get(err.status, 'error')}: {err}"
+            )
+
+
+def _fail(message: str) -> Any:
+    typer.echo(message, err=True)
+    raise typer.Exit(2)
+
+
+if __name__ == "__main__":
+    app()

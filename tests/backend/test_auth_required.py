@@ -1,0 +1,80 @@
+"""Nothing but the public routes answers without credentials; websockets too."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from fastapi.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
+
+from tests.backend.conftest import bearer
+
+PUBLIC = {("GET", "/api/health"), ("POST", "/api/login")}
+
+
+def _operations(api: TestClient) -> list[tuple[str, str]]:
+    schema = api.app.openapi()  # type: ignore[attr-defined]
+    return [(m.upper(), p) for p, item in schema["paths"].items() for m in item]
+
+
+def test_every_private_route_answers_401_without_credentials(api: TestClient) -> None:
+    operations = _operations(api)
+    assert len(operations) >= 15
+    for method, path in operations:
+        if (method, path) in PUBLIC:
+            continue
+        concrete = re.sub(r"\{[^}]+\}", "1", path)
+        response = api.request(method, concrete, json={})
+        assert response.status_code == 401, f"{method} {path} answered {response.status_code}"
+        response = api.request(method, concrete, json={}, headers=bearer("tb_not-a-real-token"))
+        assert response.status_code == 401, f"{method} {path} took a bogus token"
+
+
+def test_public_routes_answer(api: TestClient) -> None:
+    assert api.get("/api/health").json() == {"status": "ok"}
+    assert api.post("/api/login", json={"token": "tb_wrong"}).status_code == 401
+
+
+def test_websocket_without_credentials_is_refused(api: TestClient) -> None:
+    with pytest.raises(WebSocketDisconnect) as refused, api.websocket_connect("/api/ws"):
+        pass
+    assert refused.value.code == 4401
+
+
+def test_websocket_from_foreign_origin_is_refused(api: TestClient, tokens: dict[str, str]) -> None:
+    headers = {**bearer(tokens["admin"]), "Origin": "http://evil.example"}
+    with (
+        pytest.raises(WebSocketDisconnect) as refused,
+        api.websocket_connect("/api/ws", headers=headers),
+    ):
+        pass
+    assert refused.value.code == 4403
+
+
+def test_login_sets_httponly_session_cookie_that_authenticates(
+    api: TestClient, tokens: dict[str, str]
+) -> None:
+    response = api.post("/api/login", json={"token": tokens["admin"]})
+    assert response.status_code == 200
+    cookie = response.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "samesite=lax" in cookie.lower()
+    assert api.get("/api/me").json()["username"] == "admin"
+    assert api.post("/api/logout").status_code == 204
+    assert api.get("/api/me").status_code == 401
+
+
+def test_node_token_cannot_submit_and_user_token_cannot_claim(
+    api: TestClient, tokens: dict[str, str]
+) -> None:
+    spec = {"name": "x", "template": "mlp"}
+    assert api.post("/api/jobs", json=spec, headers=bearer(tokens["node"])).status_code == 403
+    claim = api.post("/api/attempts/1/claim", json={"node": "n"}, headers=bearer(tokens["alice"]))
+    assert claim.status_code == 403
+
+
+def test_cross_origin_cookie_write_is_refused(api: TestClient, tokens: dict[str, str]) -> None:
+    api.post("/api/login", json={"token": tokens["admin"]})
+    spec = {"name": "x", "template": "mlp"}
+    response = api.post("/api/jobs", json=spec, headers={"Origin": "http://evil.example"})
+    assert response.status_code == 403
