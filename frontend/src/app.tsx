@@ -128,8 +128,8 @@ function Header({ me, route, onLogout }: { me: Me | null; route: Route; onLogout
       </button>
       {me && (
         <span class="user" data-testid="current-user">
-          {me.name}
-          {me.is_admin ? " (admin)" : ""}
+          {me.username}
+          {me.role === "admin" ? " (admin)" : ""}
         </span>
       )}
       {me && (

@@ -6,7 +6,7 @@ import { defaultWsUrl, WsClient, type ConnStatus, type WsMessage } from "./api/w
 export const live = new WsClient({
   url: defaultWsUrl(),
   // The socket was refused for credentials: ask /api/me, whose 401 routes to login.
-  onAuthFailure: () => void api("/api/me").catch(() => {}),
+  onRefused: () => void api("/api/me").catch(() => {}),
 });
 
 /** Follow a topic for the component's lifetime; the handler may change between renders. */

@@ -49,7 +49,7 @@ describe("DeviceStore", () => {
   });
 });
 
-const job = (id: number, extra: Partial<Job> = {}): Job =>
+const job = (id: number, extra: Partial<Job> & { updated_at?: string } = {}): Job =>
   ({ id, name: `j${id}`, state: "running", node: "n1", devices: [0, 1], updated_at: "2025-01-01T00:00:02Z", ...extra }) as Job;
 
 describe("job stores", () => {
@@ -58,6 +58,12 @@ describe("job stores", () => {
     expect(upsertJob(jobs, job(1, { state: "scheduled", updated_at: "2025-01-01T00:00:01Z" }))).toBe(false);
     expect(jobs.get(1)?.state).toBe("running");
     expect(upsertJob(jobs, job(1, { state: "succeeded", updated_at: "2025-01-01T00:00:03Z" }))).toBe(true);
+  });
+
+  it("without updated_at every delta replaces the held copy", () => {
+    const jobs = jobsFromSnapshot([job(1, { updated_at: undefined })]);
+    expect(upsertJob(jobs, job(1, { state: "failed", updated_at: undefined }))).toBe(true);
+    expect(jobs.get(1)?.state).toBe("failed");
   });
 
   it("counts devices of active jobs as busy", () => {

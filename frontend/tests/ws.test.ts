@@ -45,7 +45,7 @@ function harness() {
     random: () => 0.5,
     setTimer: (fn, ms) => timers.push({ fn, ms }),
     clearTimer: () => {},
-    onAuthFailure: () => (authFailures += 1),
+    onRefused: () => (authFailures += 1),
   });
   client.onStatus((s) => statuses.push(s));
   return { client, sockets, timers, statuses, authFailures: () => authFailures };
@@ -103,15 +103,33 @@ describe("WsClient", () => {
     expect(timers.at(-1)!.ms).toBe(90); // backoff resets after a good connection
   });
 
-  it("reports an auth close and stops after close()", () => {
+  it("reports a refused socket and stops after close()", () => {
     const h = harness();
     h.client.subscribe("jobs", () => {});
-    h.sockets[0]!.drop(4401);
+    h.sockets[0]!.open();
+    h.sockets[0]!.drop(1006); // an ordinary drop after a good connection is not a refusal
+    expect(h.authFailures()).toBe(0);
+    h.timers[0]!.fn();
+    h.sockets[1]!.drop(1006); // never opened: the handshake was refused
     expect(h.authFailures()).toBe(1);
+    h.timers[1]!.fn();
+    h.sockets[2]!.open();
+    h.sockets[2]!.drop(4401);
+    expect(h.authFailures()).toBe(2);
     h.client.close();
     expect(h.statuses.at(-1)).toBe("idle");
-    h.timers[0]!.fn(); // a timer that fires late must not reconnect
-    expect(h.sockets).toHaveLength(1);
+    h.timers[2]!.fn(); // a timer that fires late must not reconnect
+    expect(h.sockets).toHaveLength(3);
+  });
+
+  it("re-subscribes the topics a resync names, and only those it holds", () => {
+    const { client, sockets } = harness();
+    client.subscribe("jobs", () => {});
+    const s = sockets[0]!;
+    s.open();
+    s.sent.length = 0;
+    s.onmessage?.({ data: JSON.stringify({ type: "resync", topics: ["jobs", "cluster"] }) });
+    expect(s.sent).toEqual([{ op: "subscribe", topic: "jobs" }]);
   });
 
   it("caps the backoff", () => {

@@ -4,6 +4,46 @@
  */
 
 export interface paths {
+    "/api/attempts/{attempt_id}/claim": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Claim Attempt
+         * @description Exactly one claim of a scheduled attempt wins; any other gets 409 and must not start.
+         */
+        post: operations["nodes-claim_attempt"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/attempts/{attempt_id}/finish": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Finish Attempt
+         * @description The supervisor reports how the attempt ended; the job moves on accordingly.
+         */
+        post: operations["nodes-finish_attempt"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/health": {
         parameters: {
             query?: never;
@@ -12,7 +52,159 @@ export interface paths {
             cookie?: never;
         };
         /** Health */
-        get: operations["health-health"];
+        get: operations["meta-health"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/jobs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Jobs
+         * @description Jobs the caller may see, newest first.
+         */
+        get: operations["jobs-list_jobs"];
+        put?: never;
+        /**
+         * Submit Job
+         * @description Queue a job; 422 names the field of any invalid or unsupported part of the spec.
+         */
+        post: operations["jobs-submit_job"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/jobs/{job_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get Job */
+        get: operations["jobs-get_job"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/jobs/{job_id}/attempts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List Attempts */
+        get: operations["jobs-list_attempts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/jobs/{job_id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel Job
+         * @description Cancel: at once when queued, else its ranks checkpoint and stop (state cancelling).
+         */
+        post: operations["jobs-cancel_job"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/jobs/{job_id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Events
+         * @description The job's timeline, oldest first.
+         */
+        get: operations["jobs-list_events"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/jobs/{job_id}/logs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get Logs */
+        get: operations["jobs-get_logs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/jobs/{job_id}/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List Metrics */
+        get: operations["jobs-list_metrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/jobs/{job_id}/metrics/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Metric
+         * @description A metric as columns by step; without rank, the mean over ranks.
+         */
+        get: operations["jobs-get_metric"];
         put?: never;
         post?: never;
         delete?: never;
@@ -30,7 +222,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Login */
+        /**
+         * Login
+         * @description Exchange an API token for an HttpOnly browser session cookie.
+         */
         post: operations["auth-login"];
         delete?: never;
         options?: never;
@@ -47,7 +242,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Logout */
+        /**
+         * Logout
+         * @description End this browser session (the cookie's token is revoked).
+         */
         post: operations["auth-logout"];
         delete?: never;
         options?: never;
@@ -72,33 +270,18 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/api/jobs": {
+    "/api/nodes": {
         parameters: {
             query?: never;
             header?: never;
             path?: never;
             cookie?: never;
         };
-        /** List Jobs */
-        get: operations["jobs-list_jobs"];
-        put?: never;
-        /** Create Job */
-        post: operations["jobs-create_job"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/jobs/{id}": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Get Job */
-        get: operations["jobs-get_job"];
+        /**
+         * List Nodes
+         * @description Nodes, their devices, and which job and rank holds each device.
+         */
+        get: operations["nodes-list_nodes"];
         put?: never;
         post?: never;
         delete?: never;
@@ -107,7 +290,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/api/jobs/{id}/cancel": {
+    "/api/nodes/register": {
         parameters: {
             query?: never;
             header?: never;
@@ -116,93 +299,28 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Cancel Job */
-        post: operations["jobs-cancel_job"];
+        /**
+         * Register Node
+         * @description A node agent announces itself and its devices.
+         */
+        post: operations["nodes-register_node"];
         delete?: never;
         options?: never;
         head?: never;
         patch?: never;
         trace?: never;
     };
-    "/api/jobs/{id}/events": {
+    "/api/nodes/{name}/heartbeat": {
         parameters: {
             query?: never;
             header?: never;
             path?: never;
             cookie?: never;
         };
-        /** List Job Events */
-        get: operations["jobs-list_job_events"];
+        get?: never;
         put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/jobs/{id}/metrics": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** List Metric Names */
-        get: operations["telemetry-list_metric_names"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/jobs/{id}/metrics/{name}": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Get Metric Series */
-        get: operations["telemetry-get_metric_series"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/jobs/{id}/logs": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** List Job Logs */
-        get: operations["telemetry-list_job_logs"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/nodes": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** List Nodes */
-        get: operations["nodes-list_nodes"];
-        put?: never;
-        post?: never;
+        /** Heartbeat */
+        post: operations["nodes-heartbeat"];
         delete?: never;
         options?: never;
         head?: never;
@@ -216,25 +334,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List Templates */
-        get: operations["jobs-list_templates"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/ws-models": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Ws Models */
-        get: operations["telemetry-ws_models"];
+        /**
+         * Templates
+         * @description Built-in templates with each hyperparameter's type, default and range.
+         */
+        get: operations["meta-templates"];
         put?: never;
         post?: never;
         delete?: never;
@@ -247,172 +351,108 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** AttemptOut */
+        AttemptOut: {
+            /** Claimed At */
+            claimed_at: string | null;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Devices */
+            devices: number[];
+            /** Exit Reason */
+            exit_reason: string | null;
+            /** Finished At */
+            finished_at: string | null;
+            /** Id */
+            id: number;
+            /** Last Checkpoint */
+            last_checkpoint: string | null;
+            /** Node */
+            node: string;
+            /** Number */
+            number: number;
+            /** Resume From */
+            resume_from: string | null;
+            /** State */
+            state: string;
+        };
+        /**
+         * AttemptOutcome
+         * @description What a worker reports when an attempt's ranks have all exited.
+         */
+        AttemptOutcome: {
+            /** Exit Codes */
+            exit_codes?: number[];
+            /** Last Checkpoint */
+            last_checkpoint?: string | null;
+            /**
+             * Outcome
+             * @enum {string}
+             */
+            outcome: "succeeded" | "failed" | "stopped";
+            /** Reason */
+            reason?: string | null;
+        };
         /** Checkpointing */
         Checkpointing: {
-            /** Every Steps */
-            every_steps?: number | null;
             /** Every Minutes */
             every_minutes?: number | null;
+            /** Every Steps */
+            every_steps?: number | null;
             /**
              * Keep Last
              * @default 3
              */
             keep_last: number;
         };
-        /** Device */
-        Device: {
-            /** Index */
-            index: number;
-            /**
-             * Kind
-             * @enum {string}
-             */
-            kind: "gpu" | "cpu";
-            /** Name */
-            name: string;
-            /** Uuid */
-            uuid?: string | null;
-            /** Memory Total */
-            memory_total?: number | null;
-            latest?: components["schemas"]["DeviceSample"] | null;
-        };
-        /** DeviceSample */
-        DeviceSample: {
+        /** ClaimIn */
+        ClaimIn: {
             /** Node */
             node: string;
-            /** Device */
-            device: number;
-            /**
-             * Kind
-             * @enum {string}
-             */
-            kind: "gpu" | "cpu";
-            /** Time */
-            time: number;
-            /**
-             * Util
-             * @description percent; a CPU slot reports its process CPU %
-             */
-            util?: number | null;
-            /**
-             * Mem Used
-             * @description bytes; a CPU slot reports its process RSS
-             */
-            mem_used?: number | null;
-            /** Mem Total */
-            mem_total?: number | null;
-            /** Temperature */
-            temperature?: number | null;
-            /**
-             * Power
-             * @description watts
-             */
-            power?: number | null;
-            /** Attempt Id */
-            attempt_id?: number | null;
+        };
+        /** ClaimOut */
+        ClaimOut: {
+            /** Claimed */
+            claimed: boolean;
+        };
+        /** DeviceOut */
+        DeviceOut: {
+            /** Index */
+            index: number;
+            /** Job Id */
+            job_id?: number | null;
+            /** Kind */
+            kind: string;
+            /** Memory Total */
+            memory_total: number | null;
+            /** Name */
+            name: string;
             /** Rank */
             rank?: number | null;
+            /** Uuid */
+            uuid: string | null;
         };
         /**
          * Entrypoint
          * @description A user's own torchrun-style program: a script path or a module, with arguments.
          */
         Entrypoint: {
-            /** Script */
-            script?: string | null;
-            /** Module */
-            module?: string | null;
             /** Args */
             args?: string[];
+            /** Module */
+            module?: string | null;
+            /** Script */
+            script?: string | null;
         };
-        /** HTTPValidationError */
-        HTTPValidationError: {
-            /** Detail */
-            detail?: components["schemas"]["ValidationError"][];
-        };
-        /** HyperParameter */
-        HyperParameter: {
-            /** Name */
-            name: string;
-            /**
-             * Type
-             * @enum {string}
-             */
-            type: "int" | "float" | "str" | "bool";
-            /** Default */
-            default: unknown;
-            /** Minimum */
-            minimum?: number | null;
-            /** Maximum */
-            maximum?: number | null;
-            /** Choices */
-            choices?: string[] | null;
-            /**
-             * Help
-             * @default
-             */
-            help: string;
-        };
-        /** Implications */
-        Implications: {
-            /** Data Parallel Degree */
-            data_parallel_degree: number;
-            /** Pipeline Stages */
-            pipeline_stages: number;
-            /** Global Batch */
-            global_batch: number | null;
-            /** Bubble Fraction */
-            bubble_fraction: number;
-            /** Warnings */
-            warnings: string[];
-        };
-        /** Job */
-        Job: {
+        /** EventOut */
+        EventOut: {
+            /** Attempt Id */
+            attempt_id: number | null;
             /** Id */
             id: number;
-            /** Name */
-            name: string;
-            /** Owner */
-            owner: string;
-            /**
-             * State
-             * @enum {string}
-             */
-            state: "queued" | "scheduled" | "running" | "succeeded" | "failed" | "cancelled" | "paused" | "cancelling" | "pausing" | "restarting";
-            spec: components["schemas"]["JobSpec"];
-            implications: components["schemas"]["Implications"];
-            /** Attempt */
-            attempt: number;
-            /** Node */
-            node: string | null;
-            /** Devices */
-            devices: number[];
-            /** Restarts */
-            restarts: number;
-            /** Reason */
-            reason: string | null;
-            /** Step */
-            step: number | null;
-            /** Total Steps */
-            total_steps: number | null;
-            /**
-             * Created At
-             * Format: date-time
-             */
-            created_at: string;
-            /** Started At */
-            started_at: string | null;
-            /** Finished At */
-            finished_at: string | null;
-            /** Updated At */
-            updated_at?: string | null;
-        };
-        /** JobEvent */
-        JobEvent: {
-            /** Id */
-            id: number;
-            /** Attempt */
-            attempt: number | null;
             /** Kind */
             kind: string;
             /** Message */
@@ -425,23 +465,103 @@ export interface components {
              */
             time: string;
         };
+        /** FinishOut */
+        FinishOut: {
+            /** State */
+            state: string;
+        };
+        /** HParamOut */
+        HParamOut: {
+            /** Choices */
+            choices: string[] | null;
+            /** Default */
+            default: unknown;
+            /** Help */
+            help: string;
+            /** Maximum */
+            maximum: number | null;
+            /** Minimum */
+            minimum: number | null;
+            /** Name */
+            name: string;
+            /** Type */
+            type: string;
+        };
+        /** HTTPValidationError */
+        HTTPValidationError: {
+            /** Detail */
+            detail?: components["schemas"]["ValidationError"][];
+        };
+        /** Health */
+        Health: {
+            /** Status */
+            status: string;
+        };
+        /** HeartbeatOut */
+        HeartbeatOut: {
+            /** Drained */
+            drained: boolean;
+        };
+        /** JobList */
+        JobList: {
+            /** Jobs */
+            jobs: components["schemas"]["JobOut"][];
+        };
+        /** JobOut */
+        JobOut: {
+            /** Attempt */
+            attempt: number;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Devices */
+            devices: number[];
+            /** Finished At */
+            finished_at: string | null;
+            /** Id */
+            id: number;
+            /** Implications */
+            implications: {
+                [key: string]: unknown;
+            };
+            /** Name */
+            name: string;
+            /** Node */
+            node: string | null;
+            /** Owner */
+            owner: string;
+            /** Parent Id */
+            parent_id: number | null;
+            /** Priority */
+            priority: string;
+            /** Reason */
+            reason: string | null;
+            /** Restarts */
+            restarts: number;
+            /** Spec */
+            spec: {
+                [key: string]: unknown;
+            };
+            /** Started At */
+            started_at: string | null;
+            /** State */
+            state: string;
+            /** Step */
+            step: number;
+            /** Tags */
+            tags: string[];
+            /** Total Steps */
+            total_steps: number | null;
+        };
         /**
          * JobSpec
          * @description What to run, on how many devices, and how: validated once, at submission.
          */
         JobSpec: {
-            /** Name */
-            name: string;
-            /** Template */
-            template?: ("mlp" | "cnn" | "gpt") | null;
+            checkpoint?: components["schemas"]["Checkpointing"];
             entrypoint?: components["schemas"]["Entrypoint"] | null;
-            parallelism?: components["schemas"]["Parallelism"];
-            /** Hyperparameters */
-            hyperparameters?: {
-                [key: string]: unknown;
-            };
-            /** @default fp32 */
-            precision: components["schemas"]["Precision"];
             /**
              * Grad Accum
              * @description micro-steps per optimizer step
@@ -450,18 +570,28 @@ export interface components {
             grad_accum: number;
             /** Grad Clip */
             grad_clip?: number | null;
+            /** Hyperparameters */
+            hyperparameters?: {
+                [key: string]: unknown;
+            };
             lr_schedule?: components["schemas"]["LRSchedule"];
-            checkpoint?: components["schemas"]["Checkpointing"];
-            /** @default normal */
-            priority: components["schemas"]["Priority"];
             /**
              * Max Restarts
              * @default 2
              */
             max_restarts: number;
+            /** Name */
+            name: string;
             nan_policy?: components["schemas"]["NanPolicy"];
+            parallelism?: components["schemas"]["Parallelism"];
+            /** @default fp32 */
+            precision: components["schemas"]["Precision"];
+            /** @default normal */
+            priority: components["schemas"]["Priority"];
             /** Tags */
             tags?: string[];
+            /** Template */
+            template?: ("mlp" | "cnn" | "gpt") | null;
         };
         /** LRSchedule */
         LRSchedule: {
@@ -472,35 +602,33 @@ export interface components {
              */
             kind: "constant" | "cosine";
             /**
-             * Warmup Steps
-             * @default 0
-             */
-            warmup_steps: number;
-            /**
              * Min Lr Ratio
              * @default 0.1
              */
             min_lr_ratio: number;
+            /**
+             * Warmup Steps
+             * @default 0
+             */
+            warmup_steps: number;
         };
-        /** LogLine */
-        LogLine: {
+        /** LogList */
+        LogList: {
+            /** Lines */
+            lines: components["schemas"]["LogOut"][];
+        };
+        /** LogOut */
+        LogOut: {
             /** Attempt Id */
             attempt_id: number;
-            /** Rank */
-            rank: number;
-            /**
-             * Stream
-             * @default stdout
-             * @enum {string}
-             */
-            stream: "stdout" | "stderr";
-            /**
-             * Seq
-             * @description line number within this rank's stream
-             */
-            seq: number;
             /** Line */
             line: string;
+            /** Rank */
+            rank: number;
+            /** Seq */
+            seq: number;
+            /** Stream */
+            stream: string;
             /** Time */
             time: number;
         };
@@ -513,45 +641,17 @@ export interface components {
         Me: {
             /** Id */
             id: number;
-            /** Name */
-            name: string;
-            /**
-             * Is Admin
-             * @default false
-             */
-            is_admin: boolean;
+            /** Role */
+            role: string;
+            /** Scopes */
+            scopes: string[];
+            /** Username */
+            username: string;
         };
         /** MetricNames */
         MetricNames: {
             /** Names */
             names: string[];
-        };
-        /** MetricPoint */
-        MetricPoint: {
-            /** Attempt Id */
-            attempt_id: number;
-            /** Rank */
-            rank: number;
-            /** Step */
-            step: number;
-            /** Name */
-            name: string;
-            /** Value */
-            value: number;
-            /**
-             * Time
-             * @description unix seconds
-             */
-            time: number;
-        };
-        /** MetricSeries */
-        MetricSeries: {
-            /** Step */
-            step: number[];
-            /** Time */
-            time: number[];
-            /** Value */
-            value: number[];
         };
         /** NanPolicy */
         NanPolicy: {
@@ -567,44 +667,83 @@ export interface components {
              */
             max_rollbacks: number;
         };
-        /** Node */
-        Node: {
+        /** NodeDevice */
+        NodeDevice: {
+            /** Index */
+            index: number;
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "gpu" | "cpu";
+            /** Memory Total */
+            memory_total?: number | null;
             /** Name */
             name: string;
-            /** Hostname */
-            hostname: string;
+            /** Uuid */
+            uuid?: string | null;
+        };
+        /** NodeList */
+        NodeList: {
+            /** Nodes */
+            nodes: components["schemas"]["NodeOut"][];
+        };
+        /** NodeOut */
+        NodeOut: {
             /** Address */
             address: string;
-            /** State */
-            state: string;
-            /** Last Heartbeat */
-            last_heartbeat: string | null;
+            /** Devices */
+            devices: components["schemas"]["DeviceOut"][];
             /** Drained */
             drained: boolean;
-            /** Devices */
-            devices: components["schemas"]["Device"][];
-        };
-        /** Ok */
-        Ok: {
+            /** Hostname */
+            hostname: string;
             /**
-             * Ok
-             * @default true
+             * Last Heartbeat
+             * Format: date-time
              */
-            ok: boolean;
+            last_heartbeat: string;
+            /** Name */
+            name: string;
+            /** State */
+            state: string;
+        };
+        /** NodeRegistration */
+        NodeRegistration: {
+            /**
+             * Address
+             * @description address other nodes reach this one on
+             */
+            address: string;
+            /** Devices */
+            devices: components["schemas"]["NodeDevice"][];
+            /** Hostname */
+            hostname: string;
+            /** Name */
+            name: string;
         };
         /**
          * Parallelism
          * @description How the job spreads over its gang of devices.
          */
         Parallelism: {
-            /** @default data */
-            strategy: components["schemas"]["Strategy"];
+            /**
+             * Bucket Cap Mb
+             * @description DDP gradient bucket size
+             * @default 25
+             */
+            bucket_cap_mb: number;
             /**
              * Devices
              * @description total gang size
              * @default 1
              */
             devices: number;
+            /**
+             * Microbatches
+             * @default 1
+             */
+            microbatches: number;
             /**
              * Nodes
              * @description nodes the gang spans
@@ -614,22 +753,13 @@ export interface components {
             /** Pipeline Stages */
             pipeline_stages?: number | null;
             /**
-             * Microbatches
-             * @default 1
-             */
-            microbatches: number;
-            /**
              * Schedule
              * @default 1f1b
              * @enum {string}
              */
             schedule: "gpipe" | "1f1b";
-            /**
-             * Bucket Cap Mb
-             * @description DDP gradient bucket size
-             * @default 25
-             */
-            bucket_cap_mb: number;
+            /** @default data */
+            strategy: components["schemas"]["Strategy"];
         };
         /**
          * Precision
@@ -642,40 +772,43 @@ export interface components {
          */
         Priority: "high" | "normal" | "low";
         /**
+         * Series
+         * @description A columnar series: the i-th point is (step[i], time[i], value[i]).
+         */
+        Series: {
+            /** Step */
+            step: number[];
+            /** Time */
+            time: number[];
+            /** Value */
+            value: number[];
+        };
+        /**
          * Strategy
          * @enum {string}
          */
         Strategy: "data" | "model" | "hybrid";
-        /** Template */
-        Template: {
+        /** TemplateOut */
+        TemplateOut: {
+            /** Hyperparameters */
+            hyperparameters: components["schemas"]["HParamOut"][];
             /** Name */
             name: string;
             /** Pipeline Unit */
             pipeline_unit: string;
-            /** Hyperparameters */
-            hyperparameters: components["schemas"]["HyperParameter"][];
         };
         /** ValidationError */
         ValidationError: {
+            /** Context */
+            ctx?: Record<string, never>;
+            /** Input */
+            input?: unknown;
             /** Location */
             loc: (string | number)[];
             /** Message */
             msg: string;
             /** Error Type */
             type: string;
-            /** Input */
-            input?: unknown;
-            /** Context */
-            ctx?: Record<string, never>;
-        };
-        /**
-         * WsMessageModels
-         * @description Websocket payload items, exported so the frontend can generate their types.
-         */
-        WsMessageModels: {
-            metric: components["schemas"]["MetricPoint"];
-            sample: components["schemas"]["DeviceSample"];
-            log: components["schemas"]["LogLine"];
         };
     };
     responses: never;
@@ -686,7 +819,77 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
-    "health-health": {
+    "nodes-claim_attempt": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                attempt_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ClaimIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ClaimOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "nodes-finish_attempt": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                attempt_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AttemptOutcome"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FinishOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "meta-health": {
         parameters: {
             query?: never;
             header?: never;
@@ -701,7 +904,294 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Ok"];
+                    "application/json": components["schemas"]["Health"];
+                };
+            };
+        };
+    };
+    "jobs-list_jobs": {
+        parameters: {
+            query?: {
+                state?: string | null;
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobList"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "jobs-submit_job": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["JobSpec"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "jobs-get_job": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "jobs-list_attempts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AttemptOut"][];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "jobs-cancel_job": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "jobs-list_events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventOut"][];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "jobs-get_logs": {
+        parameters: {
+            query?: {
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LogList"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "jobs-list_metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MetricNames"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "jobs-get_metric": {
+        parameters: {
+            query?: {
+                rank?: number | null;
+            };
+            header?: never;
+            path: {
+                job_id: number;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Series"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
                 };
             };
         };
@@ -749,13 +1239,11 @@ export interface operations {
         requestBody?: never;
         responses: {
             /** @description Successful Response */
-            200: {
+            204: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content: {
-                    "application/json": components["schemas"]["Ok"];
-                };
+                content?: never;
             };
         };
     };
@@ -779,260 +1267,6 @@ export interface operations {
             };
         };
     };
-    "jobs-list_jobs": {
-        parameters: {
-            query?: {
-                state?: ("queued" | "scheduled" | "running" | "succeeded" | "failed" | "cancelled" | "paused" | "cancelling" | "pausing" | "restarting") | null;
-                limit?: number;
-            };
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Job"][];
-                };
-            };
-            /** @description Validation Error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
-                };
-            };
-        };
-    };
-    "jobs-create_job": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["JobSpec"];
-            };
-        };
-        responses: {
-            /** @description Successful Response */
-            201: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Job"];
-                };
-            };
-            /** @description Validation Error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
-                };
-            };
-        };
-    };
-    "jobs-get_job": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Job"];
-                };
-            };
-            /** @description Validation Error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
-                };
-            };
-        };
-    };
-    "jobs-cancel_job": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Job"];
-                };
-            };
-            /** @description Validation Error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
-                };
-            };
-        };
-    };
-    "jobs-list_job_events": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["JobEvent"][];
-                };
-            };
-            /** @description Validation Error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
-                };
-            };
-        };
-    };
-    "telemetry-list_metric_names": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["MetricNames"];
-                };
-            };
-            /** @description Validation Error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
-                };
-            };
-        };
-    };
-    "telemetry-get_metric_series": {
-        parameters: {
-            query?: {
-                rank?: number | null;
-            };
-            header?: never;
-            path: {
-                id: number;
-                name: string;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["MetricSeries"];
-                };
-            };
-            /** @description Validation Error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
-                };
-            };
-        };
-    };
-    "telemetry-list_job_logs": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["LogLine"][];
-                };
-            };
-            /** @description Validation Error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
-                };
-            };
-        };
-    };
     "nodes-list_nodes": {
         parameters: {
             query?: never;
@@ -1048,12 +1282,76 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Node"][];
+                    "application/json": components["schemas"]["NodeList"];
                 };
             };
         };
     };
-    "jobs-list_templates": {
+    "nodes-register_node": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NodeRegistration"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NodeOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "nodes-heartbeat": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HeartbeatOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "meta-templates": {
         parameters: {
             query?: never;
             header?: never;
@@ -1068,27 +1366,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Template"][];
-                };
-            };
-        };
-    };
-    "telemetry-ws_models": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["WsMessageModels"];
+                    "application/json": components["schemas"]["TemplateOut"][];
                 };
             };
         };

@@ -3,24 +3,65 @@ import type { components } from "./schema";
 
 type Schemas = components["schemas"];
 
-export type Job = Schemas["Job"];
-export type JobState = Job["state"];
+export type Job = Schemas["JobOut"];
 export type JobSpec = Schemas["JobSpec"];
-export type Implications = Schemas["Implications"];
-export type JobEvent = Schemas["JobEvent"];
+export type JobEvent = Schemas["EventOut"];
 export type Me = Schemas["Me"];
-export type Node = Schemas["Node"];
-export type Device = Schemas["Device"];
-export type Template = Schemas["Template"];
-export type HyperParameter = Schemas["HyperParameter"];
-export type MetricPoint = Schemas["MetricPoint"];
-export type DeviceSample = Schemas["DeviceSample"];
-export type LogLine = Schemas["LogLine"];
+export type Node = Schemas["NodeOut"];
+export type Device = Schemas["DeviceOut"];
+export type Template = Schemas["TemplateOut"];
+export type HyperParameter = Schemas["HParamOut"];
+export type LogLine = Schemas["LogOut"];
 export type ValidationIssue = Schemas["ValidationError"];
+export type Strategy = Schemas["Strategy"];
+export type Precision = Schemas["Precision"];
+export type Priority = Schemas["Priority"];
 
-export type Strategy = NonNullable<NonNullable<JobSpec["parallelism"]>["strategy"]>;
-export type Precision = NonNullable<JobSpec["precision"]>;
-export type Priority = NonNullable<JobSpec["priority"]>;
+export const JOB_STATES = [
+  "queued",
+  "scheduled",
+  "running",
+  "succeeded",
+  "failed",
+  "cancelled",
+  "paused",
+  "cancelling",
+  "pausing",
+  "restarting",
+] as const;
+
+/**
+ * Websocket-only items. They are not in the OpenAPI schema (no REST route returns them), so
+ * they mirror workers/protocol.py MetricPoint / DeviceSample / AttemptEvent by hand.
+ */
+export interface MetricPoint {
+  attempt_id: number;
+  rank: number;
+  step: number;
+  name: string;
+  value: number;
+  time: number;
+}
+export interface DeviceSample {
+  node: string;
+  device: number;
+  kind: "gpu" | "cpu" | string;
+  time: number;
+  util?: number | null;
+  mem_used?: number | null;
+  mem_total?: number | null;
+  temperature?: number | null;
+  power?: number | null;
+  attempt_id?: number | null;
+  rank?: number | null;
+}
+export interface AttemptEvent {
+  attempt_id: number;
+  kind: string;
+  message: string;
+  step: number | null;
+  time: number;
+}
 
 /** Columnar metric series in a `job:<id>` snapshot: one entry per point. */
 export interface SnapshotSeries {
@@ -30,7 +71,7 @@ export interface SnapshotSeries {
   rank: number[];
 }
 
-/** Messages on the websocket, by topic (see docs/architecture.md, "Websocket /api/ws"). */
+/** Message payloads by topic (docs/architecture.md, "Websocket /api/ws"). */
 export interface JobsSnapshot {
   jobs: Job[];
 }
@@ -41,6 +82,7 @@ export interface JobTopicData {
   job?: Job;
   metrics?: Record<string, SnapshotSeries> | MetricPoint[];
   logs?: LogLine[];
+  events?: AttemptEvent[];
 }
 export interface ClusterData {
   nodes?: Node[];

@@ -14,6 +14,11 @@ export interface WsMessage<T = unknown> {
 
 export type Handler = (message: WsMessage) => void;
 
+/** Server messages that are not topic data: a backlog reset, or a refused request. */
+type ServerNotice =
+  | { type: "resync"; topics?: string[] }
+  | { type: "error"; topic?: string; message?: string };
+
 /** The part of the browser WebSocket the client uses (tests pass a fake). */
 export interface SocketLike {
   readonly readyState: number;
@@ -34,8 +39,11 @@ export interface WsOptions {
   random?: () => number;
   setTimer?: (fn: () => void, ms: number) => unknown;
   clearTimer?: (handle: unknown) => void;
-  /** Called when the server closes for missing/expired credentials (4401 or 1008). */
-  onAuthFailure?: () => void;
+  /**
+   * Called when the socket was refused: closed with 4401/4403/1008, or closed before it ever
+   * opened (a handshake the server rejects reaches the browser as a bare 1006).
+   */
+  onRefused?: () => void;
 }
 
 const OPEN = 1;
@@ -55,7 +63,7 @@ export class WsClient {
   private timer: unknown = null;
   private closed = false;
   private current: ConnStatus = "idle";
-  private readonly opts: Required<Omit<WsOptions, "onAuthFailure">> & Pick<WsOptions, "onAuthFailure">;
+  private readonly opts: Required<Omit<WsOptions, "onRefused">> & Pick<WsOptions, "onRefused">;
 
   constructor(options: WsOptions) {
     this.opts = {
@@ -131,8 +139,10 @@ export class WsClient {
     this.setStatus(this.failures > 0 ? "reconnecting" : "connecting");
     const socket = this.opts.connect(this.opts.url);
     this.socket = socket;
+    let opened = false;
     socket.onopen = () => {
       if (this.socket !== socket) return;
+      opened = true;
       this.failures = 0;
       this.setStatus("open");
       for (const topic of this.handlers.keys()) this.send({ op: "subscribe", topic });
@@ -146,7 +156,7 @@ export class WsClient {
       if (this.socket !== socket) return;
       this.socket = null;
       if (this.closed) return;
-      if (AUTH_CLOSE_CODES.has(ev.code)) this.opts.onAuthFailure?.();
+      if (!opened || AUTH_CLOSE_CODES.has(ev.code)) this.opts.onRefused?.();
       const delay = backoffDelay(this.failures, this.opts.baseDelayMs, this.opts.maxDelayMs, this.opts.random);
       this.failures += 1;
       this.setStatus("reconnecting");
@@ -156,10 +166,21 @@ export class WsClient {
 
   private dispatch(raw: unknown): void {
     if (typeof raw !== "string") return;
-    let message: WsMessage;
+    let message: WsMessage | ServerNotice;
     try {
-      message = JSON.parse(raw) as WsMessage;
+      message = JSON.parse(raw) as WsMessage | ServerNotice;
     } catch {
+      return;
+    }
+    if (message.type === "resync") {
+      // The server dropped our backlog: subscribing again brings a fresh snapshot per topic.
+      for (const topic of message.topics ?? []) {
+        if (this.handlers.has(topic)) this.send({ op: "subscribe", topic });
+      }
+      return;
+    }
+    if (message.type === "error") {
+      console.warn("websocket:", message.topic ?? "", message.message);
       return;
     }
     if (message.type !== "snapshot" && message.type !== "delta") return;

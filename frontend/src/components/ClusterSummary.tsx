@@ -63,7 +63,8 @@ export function ClusterSummary({ nodes, busy }: { nodes: Node[] | null; busy: Ma
   if (!nodes) return null;
   if (nodes.length === 0) return <p class="muted">No worker nodes have registered yet.</p>;
   const total = nodes.reduce((n, node) => n + node.devices.length, 0);
-  const used = nodes.reduce((n, node) => n + node.devices.filter((d) => busy.get(node.name)?.has(d.index)).length, 0);
+  const isBusy = (node: Node, index: number, jobId: number | null | undefined) => jobId != null || !!busy.get(node.name)?.has(index);
+  const used = nodes.reduce((n, node) => n + node.devices.filter((d) => isBusy(node, d.index, d.job_id)).length, 0);
   return (
     <div class="cluster-summary" data-testid="cluster-summary" data-free={total - used} data-busy={used}>
       <strong>
@@ -73,7 +74,7 @@ export function ClusterSummary({ nodes, busy }: { nodes: Node[] | null; busy: Ma
         <span class="node-chips">
           <span class="muted">{node.name}</span>
           {node.devices.map((device) => {
-            const job = busy.get(node.name)?.get(device.index);
+            const job = device.job_id ?? busy.get(node.name)?.get(device.index);
             const label = deviceLabel(device.kind, device.index);
             return (
               <span

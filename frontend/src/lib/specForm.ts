@@ -51,7 +51,7 @@ function numberOrText(text: string): number | string {
 
 function hpValue(hp: HyperParameter | undefined, value: string | boolean): unknown {
   if (typeof value === "boolean") return value;
-  if (hp && (hp.type === "str" || hp.choices)) return value;
+  if (hp && (hp.type === "string" || hp.choices)) return value;
   return numberOrText(value);
 }
 

@@ -73,7 +73,7 @@ export function BoardView() {
                 <td>{job.id}</td>
                 <td>
                   <Link href={`/jobs/${job.id}`}>{job.name}</Link>
-                  {(job.spec.tags ?? []).map((tag) => (
+                  {job.tags.map((tag) => (
                     <span class="tag">{tag}</span>
                   ))}
                 </td>

@@ -40,8 +40,8 @@ export function ClusterView() {
             </thead>
             <tbody>
               {node.devices.map((device) => {
-                const sample = cluster.store.latest(node.name, device.index) ?? device.latest ?? undefined;
-                const job = busy.get(node.name)?.get(device.index);
+                const sample = cluster.store.latest(node.name, device.index);
+                const job = device.job_id ?? busy.get(node.name)?.get(device.index);
                 const total = sample?.mem_total ?? device.memory_total;
                 return (
                   <tr data-testid={`device-row-${node.name}-${device.index}`}>

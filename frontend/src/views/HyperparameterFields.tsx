@@ -29,14 +29,14 @@ export function HyperparameterFields({ template, values, errors, onChange }: Pro
                   <option value={c}>{c}</option>
                 ))}
               </select>
-            ) : hp.type === "bool" ? (
+            ) : hp.type === "boolean" ? (
               <input id={id} data-testid={id} type="checkbox" checked={value === true} onChange={(e) => onChange(hp.name, e.currentTarget.checked)} />
             ) : (
               <input
                 id={id}
                 data-testid={id}
                 type="number"
-                step={hp.type === "int" ? "1" : "any"}
+                step={hp.type === "integer" ? "1" : "any"}
                 value={String(value ?? "")}
                 aria-describedby={`${id}-hint`}
                 onInput={(e) => onChange(hp.name, e.currentTarget.value)}

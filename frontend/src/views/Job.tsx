@@ -1,12 +1,13 @@
 /** One job: status, live loss and metric charts, its devices, events, log tail, cancel. */
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError } from "../api/http";
-import type { Job, JobEvent, JobTopicData, MetricPoint, SnapshotSeries } from "../api/types";
+import type { Job, JobEvent, JobSpec, JobTopicData, MetricPoint, SnapshotSeries } from "../api/types";
 import { JobDevices, Progress, StateBadge } from "../components/bits";
 import { useCluster } from "../components/ClusterSummary";
 import { DeviceCharts } from "../components/DeviceCharts";
 import { MetricCharts } from "../components/MetricCharts";
 import { formatPercent, formatTime } from "../lib/format";
+import { readImplications } from "../lib/implications";
 import { MetricStore } from "../lib/series";
 import { CANCELLABLE_STATES, LogTail, upsertJob } from "../lib/stores";
 import { Signal, useTopic } from "../live";
@@ -18,6 +19,7 @@ export function JobView({ id }: { id: number }) {
   const [missing, setMissing] = useState<string | null>(null);
   const [names, setNames] = useState<string[]>([]);
   const [events, setEvents] = useState<JobEvent[]>([]);
+  const [eventsVersion, setEventsVersion] = useState(0);
   const [, setLogVersion] = useState(0);
   const metrics = useRef(new MetricStore()).current;
   const changed = useRef(new Signal<Set<string>>()).current;
@@ -37,13 +39,13 @@ export function JobView({ id }: { id: number }) {
       .catch((err: unknown) => setMissing(err instanceof ApiError && err.status === 404 ? "No such job." : String(err)));
   }, [id]);
 
-  // Events change with the job's state and attempt; refetch then.
+  // Events come with state changes and as `events` deltas; the REST list is the one to show.
   useEffect(() => {
     if (!job) return;
     api<JobEvent[] | { events: JobEvent[] }>(`/api/jobs/${id}/events`)
       .then((body) => setEvents(Array.isArray(body) ? body : body.events))
       .catch(() => {});
-  }, [id, job?.state, job?.attempt]);
+  }, [id, job?.state, job?.attempt, eventsVersion]);
 
   useTopic(`job:${id}`, (message) => {
     const data = message.data as JobTopicData;
@@ -58,6 +60,7 @@ export function JobView({ id }: { id: number }) {
       }
     }
     if (data.logs && logs.apply(data.logs)) setLogVersion((v) => v + 1);
+    if (data.events?.length) setEventsVersion((v) => v + 1);
   });
 
   if (missing && !job) {
@@ -99,8 +102,8 @@ export function JobView({ id }: { id: number }) {
 }
 
 function JobFacts({ job }: { job: Job }) {
-  const imp = job.implications;
-  const par = job.spec.parallelism;
+  const imp = readImplications(job.implications);
+  const par = (job.spec as JobSpec).parallelism;
   return (
     <dl class="facts">
       <dt>Progress</dt>
@@ -156,7 +159,6 @@ function EventList({ events }: { events: JobEvent[] }) {
           {events.map((e) => (
             <li>
               <time>{formatTime(e.time)}</time> <strong>{e.kind}</strong>
-              {e.attempt != null && <span class="muted"> attempt {e.attempt}</span>}
               {e.step != null && <span class="muted"> step {e.step}</span>} {e.message}
             </li>
           ))}
