@@ -1,0 +1,137 @@
+"""The supervisor runs real 2-rank mlp attempts: success, cancel with no orphans, and resume."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import Counter
+from pathlib import Path
+
+import psutil
+import redis
+import torch
+from worker_helpers import attempt_order, mlp_spec, read_items, wait_for
+
+from workers.devices.registry import DeviceRegistry
+from workers.engine import checkpoint
+from workers.engine.optim import build_optimizer
+from workers.engine.templates import build_task
+from workers.protocol import (
+    EVENTS_STREAM,
+    LOGS_STREAM,
+    METRICS_STREAM,
+    AttemptOrder,
+    AttemptOutcome,
+    control_key,
+)
+from workers.settings import WorkerSettings
+from workers.spec import JobSpec
+from workers.supervisor import Supervisor
+
+METRIC_NAMES = {"loss", "lr", "grad_norm", "samples_per_s", "step_time"}
+
+
+def group_members(pgid: int) -> list[psutil.Process]:
+    """Live processes of a process group."""
+    alive = []
+    for process in psutil.process_iter():
+        try:
+            if os.getpgid(process.pid) == pgid and process.status() != psutil.STATUS_ZOMBIE:
+                alive.append(process)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            pass
+    return alive
+
+
+def run(order: AttemptOrder, settings: WorkerSettings, **kwargs: object) -> AttemptOutcome:
+    return Supervisor(order, settings, **kwargs).run()  # type: ignore[arg-type]
+
+
+def final_weights(path: Path, spec: JobSpec) -> dict[str, torch.Tensor]:
+    task = build_task("mlp", spec.hyperparameters)
+    optimizer = build_optimizer(task.model.parameters(), name="adamw", lr=0.1, weight_decay=0)
+    checkpoint.load(path, model=task.model, optimizer=optimizer)
+    return task.model.state_dict()
+
+
+def test_two_rank_attempt_succeeds_and_publishes_every_point_once(
+    worker_settings: WorkerSettings, redis_url: str
+) -> None:
+    spec = mlp_spec(devices=2, hyperparameters={"steps": 40, "lr": 0.02})
+    order = attempt_order(spec)
+    registry = DeviceRegistry()
+
+    outcome = run(order, worker_settings, registry=registry)
+
+    assert outcome.outcome == "succeeded", outcome.reason
+    assert outcome.exit_codes == [0, 0]
+    assert outcome.last_checkpoint is not None and outcome.last_checkpoint.endswith("step-40")
+    points = read_items(redis_url, METRICS_STREAM)
+    counts = Counter((p["rank"], p["step"], p["name"]) for p in points)
+    expected = {(r, s, n) for r in (0, 1) for s in range(1, 41) for n in METRIC_NAMES}
+    assert set(counts) == expected and set(counts.values()) == {1}
+    assert {p["attempt_id"] for p in points} == {order.attempt_id}
+    loss = {p["step"]: p["value"] for p in points if p["name"] == "loss" and p["rank"] == 0}
+    assert sum(loss[s] for s in range(36, 41)) < 0.8 * sum(loss[s] for s in range(1, 6))
+
+    lines = [item["line"] for item in read_items(redis_url, LOGS_STREAM) if item["rank"] == 0]
+    assert "step 40/40 loss" in "\n".join(lines) and "finished at step 40/40" in lines
+    run_dir = worker_settings.data_dir / "runs" / "job-1" / "attempt-1"
+    assert "finished at step 40/40" in (run_dir / "rank-0.stdout.log").read_text()
+    events = read_items(redis_url, EVENTS_STREAM)
+    assert [(e["kind"], e["step"]) for e in events] == [("checkpoint", 40)]
+    assert registry.snapshot() == {}
+
+
+def test_a_failing_rank_fails_the_attempt_with_its_error_and_kills_the_other(
+    worker_settings: WorkerSettings,
+) -> None:
+    spec = mlp_spec(devices=2)
+    order = attempt_order(spec, resume_from="/nonexistent/step-7")
+
+    outcome = run(order, worker_settings)
+
+    assert outcome.outcome == "failed"
+    assert outcome.reason is not None and outcome.reason.startswith("rank ")
+    assert "last stderr lines" in outcome.reason and "Error" in outcome.reason
+
+
+def test_cancel_leaves_no_rank_alive_saves_a_checkpoint_and_resume_continues_there(
+    worker_settings: WorkerSettings, redis_url: str
+) -> None:
+    spec = mlp_spec(devices=2, hyperparameters={"steps": 400})
+    first = attempt_order(spec, job_id=1, number=1)
+    supervisor = Supervisor(first, worker_settings)
+    outcomes: list[AttemptOutcome] = []
+    thread = threading.Thread(target=lambda: outcomes.append(supervisor.run()))
+    thread.start()
+    wait_for(lambda: read_items(redis_url, METRICS_STREAM), what="the first metric points")
+    pids = [p.pid for p in supervisor.processes]
+    pgid = os.getpgid(pids[0])
+    redis.Redis.from_url(redis_url).set(control_key(first.attempt_id), "cancel")
+    thread.join(timeout=60)
+
+    (stopped,) = outcomes
+    assert stopped.outcome == "stopped" and stopped.exit_codes == [0, 0]
+    assert not group_members(pgid) and not any(psutil.pid_exists(p) for p in pids)
+    assert stopped.last_checkpoint is not None
+    saved_at = int(Path(stopped.last_checkpoint).name.removeprefix("step-"))
+    assert 10 <= saved_at < 400
+
+    second = attempt_order(spec, job_id=1, number=2, resume_from=stopped.last_checkpoint)
+    resumed = run(second, worker_settings)
+    assert resumed.outcome == "succeeded", resumed.reason
+    steps = {
+        p["step"]
+        for p in read_items(redis_url, METRICS_STREAM)
+        if p["attempt_id"] == second.attempt_id
+    }
+    assert steps == set(range(saved_at + 1, 401))
+
+    uninterrupted = run(attempt_order(spec, job_id=2), worker_settings)
+    assert uninterrupted.outcome == "succeeded"
+    assert resumed.last_checkpoint and uninterrupted.last_checkpoint
+    after_resume = final_weights(Path(resumed.last_checkpoint), spec)
+    straight = final_weights(Path(uninterrupted.last_checkpoint), spec)
+    for name, expected in straight.items():  # same data order, optimizer state and schedule
+        torch.testing.assert_close(after_resume[name], expected, rtol=1e-5, atol=1e-6)
