@@ -48,3 +48,12 @@ def postgres_url() -> Iterator[str]:
     with admin.connect() as conn:
         conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """One real Trainboard (`trainboard up`, 4 CPU slots) shared by the integration tests."""
+    from tests.stack import trainboard_up
+
+    with trainboard_up(tmp_path_factory.mktemp("stack"), REDIS_BASE) as running:
+        yield running

@@ -1,0 +1,43 @@
+# Trainboard: `make run` sets up everything and starts it; `make test` runs every test.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test install frontend lint typecheck api-types clean
+
+run: install frontend
+	$(VENV)/bin/trainboard up
+
+test: install frontend
+	$(PY) -m pytest
+
+install: $(STAMP)
+
+# torch is pinned first so pip takes the local CPU build instead of a multi-GB CUDA download
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+frontend: frontend/node_modules/.package-lock.json
+	cd frontend && npm run build
+
+frontend/node_modules/.package-lock.json: frontend/package-lock.json
+	cd frontend && npm ci --no-audit --no-fund
+
+# regenerate the frontend's API types from the backend's OpenAPI schema
+api-types: install frontend/node_modules/.package-lock.json
+	$(PY) -m backend.openapi > frontend/openapi.json
+	cd frontend && npm run gen:api
+
+lint: install
+	$(VENV)/bin/ruff check backend workers tests benchmarks
+	$(VENV)/bin/ruff format --check backend workers tests benchmarks
+
+typecheck: install
+	$(VENV)/bin/mypy
+
+clean:
+	rm -rf $(VENV) frontend/node_modules frontend/dist

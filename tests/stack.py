@@ -1,0 +1,126 @@
+"""A real Trainboard started the README's way (`trainboard up`) for integration and browser tests."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import redis
+
+ADMIN_TOKEN = "tb_stack-admin-token-0123456789"
+#: the stack's own Redis database, so nothing else on the server consumes its streams
+STACK_REDIS_DB = 8
+
+
+@dataclass
+class RunningStack:
+    url: str
+    token: str
+    data_dir: Path
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def database_url(self) -> str:
+        return f"sqlite:///{self.data_dir / 'trainboard.db'}"
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=30
+        )
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "TRAINBOARD_API_URL": self.url, "TRAINBOARD_TOKEN": self.token}
+        return subprocess.run(
+            [sys.executable, "-m", "backend.cli.main", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def trainboard_up(tmp: Path, redis_base: str, *, cpu_slots: int = 4) -> Iterator[RunningStack]:
+    """Start `trainboard up`, wait until its worker registered, stop it with Ctrl-C after."""
+    redis_url = f"{redis_base}/{STACK_REDIS_DB}"
+    redis.Redis.from_url(redis_url).flushdb()
+    port = free_port()
+    data_dir = tmp / "data"
+    log_path = tmp / "trainboard-up.log"
+    env = {
+        **os.environ,
+        "TRAINBOARD_PORT": str(port),
+        "TRAINBOARD_DATA_DIR": str(data_dir),
+        "TRAINBOARD_ADMIN_TOKEN": ADMIN_TOKEN,
+        "TRAINBOARD_REDIS_URL": redis_url,
+        "TRAINBOARD_CPU_SLOTS": str(cpu_slots),
+        "TRAINBOARD_STOP_GRACE_SECONDS": "5",
+    }
+    env.pop("TRAINBOARD_DATABASE_URL", None)
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "backend.cli.main", "up"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    stack = RunningStack(f"http://127.0.0.1:{port}", ADMIN_TOKEN, data_dir, process, log_path)
+    try:
+        with stack.client() as client:
+            wait_for(lambda: _node_ready(client), timeout=90, what="the local worker to register")
+        yield stack
+    finally:
+        family = _family(process.pid)
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        alive = [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        for proc in alive:
+            proc.kill()
+        assert not alive, f"`trainboard up` left processes behind: {[p.pid for p in alive]}"
+
+
+def _node_ready(client: httpx.Client) -> bool:
+    try:
+        nodes = client.get("/api/nodes").json()["nodes"]
+    except (httpx.HTTPError, KeyError, ValueError):
+        return False
+    return bool(nodes) and all(n["state"] == "up" for n in nodes)
+
+
+def _family(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def wait_for(check: Callable[[], Any], *, timeout: float, what: str, interval: float = 0.2) -> Any:
+    """Poll check() until it returns something truthy; fail naming what never happened."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
