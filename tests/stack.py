@@ -1,4 +1,4 @@
-"""A real Trainboard started the README's way (`trainboard up`) for integration and browser tests."""
+"""A real Trainboard started the README way (`trainboard up`) for integration and browser tests."""
 
 from __future__ import annotations
 
