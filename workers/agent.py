@@ -7,6 +7,7 @@ import socket
 from typing import Any
 
 from celery.signals import worker_shutting_down
+from celery.utils.nodenames import host_format
 
 from workers.api_client import NodeApiClient
 from workers.celery_app import make_celery
@@ -74,7 +75,8 @@ def run_node_agent(settings: WorkerSettings) -> int:
             queues=[node_queue(settings.node_name)],
             pool="threads",
             concurrency=max(1, len(registration.devices)),
-            hostname=f"{settings.node_name}@%h",
+            hostname=host_format(f"{settings.node_name}@%h"),
+            redirect_stdouts=False,
             without_heartbeat=True,
             without_mingle=True,
             without_gossip=True,
