@@ -12,7 +12,9 @@ function deviceOptions(kind: string | undefined, memoryTotal: number | null | un
     scales: {
       x: { time: true },
       util: { range: [0, 100] },
-      mem: { range: (_u, _min, max) => [0, memoryTotal ?? Math.max(max, 1)] },
+      // A GPU's memory is drawn against its capacity; a CPU slot's RSS against its own peak
+      // (the "total" of a CPU slot is the whole host's memory, which would flatten the line).
+      mem: { range: (_u, _min, max) => [0, !cpu && memoryTotal ? memoryTotal : Math.max(max * 1.1, 1)] },
     },
     axes: [
       axis(c),
@@ -51,11 +53,13 @@ export function DeviceCharts({ cluster, node, devices }: Props) {
         const device = known.get(index);
         const kind = device?.kind ?? cluster.store.latest(node, index)?.kind;
         const key = `${node}\u0000${index}`;
+        const label = deviceLabel(kind, index);
+        const named = device?.name && device.name !== label ? ` — ${device.name}` : "";
         return (
           <Chart
             key={`${node}:${index}:${kind}`}
             testId={`device-chart-${index}`}
-            title={`${deviceLabel(kind, index)}${device?.name ? ` — ${device.name}` : ""} on ${node}`}
+            title={`${label}${named} on ${node}`}
             options={deviceOptions(kind, device?.memory_total ?? cluster.store.latest(node, index)?.mem_total)}
             data={() => cluster.store.data(node, index)}
             subscribe={(fn) => cluster.changed.on((keys) => keys.has(key) && fn())}
