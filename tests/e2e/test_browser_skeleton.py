@@ -1,0 +1,82 @@
+"""A new user in a real browser: log in, submit, watch it train live, cancel another job."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.e2e.conftest import SCREENSHOTS
+from tests.stack import RunningStack, wait_for
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def _log_in(page: Page, stack: RunningStack) -> None:
+    page.goto(stack.url + "/")
+    page.get_by_test_id("login-token").fill(stack.token)
+    page.get_by_test_id("login-submit").click()
+    expect(page.get_by_test_id("nav-submit")).to_be_visible()
+
+
+def _submit(page: Page, name: str, *, steps: int, devices: int = 2) -> int:
+    page.get_by_test_id("nav-submit").click()
+    page.get_by_test_id("submit-name").fill(name)
+    page.get_by_test_id("submit-template").select_option("mlp")
+    page.get_by_test_id("submit-strategy").select_option("data")
+    page.get_by_test_id("submit-devices").fill(str(devices))
+    page.get_by_test_id("hp-steps").fill(str(steps))
+    page.get_by_test_id("hp-batch_size").fill("32")
+    page.get_by_test_id("hp-lr").fill("0.01")
+    page.get_by_test_id("submit-checkpoint-every").fill("50")
+    page.get_by_test_id("submit-button").click()
+    expect(page).to_have_url(re.compile(r".*/jobs/\d+$"))
+    return int(page.url.rstrip("/").rsplit("/", 1)[1])
+
+
+def _points(page: Page) -> int:
+    return int(page.get_by_test_id("loss-chart").get_attribute("data-points") or 0)
+
+
+def test_submit_watch_live_and_cancel_in_the_browser(page: Page, stack: RunningStack) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    _log_in(page, stack)
+
+    job_id = _submit(page, "browser-mlp", steps=600)
+    state = page.get_by_test_id("job-state")
+    expect(state).to_have_attribute("data-state", "running", timeout=60_000)
+    wait_for(lambda: _points(page) > 5, timeout=60, what="the loss chart to draw points")
+    early = _points(page)
+    wait_for(lambda: _points(page) > early + 20, timeout=60, what="the loss chart to grow live")
+    for index in range(2):
+        chart = page.get_by_test_id(f"device-chart-{index}")
+        expect(chart).to_be_visible()
+        wait_for(
+            lambda c=chart: int(c.get_attribute("data-samples") or 0) >= 2,
+            timeout=30,
+            what=f"device {index} samples",
+        )
+    page.screenshot(path=str(SCREENSHOTS / "job.png"), full_page=True)
+    expect(state).to_have_attribute("data-state", "succeeded", timeout=120_000)
+    page.screenshot(path=str(SCREENSHOTS / "job-succeeded.png"), full_page=True)
+
+    page.get_by_test_id("nav-board").click()
+    row = page.get_by_test_id(f"job-row-{job_id}")
+    expect(row).to_have_attribute("data-state", "succeeded")
+
+    long_id = _submit(page, "browser-long", steps=1_000_000)
+    page.get_by_test_id("nav-board").click()
+    expect(page.get_by_test_id(f"job-row-{long_id}")).to_have_attribute(
+        "data-state", "running", timeout=60_000
+    )
+    page.screenshot(path=str(SCREENSHOTS / "board.png"), full_page=True)
+    page.get_by_test_id(f"job-row-{long_id}").get_by_role("link").first.click()
+    expect(page).to_have_url(re.compile(rf".*/jobs/{long_id}$"))
+    wait_for(lambda: _points(page) > 3, timeout=60, what="the long job to report")
+    page.get_by_test_id("cancel-button").click()
+    page.get_by_test_id("confirm-button").click()
+    expect(page.get_by_test_id("job-state")).to_have_attribute(
+        "data-state", "cancelled", timeout=20_000
+    )
+    page.screenshot(path=str(SCREENSHOTS / "job-cancelled.png"), full_page=True)
