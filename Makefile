@@ -8,8 +8,9 @@ STAMP := $(VENV)/.installed
 run: install frontend
 	$(VENV)/bin/trainboard up
 
-test: install frontend
+test: install frontend lint typecheck
 	$(PY) -m pytest
+	cd frontend && npm test
 
 install: $(STAMP)
 

@@ -7,10 +7,12 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, Request, status
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
+from backend.auth.service import Principal
 from backend.deps import ReaderDep, SessionDep, SettingsDep, SubmitterDep
 from backend.jobs import service
-from backend.jobs.models import Attempt, JobEvent
+from backend.jobs.models import Attempt, Job, JobEvent
 from backend.jobs.schemas import AttemptOut, EventOut, JobList, JobOut, LogList, MetricNames, Series
 from backend.jobs.states import IllegalTransition
 from backend.jobs.views import describe_job, describe_jobs
@@ -158,7 +160,7 @@ def get_logs(
     )
 
 
-def _job(session: SessionDep, principal: ReaderDep, job_id: int):  # type: ignore[no-untyped-def]
+def _job(session: Session, principal: Principal, job_id: int) -> Job:
     try:
         return service.get_job(session, principal=principal, job_id=job_id)
     except service.JobNotFound as err:

@@ -130,7 +130,7 @@ class Scheduler:
             .where(Job.stop_request.is_not(None), Attempt.state == "running")
         ).all()
         for attempt_id, action in rows:
-            request_stop(self.client, attempt_id=attempt_id, action=action)
+            request_stop(self.client, attempt_id=attempt_id, action=str(action))
 
     def _place(
         self, session: Session, changed: set[int]

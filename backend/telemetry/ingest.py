@@ -103,7 +103,8 @@ class Ingest:
             count=self.count,
             block=block_ms,
         )
-        entries = {self._name(stream): messages for stream, messages in response or []}
+        rounds: list[Any] = response or []  # type: ignore[assignment]
+        entries = {self._name(stream): messages for stream, messages in rounds}
         return self.store(entries)
 
     def reclaim(self) -> int:
@@ -226,7 +227,7 @@ def _parse(stream: str, fields: dict[Any, Any]) -> list[Any]:
     raw = fields.get(BATCH_FIELD.encode()) or fields.get(BATCH_FIELD)
     model = ITEM_MODELS[stream]
     try:
-        batch = Batch.model_validate(json.loads(raw))
+        batch = Batch.model_validate(json.loads(raw or b""))
     except (TypeError, ValueError, ValidationError) as err:
         log.warning("ingest: dropping malformed entry on %s: %s", stream, err)
         return []

@@ -22,7 +22,7 @@ def insert_ignoring_duplicates(
         return
     dialect = session.get_bind().dialect.name
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    table = model.__table__
+    table: Any = model.__table__
     width = max(1, len(rows[0]))
     chunk = max(1, min(CHUNK, 30_000 // width))
     for start in range(0, len(rows), chunk):
