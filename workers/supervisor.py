@@ -228,6 +228,6 @@ class Supervisor:
             reason = f"stopped on {self._stop_reason} request"
             outcome = AttemptOutcome(outcome="stopped", reason=reason, exit_codes=codes)
         else:
-            outcome = AttemptOutcome(outcome="succeeded", exit_codes=codes)
+            outcome = AttemptOutcome(outcome="succeeded", reason=None, exit_codes=codes)
         outcome.last_checkpoint = last
         return outcome

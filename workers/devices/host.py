@@ -45,7 +45,15 @@ class HostProbe:
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 self._processes.pop(occupant.pid, None)
         return DeviceSample(
-            node=node, device=slot, kind="cpu", time=now, util=util, mem_used=rss, mem_total=total
+            node=node,
+            device=slot,
+            kind="cpu",
+            time=now,
+            util=util,
+            mem_used=rss,
+            mem_total=total,
+            temperature=None,
+            power=None,
         )
 
     def _process(self, pid: int) -> psutil.Process:

@@ -21,7 +21,7 @@ class ShardedBatches:
     ) -> None:
         self.inputs, self.targets = inputs, targets
         self.batch_size = batch_size
-        self.sampler = DistributedSampler(
+        self.sampler: DistributedSampler[int] = DistributedSampler(
             range(len(inputs)),  # type: ignore[arg-type]
             num_replicas=replicas,
             rank=rank,

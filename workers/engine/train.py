@@ -109,7 +109,9 @@ class Trainer:
         if self.spec.grad_clip is not None:
             grad_norm = torch.nn.utils.clip_grad_norm_(params, self.spec.grad_clip)
         else:
-            grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+            grad_norm = torch.nn.utils.get_total_norm(
+                [p.grad for p in params if p.grad is not None]
+            )
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
