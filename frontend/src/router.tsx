@@ -28,7 +28,7 @@ export function parseRoute(path: string, search = ""): Route {
 
 const listeners = new Set<() => void>();
 const notify = () => listeners.forEach((fn) => fn());
-window.addEventListener("popstate", notify);
+if (typeof window !== "undefined") window.addEventListener("popstate", notify);
 
 export function navigate(to: string, options: { replace?: boolean } = {}): void {
   if (to === currentPath()) return;
