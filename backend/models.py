@@ -2,13 +2,14 @@
 
 from backend.auth.models import ApiToken, User
 from backend.db import Base
-from backend.jobs.models import Attempt, Job, JobEvent
+from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
 from backend.nodes.models import Device, Node
 from backend.telemetry.models import DeviceSample, LogLine, MetricPoint
 
 __all__ = [
     "ApiToken",
     "Attempt",
+    "AttemptSlice",
     "Base",
     "Device",
     "DeviceSample",

@@ -28,6 +28,7 @@ class Job(Base):
     stop_request: Mapped[str | None] = mapped_column(String(16), comment="cancel or pause")
     reason: Mapped[str | None] = mapped_column(Text)
     step: Mapped[int] = mapped_column(default=0, comment="newest step reported")
+    wait_reason: Mapped[str | None] = mapped_column(String(256), comment="why it is still queued")
     total_steps: Mapped[int | None]
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None]
@@ -49,6 +50,22 @@ class Attempt(Base):
     last_checkpoint: Mapped[str | None] = mapped_column(Text)
     exit_reason: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    claimed_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+
+
+class AttemptSlice(Base):
+    """The part of an attempt's gang on one node; each node claims its slice exactly once."""
+
+    __tablename__ = "attempt_slices"
+    __table_args__ = (UniqueConstraint("attempt_id", "node_name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    attempt_id: Mapped[int] = mapped_column(ForeignKey("attempts.id", ondelete="CASCADE"), index=True)
+    node_name: Mapped[str] = mapped_column(String(64), index=True)
+    node_rank: Mapped[int]
+    devices: Mapped[list[Any]]
+    state: Mapped[str] = mapped_column(String(16), default="scheduled")
     claimed_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
 
