@@ -39,11 +39,11 @@ class Stack:
     def stop(self) -> None:
         """SIGTERM every process group, SIGKILL what is left after the grace period."""
         family = _descendants(self.processes)
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        # the worker first, so its last reports (checkpoints, outcomes) still reach the API
         for process in reversed(self.processes):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_SECONDS
-        for process in self.processes:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=max(0.1, deadline - time.monotonic()))
         for proc in family:

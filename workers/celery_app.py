@@ -5,6 +5,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from celery import Celery
+from kombu import Exchange, Queue
 
 
 def celery_broker_url(redis_url: str) -> str:
@@ -34,3 +35,12 @@ def make_celery(redis_url: str) -> Celery:
         task_default_queue="trainboard",
     )
     return app
+
+
+def direct_queue(name: str) -> Queue:
+    """A queue reached through the anonymous exchange: routed by name alone.
+
+    Publishing to it needs no broker-side binding, so a task still reaches its node
+    after Redis lost every key (a restart without persistence, FLUSHALL).
+    """
+    return Queue(name, Exchange(""), routing_key=name)

@@ -98,6 +98,7 @@ class Batch(BaseModel):
     producer: str = Field(max_length=128)
     seq: int = Field(description="per-producer sequence number, from 0, so gaps are detectable")
     items: list[dict[str, object]]
+    dropped: int = Field(0, ge=0, description="items a lossy producer dropped before this batch")
 
 
 class NodeDevice(BaseModel):
@@ -119,6 +120,9 @@ class AttemptOutcome(BaseModel):
     """What a worker reports when an attempt's ranks have all exited."""
 
     outcome: Literal["succeeded", "failed", "stopped"]
+    node: str | None = Field(
+        None, max_length=64, description="the reporting node (multi-node gangs)"
+    )
     reason: str | None = Field(None, max_length=4096)
     exit_codes: list[int] = Field(default_factory=list)
     last_checkpoint: str | None = None

@@ -78,7 +78,7 @@ def run_attempt(
         finally:
             active.discard(supervisor)
     log.info("attempt %d: %s %s", order.attempt_id, outcome.outcome, outcome.reason or "")
-    api.finish(order.attempt_id, outcome)
+    api.finish(order.attempt_id, outcome.model_copy(update={"node": settings.node_name}))
     return outcome.outcome
 
 

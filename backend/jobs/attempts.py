@@ -1,60 +1,109 @@
-"""The worker side of an attempt's life: claim it exactly once, report how it ended."""
+"""The worker side of an attempt's life: each node claims its slice once, then reports its end.
+
+An attempt is a gang spread over one slice per node. It runs once the first slice is
+claimed, fails as soon as one slice fails (the others are told to stop), and succeeds
+when every slice has succeeded.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import redis
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from backend.db import utcnow
-from backend.jobs.models import Attempt, Job
+from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.jobs.states import JobState, transition
+from backend.signals import request_stop
 from workers.protocol import AttemptOutcome
+
+LIVE_SLICE_STATES = ("scheduled", "running")
 
 
 class AttemptNotFound(LookupError):
     pass
 
 
+def slices_of(session: Session, attempt_id: int) -> Sequence[AttemptSlice]:
+    return session.scalars(
+        select(AttemptSlice)
+        .where(AttemptSlice.attempt_id == attempt_id)
+        .order_by(AttemptSlice.node_rank)
+    ).all()
+
+
 def claim(session: Session, *, attempt_id: int, node: str) -> bool:
-    """Compare-and-set scheduled → running; a duplicate, late or stale claim gets False."""
+    """Compare-and-set this node's slice scheduled → running; duplicates and stale claims lose."""
     attempt = session.get(Attempt, attempt_id)
     if attempt is None:
         raise AttemptNotFound(f"attempt {attempt_id} not found")
     job = session.get_one(Job, attempt.job_id)
-    if job.attempt != attempt.number or job.state != JobState.scheduled.value:
+    if job.attempt != attempt.number or attempt.state not in LIVE_SLICE_STATES:
+        return False
+    if attempt.state == "scheduled" and job.state != JobState.scheduled.value:
         return False
     won = session.execute(
-        update(Attempt)
-        .where(Attempt.id == attempt_id, Attempt.state == "scheduled", Attempt.node_name == node)
+        update(AttemptSlice)
+        .where(
+            AttemptSlice.attempt_id == attempt_id,
+            AttemptSlice.node_name == node,
+            AttemptSlice.state == "scheduled",
+        )
         .values(state="running", claimed_at=utcnow())
     ).rowcount  # type: ignore[attr-defined]
     if not won:
         session.rollback()
         return False
-    session.add(
-        transition(
-            job,
-            JobState.running,
-            message=f"attempt {attempt.number} started on {node} devices {attempt.devices}",
-            attempt_id=attempt.id,
+    first = session.execute(
+        update(Attempt)
+        .where(Attempt.id == attempt_id, Attempt.state == "scheduled")
+        .values(state="running", claimed_at=utcnow())
+    ).rowcount  # type: ignore[attr-defined]
+    if first:
+        session.add(
+            transition(
+                job,
+                JobState.running,
+                message=f"attempt {attempt.number} started on "
+                f"{placement_text(session, attempt_id)}",
+                attempt_id=attempt.id,
+            )
         )
-    )
     session.commit()
     return True
 
 
-def finish(session: Session, *, attempt_id: int, outcome: AttemptOutcome) -> Job:
-    """Record how an attempt ended and move its job on: done, stopped, restarted or failed."""
+def finish(
+    session: Session, client: redis.Redis, *, attempt_id: int, outcome: AttemptOutcome
+) -> Job:
+    """Record how one node's slice ended and, once that decides the attempt, move the job on."""
     attempt = session.get(Attempt, attempt_id)
     if attempt is None:
         raise AttemptNotFound(f"attempt {attempt_id} not found")
     job = session.get_one(Job, attempt.job_id)
+    slices = slices_of(session, attempt_id)
+    mine = [s for s in slices if s.node_name == outcome.node] if outcome.node else list(slices)
+    reported = [s for s in mine if s.state == "running"]
+    if not reported:
+        return job  # a repeated or late report: the first one already counted
+    for part in reported[:1] if outcome.node else reported:
+        part.state = outcome.outcome
+        part.finished_at = utcnow()
+    if outcome.last_checkpoint:
+        attempt.last_checkpoint = outcome.last_checkpoint
     if attempt.state != "running":
-        return job  # a repeated report: the first one already decided
+        session.commit()
+        return job
+    if outcome.outcome == "succeeded" and any(s.state != "succeeded" for s in slices):
+        session.commit()
+        return job  # the other nodes' ranks are still finishing
     attempt.state = outcome.outcome
     attempt.finished_at = utcnow()
     attempt.exit_reason = outcome.reason
-    attempt.last_checkpoint = outcome.last_checkpoint or attempt.last_checkpoint
+    if any(s.state in LIVE_SLICE_STATES for s in slices):
+        request_stop(client, attempt_id=attempt.id, action="cancel")
     if job.attempt == attempt.number:
         _advance_job(session, job, attempt, outcome)
     session.commit()
@@ -75,6 +124,32 @@ def _advance_job(session: Session, job: Job, attempt: Attempt, outcome: AttemptO
         restart_or_fail(
             session, job, reason=outcome.reason or "ranks stopped", attempt_id=attempt.id
         )
+
+
+def end_attempt(
+    session: Session, client: redis.Redis, attempt: Attempt, *, state: str, reason: str
+) -> None:
+    """End an attempt from the control plane (node lost, slice never claimed) and move its job."""
+    attempt.state = state
+    attempt.finished_at = utcnow()
+    attempt.exit_reason = reason
+    live = [s for s in slices_of(session, attempt.id) if s.state in LIVE_SLICE_STATES]
+    for part in live:
+        if part.state == "scheduled":
+            part.state = "withdrawn"
+    if any(s.state == "running" for s in live):
+        request_stop(client, attempt_id=attempt.id, action="cancel")
+    job = session.get_one(Job, attempt.job_id)
+    if job.attempt != attempt.number:
+        return
+    if job.state == JobState.scheduled.value and state == "withdrawn":
+        session.add(transition(job, JobState.queued, message=reason, attempt_id=attempt.id))
+    elif job.stop_request == "cancel":
+        session.add(transition(job, JobState.cancelled, message=reason, attempt_id=attempt.id))
+    elif job.stop_request == "pause":
+        session.add(transition(job, JobState.paused, message=reason, attempt_id=attempt.id))
+    else:
+        restart_or_fail(session, job, reason=reason, attempt_id=attempt.id)
 
 
 def restart_or_fail(session: Session, job: Job, *, reason: str, attempt_id: int | None) -> None:
@@ -104,3 +179,10 @@ def newest_checkpoint(session: Session, job_id: int) -> str | None:
         .where(Attempt.job_id == job_id, Attempt.last_checkpoint.is_not(None))
         .order_by(Attempt.number.desc())
     ).first()
+
+
+def placement_text(session: Session, attempt_id: int) -> str:
+    """Where an attempt runs, for the timeline: node and devices of each slice."""
+    return "; ".join(
+        f"{s.node_name} devices {list(s.devices)}" for s in slices_of(session, attempt_id)
+    )

@@ -61,7 +61,9 @@ class AttemptSlice(Base):
     __table_args__ = (UniqueConstraint("attempt_id", "node_name"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    attempt_id: Mapped[int] = mapped_column(ForeignKey("attempts.id", ondelete="CASCADE"), index=True)
+    attempt_id: Mapped[int] = mapped_column(
+        ForeignKey("attempts.id", ondelete="CASCADE"), index=True
+    )
     node_name: Mapped[str] = mapped_column(String(64), index=True)
     node_rank: Mapped[int]
     devices: Mapped[list[Any]]

@@ -10,7 +10,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from backend.auth.service import Principal
-from backend.jobs.models import Attempt, Job, JobEvent
+from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
 from backend.jobs.states import IllegalTransition, JobState, transition
 from backend.signals import announce_jobs, request_stop, wake_scheduler
 from workers.spec import JobSpec, unsupported_reason
@@ -140,4 +140,11 @@ def _withdraw(session: Session, attempt: Attempt) -> bool:
         .where(Attempt.id == attempt.id, Attempt.state == "scheduled")
         .values(state="withdrawn", exit_reason="stopped before it started")
     )
-    return bool(result.rowcount)  # type: ignore[attr-defined]
+    if not result.rowcount:  # type: ignore[attr-defined]
+        return False
+    session.execute(
+        update(AttemptSlice)
+        .where(AttemptSlice.attempt_id == attempt.id, AttemptSlice.state == "scheduled")
+        .values(state="withdrawn")
+    )
+    return True

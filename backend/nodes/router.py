@@ -65,7 +65,7 @@ def finish_attempt(
 ) -> FinishOut:
     """The supervisor reports how the attempt ended; the job moves on accordingly."""
     try:
-        job = attempts.finish(session, attempt_id=attempt_id, outcome=body)
+        job = attempts.finish(session, request.app.state.redis, attempt_id=attempt_id, outcome=body)
     except attempts.AttemptNotFound as err:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(err)) from None
     announce_jobs(request.app.state.redis, [job.id])

@@ -8,12 +8,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from backend.db import utcnow
-from backend.jobs.models import Attempt
+from backend.jobs.models import Attempt, AttemptSlice
 from backend.nodes.models import Device, Node
 from backend.nodes.schemas import DeviceOut, NodeOut
 from workers.protocol import NodeRegistration
 
-BUSY_ATTEMPT_STATES = ("scheduled", "running")
+BUSY_SLICE_STATES = ("scheduled", "running")
 
 
 class NodeNotFound(LookupError):
@@ -32,10 +32,17 @@ def register(session: Session, *, registration: NodeRegistration) -> Node:
     node.address = registration.address
     node.state = "up"
     node.last_heartbeat = utcnow()
-    node.devices = [
-        Device(index=d.index, kind=d.kind, name=d.name, uuid=d.uuid, memory_total=d.memory_total)
-        for d in registration.devices
-    ]
+    known = {d.index: d for d in node.devices}
+    wanted = {d.index for d in registration.devices}
+    for gone in [d for d in node.devices if d.index not in wanted]:
+        node.devices.remove(gone)
+    for offered in registration.devices:
+        device = known.get(offered.index)
+        if device is None:
+            device = Device(index=offered.index)
+            node.devices.append(device)
+        device.kind, device.name = offered.kind, offered.name
+        device.uuid, device.memory_total = offered.uuid, offered.memory_total
     session.commit()
     return node
 
@@ -59,9 +66,17 @@ def all_nodes(session: Session) -> Sequence[Node]:
 def describe_nodes(session: Session) -> list[NodeOut]:
     """Nodes with their devices and which job holds each device."""
     holders: dict[tuple[str, int], tuple[int, int]] = {}
-    for attempt in session.scalars(select(Attempt).where(Attempt.state.in_(BUSY_ATTEMPT_STATES))):
-        for rank, index in enumerate(attempt.devices):
-            holders[(attempt.node_name, int(index))] = (attempt.job_id, rank)
+    live = session.execute(
+        select(AttemptSlice, Attempt.job_id)
+        .join(Attempt, Attempt.id == AttemptSlice.attempt_id)
+        .where(AttemptSlice.state.in_(BUSY_SLICE_STATES))
+    ).all()
+    for part, job_id in live:
+        for local_rank, index in enumerate(part.devices):
+            holders[(part.node_name, int(index))] = (
+                job_id,
+                part.node_rank * len(part.devices) + local_rank,
+            )
     return [
         NodeOut(
             name=n.name,

@@ -12,20 +12,19 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.db import Database, as_utc, utcnow
-from backend.jobs.attempts import newest_checkpoint, restart_or_fail
-from backend.jobs.models import Attempt, Job
-from backend.jobs.states import ACTIVE, JobState, transition
+from backend.jobs.attempts import LIVE_SLICE_STATES, end_attempt, newest_checkpoint
+from backend.jobs.models import Attempt, AttemptSlice, Job
+from backend.jobs.states import JobState, transition
 from backend.nodes.models import Node
 from backend.scheduler.leader import LeaderLock
 from backend.scheduler.policy import NodeCapacity, Placement, QueuedJob, plan
 from backend.signals import SCHEDULER_WAKE_KEY, announce_jobs, announce_nodes, request_stop
+from workers.celery_app import direct_queue
 from workers.protocol import RUN_ATTEMPT_TASK, AttemptOrder, node_queue
 from workers.spec import JobSpec
 
 log = logging.getLogger(__name__)
 
-#: an attempt no worker claimed within this time is withdrawn and its job requeued
-CLAIM_TIMEOUT = timedelta(seconds=60)
 MASTER_PORT_BASE = 29500
 
 
@@ -40,14 +39,15 @@ class Scheduler:
         celery: Any,
         interval: float,
         heartbeat_timeout: float,
+        claim_timeout: float = 60.0,
     ) -> None:
         self.db = db
         self.client = client
         self.celery = celery
         self.interval = interval
         self.heartbeat_timeout = timedelta(seconds=heartbeat_timeout)
+        self.claim_timeout = timedelta(seconds=claim_timeout)
         self.leader = LeaderLock(client, ttl=max(5.0, interval * 10))
-        self.waiting: dict[int, str] = {}
 
     def run(self, stop: threading.Event) -> None:
         """Loop until stop is set: a pass per tick or per wake-up, while leader."""
@@ -65,17 +65,21 @@ class Scheduler:
         self.leader.release()
 
     def tick(self) -> list[Placement]:
-        """One pass: lost nodes, unclaimed attempts, stop requests, then new placements."""
+        """One pass: lost nodes, unclaimed slices, stop requests, then new placements."""
         with self.db.session() as session:
             changed = self._expire_nodes(session) | self._withdraw_unclaimed(session)
             self._reassert_stops(session)
-            placements, orders = self._place(session, changed)
+            placements, orders, waiting = self._place(session)
             session.commit()
         for order in orders:
+            # the anonymous exchange routes by queue name alone, so no broker-side binding
+            # (which a Redis flush would erase) is needed for the task to reach the node
             self.celery.send_task(
-                RUN_ATTEMPT_TASK, args=[order.model_dump(mode="json")], queue=node_queue(order.node)
+                RUN_ATTEMPT_TASK,
+                args=[order.model_dump(mode="json")],
+                queue=direct_queue(node_queue(order.node)),
             )
-        announce_jobs(self.client, changed | {p.job_id for p in placements})
+        announce_jobs(self.client, changed | waiting | {p.job_id for p in placements})
         return placements
 
     def _expire_nodes(self, session: Session) -> set[int]:
@@ -86,41 +90,38 @@ class Scheduler:
                 continue
             node.state = "lost"
             announce_nodes(self.client)
-            for attempt in session.scalars(
-                select(Attempt).where(
-                    Attempt.node_name == node.name, Attempt.state.in_(("scheduled", "running"))
+            reason = f"node {node.name} stopped heartbeating"
+            parts = session.scalars(
+                select(AttemptSlice).where(
+                    AttemptSlice.node_name == node.name, AttemptSlice.state.in_(LIVE_SLICE_STATES)
                 )
-            ):
-                attempt.state = "lost"
-                attempt.finished_at = utcnow()
-                attempt.exit_reason = f"node {node.name} stopped heartbeating"
-                job = session.get_one(Job, attempt.job_id)
-                if job.attempt == attempt.number and JobState(job.state) in ACTIVE:
-                    changed.add(job.id)
-                    self._end_interrupted(session, job, attempt, attempt.exit_reason)
+            ).all()
+            for part in parts:
+                part.state = "lost"
+                part.finished_at = utcnow()
+                attempt = session.get_one(Attempt, part.attempt_id)
+                if attempt.state in LIVE_SLICE_STATES:
+                    end_attempt(session, self.client, attempt, state="lost", reason=reason)
+                    changed.add(attempt.job_id)
         return changed
 
     def _withdraw_unclaimed(self, session: Session) -> set[int]:
-        deadline = utcnow() - CLAIM_TIMEOUT
+        """A slice no worker claimed in time: its task was lost (e.g. Redis was flushed)."""
+        deadline = utcnow() - self.claim_timeout
         changed: set[int] = set()
-        for attempt in session.scalars(select(Attempt).where(Attempt.state == "scheduled")):
-            if as_utc(attempt.created_at) >= deadline:
+        stale = session.execute(
+            select(AttemptSlice, Attempt)
+            .join(Attempt, Attempt.id == AttemptSlice.attempt_id)
+            .where(AttemptSlice.state == "scheduled", Attempt.state.in_(LIVE_SLICE_STATES))
+        ).all()
+        for part, attempt in stale:
+            if as_utc(attempt.created_at) >= deadline or attempt.state not in LIVE_SLICE_STATES:
                 continue
-            attempt.state = "withdrawn"
-            attempt.exit_reason = "no worker claimed it in time"
-            job = session.get_one(Job, attempt.job_id)
-            if job.attempt == attempt.number and job.state == JobState.scheduled.value:
-                session.add(transition(job, JobState.queued, message=attempt.exit_reason))
-                changed.add(job.id)
+            reason = f"node {part.node_name} did not claim its part of attempt {attempt.number}"
+            state = "withdrawn" if attempt.state == "scheduled" else "failed"
+            end_attempt(session, self.client, attempt, state=state, reason=reason)
+            changed.add(attempt.job_id)
         return changed
-
-    def _end_interrupted(self, session: Session, job: Job, attempt: Attempt, reason: str) -> None:
-        if job.stop_request == "cancel":
-            session.add(transition(job, JobState.cancelled, message=reason, attempt_id=attempt.id))
-        elif job.stop_request == "pause":
-            session.add(transition(job, JobState.paused, message=reason, attempt_id=attempt.id))
-        else:
-            restart_or_fail(session, job, reason=reason, attempt_id=attempt.id)
 
     def _reassert_stops(self, session: Session) -> None:
         """Redis may have lost a stop request; the database still knows it."""
@@ -132,13 +133,10 @@ class Scheduler:
         for attempt_id, action in rows:
             request_stop(self.client, attempt_id=attempt_id, action=str(action))
 
-    def _place(
-        self, session: Session, changed: set[int]
-    ) -> tuple[list[Placement], list[AttemptOrder]]:
+    def _place(self, session: Session) -> tuple[list[Placement], list[AttemptOrder], set[int]]:
         queued = session.scalars(select(Job).where(Job.state == JobState.queued.value)).all()
         if not queued:
-            self.waiting = {}
-            return [], []
+            return [], [], set()
         jobs = {job.id: job for job in queued}
         queue = [
             QueuedJob(
@@ -150,38 +148,26 @@ class Scheduler:
             )
             for job in queued
         ]
-        result = plan(queue, self._capacities(session))
-        self.waiting = result.waiting
-        orders = [self._dispatch(session, jobs[p.job_id], p) for p in result.placements]
-        return result.placements, orders
+        result = plan(queue, capacities(session))
+        waiting_changed = set()
+        for job_id, reason in result.waiting.items():
+            if jobs[job_id].wait_reason != reason:
+                jobs[job_id].wait_reason = reason
+                waiting_changed.add(job_id)
+        orders = [o for p in result.placements for o in self._dispatch(session, jobs[p.job_id], p)]
+        return result.placements, orders, waiting_changed
 
-    def _capacities(self, session: Session) -> list[NodeCapacity]:
-        busy: dict[str, set[int]] = {}
-        for attempt in session.scalars(
-            select(Attempt).where(Attempt.state.in_(("scheduled", "running")))
-        ):
-            busy.setdefault(attempt.node_name, set()).update(int(i) for i in attempt.devices)
-        nodes = session.scalars(select(Node).where(Node.state == "up", Node.drained.is_(False)))
-        return [
-            NodeCapacity(
-                name=node.name,
-                total=len(node.devices),
-                free=tuple(
-                    d.index for d in node.devices if d.index not in busy.get(node.name, set())
-                ),
-            )
-            for node in nodes
-        ]
-
-    def _dispatch(self, session: Session, job: Job, placement: Placement) -> AttemptOrder:
-        node_name, devices = placement.slices[0]
-        node = session.scalars(select(Node).where(Node.name == node_name)).one()
+    def _dispatch(self, session: Session, job: Job, placement: Placement) -> list[AttemptOrder]:
+        """Write the attempt and its slices (committed before any task is sent)."""
+        names = [name for name, _ in placement.slices]
+        nodes = {n.name: n for n in session.scalars(select(Node).where(Node.name.in_(names)))}
+        master, master_devices = placement.slices[0]
         number = job.attempt + 1
         attempt = Attempt(
             job_id=job.id,
             number=number,
-            node_name=node_name,
-            devices=list(devices),
+            node_name=master,
+            devices=list(master_devices),
             state="scheduled",
             master_port=0,
             resume_from=newest_checkpoint(session, job.id),
@@ -189,23 +175,61 @@ class Scheduler:
         session.add(attempt)
         session.flush()
         attempt.master_port = MASTER_PORT_BASE + attempt.id % 10_000
+        for rank, (name, devices) in enumerate(placement.slices):
+            session.add(
+                AttemptSlice(
+                    attempt_id=attempt.id, node_name=name, node_rank=rank, devices=list(devices)
+                )
+            )
         job.attempt = number
+        job.wait_reason = None
+        where = "; ".join(f"{name} devices {list(devices)}" for name, devices in placement.slices)
         session.add(
             transition(
                 job,
                 JobState.scheduled,
-                message=f"attempt {number} scheduled on {node_name} devices {list(devices)}",
+                message=f"attempt {number} scheduled on {where}",
                 attempt_id=attempt.id,
             )
         )
-        return AttemptOrder(
-            attempt_id=attempt.id,
-            job_id=job.id,
-            number=number,
-            node=node_name,
-            devices=list(devices),
-            master_addr=node.address,
-            master_port=attempt.master_port,
-            spec=JobSpec.model_validate(job.spec),
-            resume_from=attempt.resume_from,
+        spec = JobSpec.model_validate(job.spec)
+        return [
+            AttemptOrder(
+                attempt_id=attempt.id,
+                job_id=job.id,
+                number=number,
+                node=name,
+                devices=list(devices),
+                node_rank=rank,
+                nnodes=len(placement.slices),
+                master_addr=nodes[master].address,
+                master_port=attempt.master_port,
+                spec=spec,
+                resume_from=attempt.resume_from,
+            )
+            for rank, (name, devices) in enumerate(placement.slices)
+        ]
+
+
+def busy_devices(session: Session) -> dict[str, set[int]]:
+    """Devices held by a slice that is scheduled or running, per node."""
+    busy: dict[str, set[int]] = {}
+    for part in session.scalars(
+        select(AttemptSlice).where(AttemptSlice.state.in_(LIVE_SLICE_STATES))
+    ):
+        busy.setdefault(part.node_name, set()).update(int(i) for i in part.devices)
+    return busy
+
+
+def capacities(session: Session) -> list[NodeCapacity]:
+    """Free devices of every node that is up and not drained."""
+    busy = busy_devices(session)
+    nodes = session.scalars(select(Node).where(Node.state == "up", Node.drained.is_(False)))
+    return [
+        NodeCapacity(
+            name=node.name,
+            total=len(node.devices),
+            free=tuple(d.index for d in node.devices if d.index not in busy.get(node.name, set())),
         )
+        for node in nodes
+    ]

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from typing import Any
 
 import pytest
+import redis
 from fastapi.testclient import TestClient
 
 from backend.config import Settings
 from backend.db import Database
 from backend.scheduler.loop import Scheduler
 from tests.backend.conftest import bearer
+from workers.celery_app import make_celery
 from workers.protocol import NodeDevice, NodeRegistration
 
 GOOD_SPEC: dict[str, Any] = {
@@ -20,6 +24,16 @@ GOOD_SPEC: dict[str, Any] = {
     "hyperparameters": {"steps": 200, "batch_size": 32, "lr": 0.01},
     "checkpoint": {"every_steps": 50},
 }
+
+
+def queued_orders(client: redis.Redis, queue: str) -> list[dict[str, Any]]:
+    """The AttemptOrders waiting in a node's Celery queue, read straight from Redis."""
+    orders = []
+    for raw in reversed(client.lrange(queue, 0, -1)):
+        message = json.loads(raw)
+        args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
+        orders.append(args[0])
+    return orders
 
 
 def _with(path: str, value: Any) -> dict[str, Any]:
@@ -124,24 +138,18 @@ def _scheduled_attempt(
     )
     api.post("/api/jobs", json=GOOD_SPEC, headers=bearer(tokens["alice"]))
 
-    class NoBroker:
-        sent: list[Any] = []
-
-        def send_task(self, name: str, args: list[Any], queue: str) -> None:
-            self.sent.append((name, args, queue))
-
-    broker = NoBroker()
+    client = api.app.state.redis  # type: ignore[attr-defined]
     scheduler = Scheduler(
         db=database,
-        client=api.app.state.redis,
-        celery=broker,
+        client=client,
+        celery=make_celery(settings.redis_url),
         interval=0.1,
-        heartbeat_timeout=60,  # type: ignore[attr-defined]
+        heartbeat_timeout=60,
     )
     placements = scheduler.tick()
     assert [p.slices for p in placements] == [(("n1", (0, 1)),)]
-    (name, (order,), queue) = broker.sent[0]
-    assert queue == "node.n1" and order["devices"] == [0, 1]
+    order = queued_orders(client, "node.n1")[0]
+    assert order["devices"] == [0, 1] and order["node"] == "n1"
     return int(order["attempt_id"])
 
 
@@ -188,3 +196,25 @@ def test_cancel_while_running_asks_the_supervisor_to_stop(
     assert api.app.state.redis.get(f"tb:control:{attempt}") == b"cancel"  # type: ignore[attr-defined]
     stopped = api.post(f"/api/attempts/{attempt}/finish", json={"outcome": "stopped"}, headers=node)
     assert stopped.json() == {"state": "cancelled"}
+
+
+def test_a_restarted_node_registers_again_with_changed_devices(
+    api: TestClient, tokens: dict[str, str]
+) -> None:
+    node = bearer(tokens["node"])
+
+    def register(count: int) -> dict[str, Any]:
+        registration = NodeRegistration(
+            name="n1",
+            hostname="h",
+            address="127.0.0.1",
+            devices=[NodeDevice(index=i, kind="cpu", name=f"CPU slot {i}") for i in range(count)],
+        )
+        response = api.post("/api/nodes/register", json=registration.model_dump(), headers=node)
+        assert response.status_code == 200, response.text
+        return dict(response.json())
+
+    assert len(register(2)["devices"]) == 2
+    assert len(register(2)["devices"]) == 2
+    assert [d["index"] for d in register(3)["devices"]] == [0, 1, 2]
+    assert [d["index"] for d in register(1)["devices"]] == [0]
