@@ -3,9 +3,25 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from pydantic import BaseModel, Field
+
+from workers.spec import JobSpec
+
+
+class Implications(BaseModel):
+    """What a spec implies: shown before and after submitting."""
+
+    data_parallel_degree: int
+    pipeline_stages: int
+    global_batch: int | None
+    bubble_fraction: float
+    warnings: list[str]
+
+
+class SliceOut(BaseModel):
+    node: str
+    devices: list[int]
 
 
 class JobOut(BaseModel):
@@ -13,13 +29,15 @@ class JobOut(BaseModel):
     name: str
     owner: str
     state: str
-    spec: dict[str, Any]
-    implications: dict[str, Any]
+    spec: JobSpec
+    implications: Implications
     priority: str
     tags: list[str]
     attempt: int
-    node: str | None
-    devices: list[int]
+    node: str | None = Field(description="the node of rank 0")
+    devices: list[int] = Field(description="devices on the node of rank 0")
+    placement: list[SliceOut] = Field(description="every node of the gang and its devices")
+    wait_reason: str | None = Field(description="why a queued job has not started yet")
     restarts: int
     reason: str | None
     step: int

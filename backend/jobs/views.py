@@ -8,8 +8,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.auth.models import User
-from backend.jobs.models import Attempt, Job
-from backend.jobs.schemas import JobOut
+from backend.jobs.models import Attempt, AttemptSlice, Job
+from backend.jobs.schemas import Implications, JobOut, SliceOut
 from workers.spec import JobSpec
 
 PRIORITY_NAMES = ("high", "normal", "low")
@@ -19,6 +19,7 @@ def describe_jobs(session: Session, jobs: Sequence[Job]) -> list[JobOut]:
     """API views of jobs, loading owners and current attempts in two queries."""
     if not jobs:
         return []
+    jobs_by_id = {j.id: j for j in jobs}
     owners = dict(
         session.execute(
             select(User.id, User.username).where(User.id.in_({j.owner_id for j in jobs}))
@@ -30,9 +31,25 @@ def describe_jobs(session: Session, jobs: Sequence[Job]) -> list[JobOut]:
             select(Attempt).where(Attempt.job_id.in_([j.id for j in jobs if j.attempt]))
         )
     }
+    placements: dict[int, list[SliceOut]] = {}
+    current = [a.id for a in attempts.values() if a.number == jobs_by_id[a.job_id].attempt]
+    for part in session.scalars(
+        select(AttemptSlice)
+        .where(AttemptSlice.attempt_id.in_(current))
+        .order_by(AttemptSlice.node_rank)
+    ):
+        placements.setdefault(part.attempt_id, []).append(
+            SliceOut(node=part.node_name, devices=list(part.devices))
+        )
     return [
-        _view(job, owners.get(job.owner_id, "?"), attempts.get((job.id, job.attempt)))
+        _view(
+            job,
+            owners.get(job.owner_id, "?"),
+            attempt,
+            placements.get(attempt.id, []) if attempt else [],
+        )
         for job in jobs
+        for attempt in [attempts.get((job.id, job.attempt))]
     ]
 
 
@@ -40,15 +57,17 @@ def describe_job(session: Session, job: Job) -> JobOut:
     return describe_jobs(session, [job])[0]
 
 
-def _view(job: Job, owner: str, attempt: Attempt | None) -> JobOut:
+def _view(job: Job, owner: str, attempt: Attempt | None, placement: list[SliceOut]) -> JobOut:
     spec = JobSpec.model_validate(job.spec)
     return JobOut(
         id=job.id,
         name=job.name,
         owner=owner,
         state=job.state,
-        spec=job.spec,
-        implications=spec.implications(),
+        spec=spec,
+        implications=Implications.model_validate(spec.implications()),
+        placement=placement,
+        wait_reason=job.wait_reason if job.state == "queued" else None,
         priority=PRIORITY_NAMES[job.priority_rank],
         tags=spec.tags,
         attempt=job.attempt,

@@ -224,7 +224,7 @@ export interface paths {
         put?: never;
         /**
          * Login
-         * @description Exchange an API token for an HttpOnly browser session cookie.
+         * @description Exchange an API token, or a username and password, for an HttpOnly session cookie.
          */
         post: operations["auth-login"];
         delete?: never;
@@ -347,6 +347,91 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Tokens
+         * @description The caller's API tokens, newest first, without their secrets.
+         */
+        get: operations["auth-list_tokens"];
+        put?: never;
+        /**
+         * Create Token
+         * @description Mint an API token with scopes the caller holds (node: admins only); shown once.
+         */
+        post: operations["auth-create_token"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/tokens/{token_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke Token
+         * @description Revoke one of the caller's tokens (admins: anyone's); 404 for anyone else's.
+         */
+        delete: operations["auth-revoke_token"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List Users */
+        get: operations["auth-list_users"];
+        put?: never;
+        /**
+         * Create User
+         * @description Create a user (admins only); 409 when the username is taken.
+         */
+        post: operations["auth-create_user"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/users/{user_id}/password": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Reset Password
+         * @description Set a user's password (admins only); their browser sessions end.
+         */
+        put: operations["auth-reset_password"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -388,6 +473,11 @@ export interface components {
             exit_codes?: number[];
             /** Last Checkpoint */
             last_checkpoint?: string | null;
+            /**
+             * Node
+             * @description the reporting node (multi-node gangs)
+             */
+            node?: string | null;
             /**
              * Outcome
              * @enum {string}
@@ -502,6 +592,22 @@ export interface components {
             /** Drained */
             drained: boolean;
         };
+        /**
+         * Implications
+         * @description What a spec implies: shown before and after submitting.
+         */
+        Implications: {
+            /** Bubble Fraction */
+            bubble_fraction: number;
+            /** Data Parallel Degree */
+            data_parallel_degree: number;
+            /** Global Batch */
+            global_batch: number | null;
+            /** Pipeline Stages */
+            pipeline_stages: number;
+            /** Warnings */
+            warnings: string[];
+        };
         /** JobList */
         JobList: {
             /** Jobs */
@@ -516,34 +622,39 @@ export interface components {
              * Format: date-time
              */
             created_at: string;
-            /** Devices */
+            /**
+             * Devices
+             * @description devices on the node of rank 0
+             */
             devices: number[];
             /** Finished At */
             finished_at: string | null;
             /** Id */
             id: number;
-            /** Implications */
-            implications: {
-                [key: string]: unknown;
-            };
+            implications: components["schemas"]["Implications"];
             /** Name */
             name: string;
-            /** Node */
+            /**
+             * Node
+             * @description the node of rank 0
+             */
             node: string | null;
             /** Owner */
             owner: string;
             /** Parent Id */
             parent_id: number | null;
+            /**
+             * Placement
+             * @description every node of the gang and its devices
+             */
+            placement: components["schemas"]["SliceOut"][];
             /** Priority */
             priority: string;
             /** Reason */
             reason: string | null;
             /** Restarts */
             restarts: number;
-            /** Spec */
-            spec: {
-                [key: string]: unknown;
-            };
+            spec: components["schemas"]["JobSpec"];
             /** Started At */
             started_at: string | null;
             /** State */
@@ -554,6 +665,11 @@ export interface components {
             tags: string[];
             /** Total Steps */
             total_steps: number | null;
+            /**
+             * Wait Reason
+             * @description why a queued job has not started yet
+             */
+            wait_reason: string | null;
         };
         /**
          * JobSpec
@@ -632,10 +748,17 @@ export interface components {
             /** Time */
             time: number;
         };
-        /** LoginIn */
+        /**
+         * LoginIn
+         * @description Either an API token, or a username and password.
+         */
         LoginIn: {
+            /** Password */
+            password?: string | null;
             /** Token */
-            token: string;
+            token?: string | null;
+            /** Username */
+            username?: string | null;
         };
         /** Me */
         Me: {
@@ -761,6 +884,11 @@ export interface components {
             /** @default data */
             strategy: components["schemas"]["Strategy"];
         };
+        /** PasswordIn */
+        PasswordIn: {
+            /** Password */
+            password: string;
+        };
         /**
          * Precision
          * @enum {string}
@@ -783,6 +911,13 @@ export interface components {
             /** Value */
             value: number[];
         };
+        /** SliceOut */
+        SliceOut: {
+            /** Devices */
+            devices: number[];
+            /** Node */
+            node: string;
+        };
         /**
          * Strategy
          * @enum {string}
@@ -796,6 +931,99 @@ export interface components {
             name: string;
             /** Pipeline Unit */
             pipeline_unit: string;
+        };
+        /** TokenCreated */
+        TokenCreated: {
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Expires At */
+            expires_at: string | null;
+            /** Id */
+            id: number;
+            /** Name */
+            name: string;
+            /** Prefix */
+            prefix: string;
+            /** Revoked At */
+            revoked_at: string | null;
+            /** Scopes */
+            scopes: string[];
+            /**
+             * Token
+             * @description the secret, shown this once
+             */
+            token: string;
+        };
+        /** TokenIn */
+        TokenIn: {
+            /**
+             * Expires In
+             * @description seconds until expiry
+             */
+            expires_in?: number | null;
+            /**
+             * Name
+             * @default
+             */
+            name: string;
+            /** Scopes */
+            scopes: ("read" | "submit" | "admin" | "node")[];
+        };
+        /**
+         * TokenOut
+         * @description A token as listed: never its secret.
+         */
+        TokenOut: {
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Expires At */
+            expires_at: string | null;
+            /** Id */
+            id: number;
+            /** Name */
+            name: string;
+            /** Prefix */
+            prefix: string;
+            /** Revoked At */
+            revoked_at: string | null;
+            /** Scopes */
+            scopes: string[];
+        };
+        /** UserIn */
+        UserIn: {
+            /** Password */
+            password: string;
+            /**
+             * Role
+             * @default user
+             * @enum {string}
+             */
+            role: "admin" | "user";
+            /**
+             * Username
+             * @description letters, digits and _.- (max 64)
+             */
+            username: string;
+        };
+        /** UserOut */
+        UserOut: {
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Id */
+            id: number;
+            /** Role */
+            role: string;
+            /** Username */
+            username: string;
         };
         /** ValidationError */
         ValidationError: {
@@ -1367,6 +1595,174 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["TemplateOut"][];
+                };
+            };
+        };
+    };
+    "auth-list_tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TokenOut"][];
+                };
+            };
+        };
+    };
+    "auth-create_token": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TokenIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TokenCreated"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "auth-revoke_token": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                token_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "auth-list_users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UserOut"][];
+                };
+            };
+        };
+    };
+    "auth-create_user": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UserIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UserOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "auth-reset_password": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                user_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PasswordIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
                 };
             };
         };
