@@ -33,9 +33,11 @@ api-types: install frontend/node_modules/.package-lock.json
 	$(PY) -m backend.openapi > frontend/openapi.json
 	cd frontend && npm run gen:api
 
+PY_DIRS := $(wildcard backend workers tests benchmarks migrations)
+
 lint: install
-	$(VENV)/bin/ruff check backend workers tests benchmarks
-	$(VENV)/bin/ruff format --check backend workers tests benchmarks
+	$(VENV)/bin/ruff check $(PY_DIRS)
+	$(VENV)/bin/ruff format --check $(PY_DIRS)
 
 typecheck: install
 	$(VENV)/bin/mypy
