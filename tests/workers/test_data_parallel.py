@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import torch
-from worker_helpers import free_port, mlp_spec
+from worker_helpers import mlp_spec
 
 from workers.engine.data import ShardedBatches
 from workers.engine.distributed import ParallelContext
@@ -72,8 +72,7 @@ def test_two_ddp_ranks_match_one_process_on_the_same_global_batches(tmp_path: Pa
             "torch.distributed.run",
             "--nproc-per-node",
             "2",
-            "--master-port",
-            str(free_port()),
+            "--standalone",  # torchrun picks its own free port: no race with other tests
             str(Path(__file__).with_name("ddp_driver.py")),
             str(spec_file),
             str(tmp_path),
