@@ -126,7 +126,7 @@ def up(settings: Settings, *, cpu_slots: int, node_name: str = "local") -> int:
             env,
         )
         _wait_healthy(api_url, api)
-        stack.start([sys.executable, "-m", "backend.cli.main", "worker"], env)
+        stack.start([sys.executable, "-m", "backend.cli", "worker"], env)
         print(f"\nTrainboard is running at {api_url}/", flush=True)
         print(f"Log in with this token (shown once): {admin_token}", flush=True)
         print(f"For the CLI: export TRAINBOARD_TOKEN={admin_token}", flush=True)

@@ -43,7 +43,7 @@ class RunningStack:
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "TRAINBOARD_API_URL": self.url, "TRAINBOARD_TOKEN": self.token}
         return subprocess.run(
-            [sys.executable, "-m", "backend.cli.main", *args],
+            [sys.executable, "-m", "backend.cli", *args],
             env=env,
             capture_output=True,
             text=True,
@@ -77,7 +77,7 @@ def trainboard_up(tmp: Path, redis_base: str, *, cpu_slots: int = 4) -> Iterator
     env.pop("TRAINBOARD_DATABASE_URL", None)
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "backend.cli.main", "up"],
+            [sys.executable, "-m", "backend.cli", "up"],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,

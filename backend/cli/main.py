@@ -158,5 +158,5 @@ def _fail(message: str) -> Any:
     raise typer.Exit(2)
 
 
-if __name__ == "__main__":
-    app()
+# commands defined in sibling modules register themselves on `app` when imported
+from backend.cli import jobs as _jobs  # noqa: E402, F401

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Request, status
+from fastapi import APIRouter, Body, HTTPException, Query, Request, status
 from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -13,7 +16,16 @@ from backend.auth.service import Principal
 from backend.deps import ReaderDep, SessionDep, SettingsDep, SubmitterDep
 from backend.jobs import service
 from backend.jobs.models import Attempt, Job, JobEvent
-from backend.jobs.schemas import AttemptOut, EventOut, JobList, JobOut, LogList, MetricNames, Series
+from backend.jobs.schemas import (
+    AttemptOut,
+    EventOut,
+    JobList,
+    JobOut,
+    LogList,
+    MetricNames,
+    ResumeIn,
+    Series,
+)
 from backend.jobs.states import IllegalTransition
 from backend.jobs.views import describe_job, describe_jobs
 from backend.telemetry import series
@@ -81,6 +93,66 @@ def cancel_job(
         )
     except IllegalTransition as err:
         raise HTTPException(status.HTTP_409_CONFLICT, str(err)) from None
+    return describe_job(session, job)
+
+
+@router.post("/{job_id}/pause", response_model=JobOut)
+def pause_job(
+    job_id: int, request: Request, principal: SubmitterDep, session: SessionDep
+) -> JobOut:
+    """Pause: its ranks save a checkpoint and stop (state pausing → paused); resume later."""
+    job = _job(session, principal, job_id)
+    try:
+        service.stop(session, request.app.state.redis, principal=principal, job=job, action="pause")
+    except IllegalTransition as err:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(err)) from None
+    return describe_job(session, job)
+
+
+@router.post("/{job_id}/resume", response_model=JobOut)
+def resume_job(
+    job_id: int,
+    request: Request,
+    principal: SubmitterDep,
+    session: SessionDep,
+    body: ResumeIn | None = None,
+) -> JobOut:
+    """Queue a paused, cancelled or failed job again, from its newest checkpoint."""
+    job = _job(session, principal, job_id)
+    devices = body.devices if body else None
+    with _spec_errors():
+        try:
+            service.resume(
+                session, request.app.state.redis, principal=principal, job=job, devices=devices
+            )
+        except (IllegalTransition, service.NothingToResume) as err:
+            raise HTTPException(status.HTTP_409_CONFLICT, str(err)) from None
+    return describe_job(session, job)
+
+
+@router.post("/{job_id}/clone", status_code=status.HTTP_201_CREATED, response_model=JobOut)
+def clone_job(
+    job_id: int,
+    request: Request,
+    principal: SubmitterDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    changes: Annotated[
+        dict[str, Any], Body(description="a partial JobSpec merged over the parent's")
+    ]
+    | None = None,
+) -> JobOut:
+    """A new job from this one's spec with changes (hyperparameters, devices, ...)."""
+    parent = _job(session, principal, job_id)
+    with _spec_errors():
+        job = service.clone(
+            session,
+            request.app.state.redis,
+            principal=principal,
+            parent=parent,
+            changes=changes or {},
+            script_roots=settings.script_root_paths,
+        )
     return describe_job(session, job)
 
 
@@ -158,6 +230,20 @@ def get_logs(
     return LogList.model_validate(
         {"lines": series.recent_logs(session, job_id=job.id, limit=limit)}
     )
+
+
+@contextmanager
+def _spec_errors() -> Iterator[None]:
+    """Turn a refused merged spec into a 422 naming the field, like a submission's."""
+    try:
+        yield
+    except ValidationError as err:
+        errors = [{**e, "loc": ("body", *e["loc"])} for e in err.errors(include_url=False)]
+        raise RequestValidationError(errors) from None
+    except service.SpecRefused as err:
+        raise RequestValidationError(
+            [{"loc": ("body", *err.loc), "msg": str(err), "type": "value_error", "input": None}]
+        ) from None
 
 
 def _job(session: Session, principal: Principal, job_id: int) -> Job:

@@ -100,6 +100,10 @@ class LogList(BaseModel):
     lines: list[LogOut]
 
 
+class ResumeIn(BaseModel):
+    devices: int | None = Field(None, ge=1, le=1024, description="a new gang size (elastic)")
+
+
 class ClaimIn(BaseModel):
     node: str = Field(max_length=64)
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import redis
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from backend.auth.service import Principal
+from backend.jobs.attempts import newest_checkpoint
 from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
 from backend.jobs.states import IllegalTransition, JobState, transition
 from backend.signals import announce_jobs, request_stop, wake_scheduler
@@ -148,3 +150,77 @@ def _withdraw(session: Session, attempt: Attempt) -> bool:
         .values(state="withdrawn")
     )
     return True
+
+
+class NothingToResume(ValueError):
+    """A job that has no checkpoint to continue from (clone it instead)."""
+
+
+def resume(
+    session: Session,
+    client: redis.Redis,
+    *,
+    principal: Principal,
+    job: Job,
+    devices: int | None = None,
+) -> Job:
+    """Queue a paused, cancelled or failed job again; it continues from its newest checkpoint."""
+    state = JobState(job.state)
+    if state not in (JobState.paused, JobState.cancelled, JobState.failed):
+        raise IllegalTransition(
+            f"job {job.id} is {job.state}; only paused, cancelled or failed jobs resume"
+        )
+    if state is not JobState.paused and newest_checkpoint(session, job.id) is None:
+        raise NothingToResume(f"job {job.id} has no checkpoint to resume from; clone it instead")
+    if devices is not None and devices != job.devices_requested:
+        spec = _respec(job.spec, {"parallelism": {"devices": devices}})
+        job.spec = spec.model_dump(mode="json")
+        job.devices_requested = devices
+    how = f" on {job.devices_requested} devices" if devices is not None else ""
+    session.add(transition(job, JobState.queued, message=f"resumed by {principal.username}{how}"))
+    session.commit()
+    announce_jobs(client, [job.id])
+    wake_scheduler(client)
+    return job
+
+
+def clone(
+    session: Session,
+    client: redis.Redis,
+    *,
+    principal: Principal,
+    parent: Job,
+    changes: dict[str, Any],
+    script_roots: Sequence[Path],
+) -> Job:
+    """A new job from the parent's spec with changes merged over it, linked to the parent."""
+    changes = {"name": f"{parent.name} (clone)", **changes}
+    spec = _respec(parent.spec, changes)
+    return submit(
+        session,
+        client,
+        principal=principal,
+        spec=spec,
+        script_roots=script_roots,
+        parent_id=parent.id,
+    )
+
+
+def merge_spec(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """Deep-merge changes over base: nested mappings merge, anything else replaces."""
+    merged = dict(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_spec(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _respec(base: dict[str, Any], changes: dict[str, Any]) -> JobSpec:
+    """Validate the merged spec; a refusal names the field (pydantic ValidationError)."""
+    spec = JobSpec.model_validate(merge_spec(base, changes))
+    reason = unsupported_reason(spec)
+    if reason is not None:
+        raise SpecRefused((), reason)
+    return spec

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Request, status
 
-from backend.deps import NodeDep, ReaderDep, SessionDep
+from backend.deps import AdminDep, NodeDep, ReaderDep, SessionDep
 from backend.jobs import attempts
 from backend.jobs.schemas import ClaimIn, ClaimOut, FinishOut
-from backend.nodes import service
+from backend.nodes import control, service
 from backend.nodes.schemas import HeartbeatOut, NodeList, NodeOut
 from backend.signals import announce_jobs, announce_nodes, wake_scheduler
 from workers.protocol import AttemptOutcome, NodeRegistration
@@ -19,6 +19,28 @@ router = APIRouter(prefix="/api", tags=["nodes"])
 def list_nodes(_: ReaderDep, session: SessionDep) -> NodeList:
     """Nodes, their devices, and which job and rank holds each device."""
     return NodeList(nodes=service.describe_nodes(session))
+
+
+@router.post("/nodes/{name}/drain", response_model=NodeOut)
+def drain_node(name: str, request: Request, _: AdminDep, session: SessionDep) -> NodeOut:
+    """Admin: place no new jobs on this node; running ones finish."""
+    return _set_drained(session, request, name, drained=True)
+
+
+@router.post("/nodes/{name}/undrain", response_model=NodeOut)
+def undrain_node(name: str, request: Request, _: AdminDep, session: SessionDep) -> NodeOut:
+    """Admin: accept new jobs on this node again."""
+    return _set_drained(session, request, name, drained=False)
+
+
+def _set_drained(session: SessionDep, request: Request, name: str, *, drained: bool) -> NodeOut:
+    try:
+        control.set_drained(session, name=name, drained=drained)
+    except service.NodeNotFound as err:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(err)) from None
+    announce_nodes(request.app.state.redis)
+    wake_scheduler(request.app.state.redis)
+    return next(n for n in service.describe_nodes(session) if n.name == name)
 
 
 @router.post("/nodes/register", response_model=NodeOut)
