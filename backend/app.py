@@ -25,7 +25,7 @@ from backend.jobs import router as jobs_router
 from backend.migrate import upgrade
 from backend.nodes import router as nodes_router
 from backend.scheduler.loop import Scheduler
-from backend.telemetry import ws
+from backend.telemetry import live, ws
 from backend.telemetry.hub import Hub
 from backend.telemetry.ingest import Ingest
 from backend.telemetry.relay import relay_announcements
@@ -79,7 +79,8 @@ def _start_loops(
     settings: Settings, db: Database, client: redis.Redis, hub: Hub, stop: threading.Event
 ) -> list[threading.Thread]:
     loops: list[tuple[str, Callable[[], None]]] = [
-        ("relay", lambda: relay_announcements(db=db, client=client, hub=hub, stop=stop))
+        ("relay", lambda: relay_announcements(db=db, client=client, hub=hub, stop=stop)),
+        ("live", lambda: live.tail(client, hub.publish_raw, stop)),
     ]
     if settings.run_scheduler:
         scheduler = Scheduler(
@@ -92,7 +93,7 @@ def _start_loops(
         loops.append(("scheduler", lambda: scheduler.run(stop)))
     if settings.run_ingest:
         consumer = f"{socket.gethostname()}-{os.getpid()}"
-        ingest = Ingest(db=db, client=client, sink=hub.publish, consumer=consumer)
+        ingest = Ingest(db=db, client=client, consumer=consumer)
         loops.append(("ingest", lambda: ingest.run(stop)))
     threads = [
         threading.Thread(target=target, name=f"trainboard-{name}", daemon=True)

@@ -1,4 +1,8 @@
-"""Batched, non-blocking publishing of telemetry items to one Redis Stream."""
+"""Batched, non-blocking publishing of telemetry items to one Redis Stream.
+
+Streams are never trimmed here: trimming by length could delete entries the backend
+ingest has not acknowledged yet, so the ingest trims behind its consumer group.
+"""
 
 from __future__ import annotations
 
@@ -13,12 +17,13 @@ from typing import Any
 import redis
 from pydantic import BaseModel
 
-from workers.protocol import BATCH_FIELD
+from workers.protocol import BATCH_FIELD, DEVICES_STREAM, LOGS_STREAM
 
 log = logging.getLogger(__name__)
 
-#: streams are trimmed approximately to about this many entries
-STREAM_MAXLEN = 1_000_000
+#: streams whose oldest buffered items may be dropped when the buffer is full; metric
+#: points and attempt events are never dropped (their buffer grows past the bound instead)
+LOSSY_STREAMS = frozenset({DEVICES_STREAM, LOGS_STREAM})
 
 
 class StreamPublisher:
@@ -30,19 +35,25 @@ class StreamPublisher:
         stream: str,
         producer: str,
         *,
-        flush_interval: float = 0.1,
+        flush_interval: float = 0.05,
         batch_size: int = 500,
         max_buffer: int = 200_000,
+        lossy: bool | None = None,
     ) -> None:
         self.stream = stream
         self.producer = producer
         self.seq = 0
+        #: items dropped so far (only a lossy publisher drops)
         self.dropped = 0
+        self.lossy = stream in LOSSY_STREAMS if lossy is None else lossy
+        self._reported_drops = 0
+        self._over_bound_warned = False
         self._flush_interval = flush_interval
         self._batch_size = batch_size
         self._buffer: deque[dict[str, Any]] = deque()
         self._max_buffer = max_buffer
         self._pending: list[dict[str, Any]] = []
+        self._pending_drops = 0
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._closing = threading.Event()
@@ -53,13 +64,12 @@ class StreamPublisher:
         self._thread.start()
 
     def add(self, item: dict[str, Any] | BaseModel) -> None:
-        """Queue one item; never blocks on Redis (the oldest items go when the buffer is full)."""
+        """Queue one item; never blocks on Redis (a lossy publisher drops its oldest when full)."""
         if isinstance(item, BaseModel):
             item = item.model_dump(mode="json")
         with self._lock:
             if len(self._buffer) >= self._max_buffer:
-                self._buffer.popleft()
-                self.dropped += 1
+                self._over_bound()
             self._buffer.append(item)
             full = len(self._buffer) >= self._batch_size
         if full:
@@ -77,6 +87,19 @@ class StreamPublisher:
         """Items not yet written to Redis."""
         with self._lock:
             return len(self._buffer) + len(self._pending)
+
+    def _over_bound(self) -> None:
+        """Called with the lock held and the buffer at its bound."""
+        if self.lossy:
+            self._buffer.popleft()
+            self.dropped += 1
+        elif not self._over_bound_warned:
+            self._over_bound_warned = True
+            log.warning(
+                "%s: %d items buffered while Redis is away; none is dropped",
+                self.stream,
+                len(self._buffer),
+            )
 
     def _run(self) -> None:
         retry_delay = self._flush_interval
@@ -105,17 +128,26 @@ class StreamPublisher:
             if not self._pending:
                 count = min(len(self._buffer), self._batch_size)
                 self._pending = [self._buffer.popleft() for _ in range(count)]
-            items = self._pending
+                self._pending_drops = self.dropped - self._reported_drops
+                self._over_bound_warned = False
+            items, drops = self._pending, self._pending_drops
         if not items:
             return False
-        batch = {"producer": self.producer, "seq": self.seq, "items": items}
+        batch: dict[str, Any] = {"producer": self.producer, "seq": self.seq, "items": items}
+        if drops:
+            batch["dropped"] = drops
         payload = json.dumps(batch, separators=(",", ":"), allow_nan=True)
-        self._redis.xadd(
-            self.stream, {BATCH_FIELD: payload}, maxlen=STREAM_MAXLEN, approximate=True
-        )
+        self._redis.xadd(self.stream, {BATCH_FIELD: payload})
         with self._lock:
             self._pending = []
+            self._reported_drops += drops
             self.seq += 1
+        if drops:
+            log.warning(
+                "%s: dropped the %d oldest items while the buffer was full (Redis away)",
+                self.stream,
+                drops,
+            )
         return True
 
 

@@ -38,3 +38,16 @@ def snapshot(session: Session, *, principal: Principal, topic: str) -> dict[str,
             "logs": series.recent_logs(session, job_id=job.id),
         }
     raise TopicRefused(f"unknown topic {topic[:80]!r}")
+
+
+def current_state(session: Session, *, principal: Principal, topic: str) -> dict[str, Any]:
+    """A topic's state without its series (sent first when a client resumes)."""
+    if topic == "cluster":
+        return {"nodes": [n.model_dump(mode="json") for n in describe_nodes(session)]}
+    if topic.startswith("job:") and topic[4:].isdigit():
+        try:
+            job = jobs.get_job(session, principal=principal, job_id=int(topic[4:]))
+        except jobs.JobNotFound as err:
+            raise TopicRefused(str(err)) from None
+        return {"job": describe_job(session, job).model_dump(mode="json")}
+    raise TopicRefused(f"unknown topic {topic[:80]!r}")

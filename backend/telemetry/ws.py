@@ -6,22 +6,25 @@ import asyncio
 import contextlib
 from typing import Any
 
+import redis
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from starlette.websockets import WebSocketState
 
 from backend.auth.service import Principal, authenticate
 from backend.db import Database
 from backend.deps import credentials_from, same_origin
-from backend.telemetry.hub import Client, Hub
-from backend.telemetry.snapshots import TopicRefused, snapshot
+from backend.telemetry import live
+from backend.telemetry.hub import Client, Hub, delta_text, encode
+from backend.telemetry.snapshots import TopicRefused, current_state, snapshot
 
 router = APIRouter()
 MAX_TOPICS = 64
+USAGE = "expected {op: subscribe|unsubscribe, topic[, since]}"
 
 
 @router.websocket("/api/ws")
 async def websocket_endpoint(websocket: WebSocket) -> None:
-    """Live topics: jobs, job:<id>, cluster."""
+    """Live topics: jobs, job:<id>, cluster; `since` resumes a topic after a reconnect."""
     principal = await _authenticate(websocket)
     if principal is None:
         return
@@ -65,35 +68,48 @@ async def _handle(websocket: WebSocket, hub: Hub, client: Client, message: Any) 
     op = message.get("op") if isinstance(message, dict) else None
     topic = message.get("topic") if isinstance(message, dict) else None
     if op not in ("subscribe", "unsubscribe") or not isinstance(topic, str):
-        await client.outbox.put(
-            {"type": "error", "message": "expected {op: subscribe|unsubscribe, topic}"}
-        )
+        client.send(encode({"type": "error", "message": USAGE}))
         return
     if op == "unsubscribe":
         hub.unsubscribe(client, topic)
         return
-    if len(client.held) >= MAX_TOPICS:
-        await client.outbox.put(
-            {"type": "error", "topic": topic, "message": "too many subscriptions"}
-        )
+    if len(client.held) >= MAX_TOPICS and topic not in client.held:
+        client.send(encode({"type": "error", "topic": topic, "message": "too many subscriptions"}))
         return
     hub.subscribe(client, topic)
+    since = message.get("since")
     db: Database = websocket.app.state.db
-
-    def read() -> dict[str, Any]:
-        with db.session() as session:
-            return snapshot(session, principal=client.principal, topic=topic)
-
+    redis_client: redis.Redis = websocket.app.state.redis
     try:
-        data = await asyncio.to_thread(read)
+        first, position = await asyncio.to_thread(
+            _first_messages, db, redis_client, client, topic, since
+        )
     except TopicRefused as err:
         hub.unsubscribe(client, topic)
-        await client.outbox.put({"type": "error", "topic": topic, "message": str(err)})
+        client.send(encode({"type": "error", "topic": topic, "message": str(err)}))
         return
-    client.go_live(topic, {"type": "snapshot", "topic": topic, "data": data})
+    client.go_live(topic, first, position)
+
+
+def _first_messages(
+    db: Database, redis_client: redis.Redis, client: Client, topic: str, since: object
+) -> tuple[list[str], str]:
+    """A replay of what the client missed after since, else a snapshot; and its position."""
+    replay = None
+    if isinstance(since, str) and topic != "jobs":
+        replay = live.read_since(redis_client, topic, since)
+    with db.session() as session:
+        if replay is not None:
+            state = current_state(session, principal=client.principal, topic=topic)
+            first = [encode({"type": "delta", "topic": topic, "data": state})]
+            first += [delta_text(topic, position, data) for position, data in replay]
+            return first, replay[-1][0] if replay else str(since)
+        position = live.last_position(redis_client)  # read before the snapshot: no gap
+        data = snapshot(session, principal=client.principal, topic=topic)
+    return [encode({"type": "snapshot", "topic": topic, "pos": position, "data": data})], position
 
 
 async def _send_loop(websocket: WebSocket, client: Client) -> None:
     while websocket.client_state is WebSocketState.CONNECTED:
-        message = await client.outbox.get()
-        await websocket.send_json(message)
+        text = await client.outbox.get()
+        await websocket.send_text(text)

@@ -1,0 +1,73 @@
+"""Fixtures for telemetry tests: either database, jobs with attempts, a live API."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from backend.config import Settings
+from backend.db import Database
+from backend.migrate import upgrade
+from tests.conftest import REDIS_BASE
+from tests.telemetry.helpers import ADMIN_TOKEN, LiveServer, add_attempt
+
+TELEMETRY_REDIS_DB = 10
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    """A real Redis database of its own (index 10, not the suite's 9), empty at the start.
+
+    The ingest and the live stream use fixed stream names; a database of their own keeps
+    these tests apart from API tests whose in-process ingest would consume their entries.
+    """
+    url = f"{REDIS_BASE}/{TELEMETRY_REDIS_DB}"
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    yield url
+    client.flushdb()
+    client.close()
+
+
+@pytest.fixture(params=["sqlite_url", "postgres_url"], ids=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest) -> str:
+    """A migrated, empty database: SQLite file or PostgreSQL."""
+    url: str = request.getfixturevalue(request.param)
+    upgrade(url)
+    return url
+
+
+@pytest.fixture
+def database(db_url: str) -> Iterator[Database]:
+    db = Database(db_url)
+    yield db
+    db.dispose()
+
+
+@pytest.fixture
+def new_attempt(database: Database) -> Callable[..., tuple[int, int]]:
+    """Make a running job with one attempt: returns (job id, attempt id)."""
+    return lambda **kw: add_attempt(database, **kw)
+
+
+@pytest.fixture
+def settings(tmp_path: Path, sqlite_url: str, redis_url: str) -> Settings:
+    """An API on SQLite and the test Redis, with ingest and without the scheduler."""
+    return Settings(
+        data_dir=tmp_path / "data",
+        database_url=sqlite_url,
+        redis_url=redis_url,
+        admin_token=ADMIN_TOKEN,
+        run_scheduler=False,
+        frontend_dir=tmp_path / "no-frontend",
+    )
+
+
+@pytest.fixture
+def live_api(settings: Settings) -> Iterator[LiveServer]:
+    """The real app served by uvicorn on a free port (its lifespan runs ingest and the hub)."""
+    with LiveServer.running(settings) as server:
+        yield server
