@@ -16,6 +16,7 @@ import redis
 
 from workers.checkpoints import newest_checkpoint
 from workers.devices.registry import DeviceRegistry, Occupant
+from workers.orphan_guard import guarded
 from workers.protocol import LOGS_STREAM, AttemptOrder, AttemptOutcome, control_key
 from workers.rank_env import RankEnv
 from workers.rank_output import OutputForwarder
@@ -126,7 +127,7 @@ class Supervisor:
             # process_group=0 makes the first rank lead a new group; the others join it.
             # (A new session would not do: setpgid cannot join a group in another session.)
             process = subprocess.Popen(
-                [sys.executable, "-m", "workers.engine"],
+                guarded([sys.executable, "-m", "workers.engine"]),
                 env={**base, **env.to_env()},
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
