@@ -1,0 +1,93 @@
+"""Publishers across a Redis outage: metric points all arrive, device samples drop oldest first."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+import redis
+
+from backend.db import Database
+from backend.telemetry.ingest import Ingest
+from tests.telemetry.helpers import count_points, point, stored_steps
+from tests.workers.worker_helpers import PrivateRedis, wait_for
+from workers.protocol import DEVICES_STREAM, METRICS_STREAM, Batch
+from workers.telemetry import StreamPublisher
+
+
+@pytest.fixture
+def private_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateRedis]:
+    """A real redis-server on a unix socket that the test may stop and start again."""
+    server = PrivateRedis(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+def batches(url: str, stream: str) -> list[Batch]:
+    client = redis.Redis.from_url(url)
+    found = [Batch.model_validate_json(f[b"b"]) for _, f in client.xrange(stream)]
+    client.close()
+    return found
+
+
+def test_a_full_buffer_drops_the_oldest_device_samples_and_says_so(
+    private_redis: PrivateRedis, caplog: pytest.LogCaptureFixture
+) -> None:
+    devices = StreamPublisher(private_redis.url, DEVICES_STREAM, "agent", max_buffer=10)
+    metrics = StreamPublisher(private_redis.url, METRICS_STREAM, "rank", max_buffer=10)
+    private_redis.stop()
+    for i in range(25):
+        devices.add({"i": i})
+        metrics.add({"i": i})
+    assert (devices.dropped, metrics.dropped) == (15, 0)
+    assert (devices.backlog, metrics.backlog) == (10, 25)
+
+    private_redis.start()
+    with caplog.at_level(logging.WARNING, logger="workers.telemetry"):
+        wait_for(lambda: devices.backlog == metrics.backlog == 0, timeout=15, what="the drain")
+    devices.close()
+    metrics.close()
+    (sent,) = batches(private_redis.url, DEVICES_STREAM)
+    assert [item["i"] for item in sent.items] == list(range(15, 25))
+    assert sent.dropped == 15  # the ingest learns of the gap, not only this process's log
+    assert "dropped the 15 oldest items" in caplog.text
+    assert [i["i"] for b in batches(private_redis.url, METRICS_STREAM) for i in b.items] == list(
+        range(25)
+    )
+
+
+@pytest.mark.parametrize("db_url", ["postgres_url"], indirect=True)
+def test_a_publisher_that_loses_redis_for_10_s_delivers_every_point(
+    private_redis: PrivateRedis,
+    database: Database,
+    new_attempt: Callable[..., tuple[int, int]],
+) -> None:
+    _, attempt = new_attempt()
+    stop = threading.Event()
+    ingest = Ingest(db=database, client=redis.Redis.from_url(private_redis.url), consumer="i")
+    consumer = threading.Thread(target=ingest.run, args=(stop,), daemon=True)
+    consumer.start()
+    publisher = StreamPublisher(private_redis.url, METRICS_STREAM, "rank-0")
+    step = 0
+
+    def publish_for(seconds: float) -> None:
+        nonlocal step
+        for _ in range(int(seconds * 100)):
+            publisher.add(point(attempt, step))
+            step += 1
+            stop.wait(0.01)
+
+    publish_for(1.0)
+    wait_for(lambda: count_points(database) == step, timeout=10, what="points before the outage")
+    private_redis.stop()  # Redis is gone, and with it everything it held
+    publish_for(10.0)
+    private_redis.start()
+    publish_for(1.0)
+    wait_for(lambda: count_points(database) == step, timeout=30, what="every point")
+    stop.set()
+    consumer.join(5)
+    publisher.close()
+    assert stored_steps(database, attempt) == list(range(step))
