@@ -26,6 +26,7 @@ STACK_REDIS_DB = 8
 @dataclass
 class RunningStack:
     url: str
+    redis_url: str
     token: str
     data_dir: Path
     process: subprocess.Popen[bytes]
@@ -58,7 +59,9 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def trainboard_up(tmp: Path, redis_base: str, *, cpu_slots: int = 4) -> Iterator[RunningStack]:
+def trainboard_up(
+    tmp: Path, redis_base: str, *, cpu_slots: int = 4, extra_env: dict[str, str] | None = None
+) -> Iterator[RunningStack]:
     """Start `trainboard up`, wait until its worker registered, stop it with Ctrl-C after."""
     redis_url = f"{redis_base}/{STACK_REDIS_DB}"
     redis.Redis.from_url(redis_url).flushdb()
@@ -73,6 +76,7 @@ def trainboard_up(tmp: Path, redis_base: str, *, cpu_slots: int = 4) -> Iterator
         "TRAINBOARD_REDIS_URL": redis_url,
         "TRAINBOARD_CPU_SLOTS": str(cpu_slots),
         "TRAINBOARD_STOP_GRACE_SECONDS": "5",
+        **(extra_env or {}),
     }
     env.pop("TRAINBOARD_DATABASE_URL", None)
     with log_path.open("wb") as log:
@@ -82,7 +86,9 @@ def trainboard_up(tmp: Path, redis_base: str, *, cpu_slots: int = 4) -> Iterator
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    stack = RunningStack(f"http://127.0.0.1:{port}", ADMIN_TOKEN, data_dir, process, log_path)
+    stack = RunningStack(
+        f"http://127.0.0.1:{port}", redis_url, ADMIN_TOKEN, data_dir, process, log_path
+    )
     try:
         with stack.client() as client:
             wait_for(lambda: _node_ready(client), timeout=90, what="the local worker to register")

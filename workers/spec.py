@@ -171,7 +171,7 @@ class JobSpec(Strict):
     entrypoint: Entrypoint | None = None
     parallelism: Parallelism = Field(default_factory=Parallelism)
     hyperparameters: dict[Annotated[str, Field(max_length=64)], Any] = Field(
-        default_factory=dict, max_length=64
+        default_factory=dict, max_length=64, validate_default=True
     )
     precision: Precision = Precision.fp32
     grad_accum: int = Field(1, ge=1, le=4096, description="micro-steps per optimizer step")
@@ -278,8 +278,6 @@ def unsupported_reason(spec: JobSpec) -> str | None:
         return f"template {spec.template!r} is not supported yet (only 'mlp')"
     if spec.parallelism.strategy is not Strategy.data:
         return f"strategy {spec.parallelism.strategy.value!r} is not supported yet (only 'data')"
-    if spec.parallelism.nodes > 1:
-        return "multi-node jobs are not supported yet"
     if spec.precision is not Precision.fp32:
         return f"precision {spec.precision.value!r} is not supported yet (only 'fp32')"
     return None

@@ -1,0 +1,151 @@
+"""A two-node cluster on one machine: `trainboard up` (node `local`) plus `trainboard worker` n2."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+import sqlalchemy as sa
+
+from backend.auth.service import ensure_admin, issue_token
+from backend.db import Database
+from tests.stack import RunningStack, trainboard_up, wait_for
+
+#: short enough that recovery tests finish quickly, long enough for a loaded 2-core machine
+CLUSTER_ENV = {"TRAINBOARD_HEARTBEAT_TIMEOUT": "8", "TRAINBOARD_CLAIM_TIMEOUT": "12"}
+
+
+@dataclass
+class Cluster:
+    stack: RunningStack
+    tmp: Path
+    node_token: str
+    workers: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def start_worker(self, name: str, slots: int = 2) -> None:
+        """Start `trainboard worker` as node `name` on the stack's data dir (shared storage)."""
+        env = {
+            **os.environ,
+            "TRAINBOARD_API_URL": self.stack.url,
+            "TRAINBOARD_REDIS_URL": self.stack.redis_url,
+            "TRAINBOARD_NODE_TOKEN": self.node_token,
+            "TRAINBOARD_DATA_DIR": str(self.stack.data_dir),
+            "TRAINBOARD_STOP_GRACE_SECONDS": "5",
+        }
+        log = (self.tmp / f"worker-{name}.log").open("ab")
+        self.workers[name] = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "backend.cli",
+                "worker",
+                "--node-name",
+                name,
+                "--cpu-slots",
+                str(slots),
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        wait_for(
+            lambda: self.node(name).get("state") == "up",
+            timeout=90,
+            what=f"node {name} to register",
+        )
+
+    def kill_worker(self, name: str) -> None:
+        """SIGKILL a worker process, as a crashed machine would leave it."""
+        process = self.workers.pop(name)
+        process.kill()
+        process.wait()
+
+    def stop_workers(self) -> None:
+        for process in self.workers.values():
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
+        for process in self.workers.values():
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        self.workers.clear()
+
+    def api(self, method: str, path: str, **kwargs: Any) -> Any:
+        with self.stack.client() as client:
+            response = client.request(method, path, **kwargs)
+        assert response.status_code < 400, (
+            f"{method} {path}: {response.status_code} {response.text}"
+        )
+        return response.json() if response.content else None
+
+    def node(self, name: str) -> dict[str, Any]:
+        nodes = {n["name"]: n for n in self.api("GET", "/api/nodes")["nodes"]}
+        return dict(nodes.get(name, {}))
+
+    def job(self, job_id: int) -> dict[str, Any]:
+        return dict(self.api("GET", f"/api/jobs/{job_id}"))
+
+    def submit(self, name: str, *, devices: int = 1, steps: int = 1_000_000, **extra: Any) -> int:
+        spec = {
+            "name": name,
+            "template": "mlp",
+            "parallelism": {"strategy": "data", "devices": devices, **extra.pop("parallelism", {})},
+            "hyperparameters": {"steps": steps, "batch_size": 16},
+            **extra,
+        }
+        return int(self.api("POST", "/api/jobs", json=spec)["id"])
+
+    def wait_state(self, job_id: int, *states: str, timeout: float = 120) -> dict[str, Any]:
+        return dict(
+            wait_for(
+                lambda: (job := self.job(job_id))["state"] in states and job,
+                timeout=timeout,
+                what=f"job {job_id} to become {' or '.join(states)}",
+            )
+        )
+
+    def sql(self, query: str, **params: Any) -> list[Any]:
+        engine = sa.create_engine(self.stack.database_url)
+        with engine.connect() as conn:
+            rows = list(conn.execute(sa.text(query), params).all())
+        engine.dispose()
+        return rows
+
+
+def rank_processes(job_id: int) -> list[psutil.Process]:
+    """The live rank processes of a job on this machine."""
+    ranks = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if "workers.engine" in " ".join(proc.info["cmdline"] or ()) and (
+                proc.environ().get("TRAINBOARD_JOB_ID") == str(job_id)
+            ):
+                ranks.append(proc)
+        except psutil.Error:
+            continue
+    return ranks
+
+
+@contextlib.contextmanager
+def two_node_cluster(tmp: Path, redis_base: str) -> Iterator[Cluster]:
+    """Node `local` (2 CPU slots, from `trainboard up`) and node `n2` (2 CPU slots)."""
+    with trainboard_up(tmp, redis_base, cpu_slots=2, extra_env=CLUSTER_ENV) as stack:
+        database = Database(stack.database_url)
+        with database.session() as session:
+            _, token = issue_token(session, user=ensure_admin(session), scopes="node", name="n2")
+        database.dispose()
+        cluster = Cluster(stack, tmp, token)
+        try:
+            cluster.start_worker("n2")
+            yield cluster
+        finally:
+            cluster.stop_workers()
