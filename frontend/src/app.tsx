@@ -7,6 +7,7 @@ import { setThemeChoice, themeChoice, type ThemeChoice } from "./lib/theme";
 import { currentPath, Link, navigate, useRoute, type Route } from "./router";
 import { BoardView } from "./views/Board";
 import { ClusterView } from "./views/Cluster";
+import { CompareView } from "./views/Compare";
 import { JobView } from "./views/Job";
 import { LoginView } from "./views/Login";
 import { SubmitView } from "./views/Submit";
@@ -55,22 +56,24 @@ export function App() {
       <ConnBanner />
       <main>
         {loadError && <p class="error">Could not reach the server: {loadError}</p>}
-        {me ? <View route={route} /> : !loadError && <p class="muted">Loading…</p>}
+        {me ? <View route={route} me={me} /> : !loadError && <p class="muted">Loading…</p>}
       </main>
     </div>
   );
 }
 
-function View({ route }: { route: Route }) {
+function View({ route, me }: { route: Route; me: Me }) {
   switch (route.name) {
     case "board":
       return <BoardView />;
     case "submit":
-      return <SubmitView />;
+      return <SubmitView key={route.clone ?? "new"} clone={route.clone} />;
+    case "compare":
+      return <CompareView ids={route.ids} />;
     case "job":
       return <JobView key={route.id} id={route.id} />;
     case "cluster":
-      return <ClusterView />;
+      return <ClusterView me={me} />;
     default:
       return (
         <section>
@@ -110,6 +113,9 @@ function Header({ me, route, onLogout }: { me: Me | null; route: Route; onLogout
         </Link>
         <Link href="/cluster" data-testid="nav-cluster" aria-current={current("cluster")}>
           Cluster
+        </Link>
+        <Link href="/compare" data-testid="nav-compare" aria-current={current("compare")}>
+          Compare
         </Link>
       </nav>
       <span class="spacer" />

@@ -4,7 +4,8 @@ import { useEffect, useState } from "preact/hooks";
 
 export type Route =
   | { name: "board" }
-  | { name: "submit" }
+  | { name: "submit"; clone: number | null }
+  | { name: "compare"; ids: number[] }
   | { name: "job"; id: number }
   | { name: "cluster" }
   | { name: "login"; next: string }
@@ -14,16 +15,27 @@ export type Route =
 export function parseRoute(path: string, search = ""): Route {
   const clean = path.replace(/\/+$/, "") || "/";
   if (clean === "/") return { name: "board" };
-  if (clean === "/submit") return { name: "submit" };
+  const query = new URLSearchParams(search);
+  if (clean === "/submit") {
+    const clone = query.get("clone");
+    return { name: "submit", clone: clone && /^\d+$/.test(clone) ? Number(clone) : null };
+  }
+  if (clean === "/compare") return { name: "compare", ids: parseIds(query.get("jobs")) };
   if (clean === "/cluster") return { name: "cluster" };
   if (clean === "/login") {
-    const next = new URLSearchParams(search).get("next");
+    const next = query.get("next");
     // Only same-app paths: never bounce to another origin after login.
     return { name: "login", next: next && next.startsWith("/") && !next.startsWith("//") ? next : "/" };
   }
   const job = /^\/jobs\/(\d+)$/.exec(clean);
   if (job) return { name: "job", id: Number(job[1]) };
   return { name: "notfound", path: clean };
+}
+
+/** "3,5,9" → [3, 5, 9]: distinct job ids in the order given. */
+export function parseIds(text: string | null): number[] {
+  const ids = (text ?? "").split(",").filter((t) => /^\d+$/.test(t.trim())).map((t) => Number(t.trim()));
+  return [...new Set(ids)];
 }
 
 const listeners = new Set<() => void>();

@@ -49,7 +49,9 @@ describe("submit form → JobSpec", () => {
 describe("routes", () => {
   it("decodes deep links and refuses off-site login redirects", () => {
     expect(parseRoute("/jobs/12")).toEqual({ name: "job", id: 12 });
-    expect(parseRoute("/submit/")).toEqual({ name: "submit" });
+    expect(parseRoute("/submit/")).toEqual({ name: "submit", clone: null });
+    expect(parseRoute("/submit", "?clone=4")).toEqual({ name: "submit", clone: 4 });
+    expect(parseRoute("/compare", "?jobs=3,5,x,3")).toEqual({ name: "compare", ids: [3, 5] });
     expect(parseRoute("/login", "?next=%2Fjobs%2F3")).toEqual({ name: "login", next: "/jobs/3" });
     expect(parseRoute("/login", "?next=//evil.example")).toEqual({ name: "login", next: "/" });
     expect(parseRoute("/nope").name).toBe("notfound");

@@ -168,4 +168,50 @@ describe("WsClient", () => {
     expect(steps).toEqual([1, 2, 3, 4, 5, 6]);
     expect(values).toHaveLength(6);
   });
+
+  it("resumes each topic from the last position it received", () => {
+    const { client, sockets, timers } = harness();
+    client.subscribe("job:7", () => {});
+    client.subscribe("jobs", () => {});
+    const s = sockets[0]!;
+    s.open();
+    s.receive({ type: "snapshot", topic: "job:7", pos: "100-0", data: {} });
+    s.receive({ type: "delta", topic: "job:7", pos: "105-2", data: {} });
+    s.receive({ type: "delta", topic: "job:7", data: {} }); // unpositioned: keeps the cursor
+    s.receive({ type: "snapshot", topic: "jobs", data: { jobs: [] } });
+    expect(client.cursor("job:7")).toBe("105-2");
+    s.drop();
+    timers[0]!.fn();
+    sockets[1]!.open();
+    expect(sockets[1]!.sent).toEqual([
+      { op: "subscribe", topic: "job:7", since: "105-2" },
+      { op: "subscribe", topic: "jobs" },
+    ]);
+  });
+
+  it("forgets a cursor on resync and on unsubscribe, so those get fresh snapshots", () => {
+    const { client, sockets } = harness();
+    const leave = client.subscribe("cluster", () => {});
+    client.subscribe("job:3", () => {});
+    const s = sockets[0]!;
+    s.open();
+    s.receive({ type: "delta", topic: "cluster", pos: "9-0", data: {} });
+    s.receive({ type: "delta", topic: "job:3", pos: "9-1", data: {} });
+    s.sent.length = 0;
+    s.onmessage?.({ data: JSON.stringify({ type: "resync", topics: ["job:3"] }) });
+    expect(s.sent).toEqual([{ op: "subscribe", topic: "job:3" }]);
+    expect(client.cursor("job:3")).toBeUndefined();
+    leave();
+    expect(client.cursor("cluster")).toBeUndefined();
+    client.subscribe("cluster", () => {});
+    expect(s.sent.at(-1)).toEqual({ op: "subscribe", topic: "cluster" });
+  });
+
+  it("ignores positions of topics it no longer holds", () => {
+    const { client, sockets } = harness();
+    client.subscribe("jobs", () => {});
+    sockets[0]!.open();
+    sockets[0]!.receive({ type: "delta", topic: "job:9", pos: "1-0", data: {} });
+    expect(client.cursor("job:9")).toBeUndefined();
+  });
 });

@@ -1,7 +1,9 @@
 /**
  * One websocket to /api/ws shared by every view: per-topic subscribe/unsubscribe,
- * reconnect with exponential backoff, and re-subscribe on reconnect (the server then
- * sends a fresh snapshot; the stores' dedupe keeps series exact across the gap).
+ * reconnect with exponential backoff, and re-subscribe on reconnect. Positioned messages
+ * (`pos`) are remembered per topic; a re-subscribe sends `since` so the server replays only
+ * what was missed (or sends a fresh snapshot when it cannot). The stores' dedupe keeps series
+ * exact either way.
  */
 
 export type ConnStatus = "idle" | "connecting" | "open" | "reconnecting";
@@ -9,6 +11,8 @@ export type ConnStatus = "idle" | "connecting" | "open" | "reconnecting";
 export interface WsMessage<T = unknown> {
   type: "snapshot" | "delta";
   topic: string;
+  /** The live-stream position of this message (a resume cursor), when it has one. */
+  pos?: string;
   data: T;
 }
 
@@ -58,6 +62,8 @@ export function backoffDelay(n: number, baseMs: number, maxMs: number, random: (
 export class WsClient {
   private socket: SocketLike | null = null;
   private readonly handlers = new Map<string, Set<Handler>>();
+  /** topic → the newest `pos` received: the `since` of a re-subscribe. */
+  private readonly cursors = new Map<string, string>();
   private readonly statusListeners = new Set<(s: ConnStatus) => void>();
   private failures = 0;
   private timer: unknown = null;
@@ -106,6 +112,7 @@ export class WsClient {
       const handlers = this.handlers.get(topic);
       if (!handlers?.delete(handler) || handlers.size > 0) return;
       this.handlers.delete(topic);
+      this.cursors.delete(topic);
       this.send({ op: "unsubscribe", topic });
     };
   }
@@ -145,7 +152,7 @@ export class WsClient {
       opened = true;
       this.failures = 0;
       this.setStatus("open");
-      for (const topic of this.handlers.keys()) this.send({ op: "subscribe", topic });
+      for (const topic of this.handlers.keys()) this.resubscribe(topic);
     };
     socket.onmessage = (ev) => {
       if (this.socket !== socket) return;
@@ -173,8 +180,10 @@ export class WsClient {
       return;
     }
     if (message.type === "resync") {
-      // The server dropped our backlog: subscribing again brings a fresh snapshot per topic.
+      // The server dropped our backlog: a fresh snapshot per topic (no cursor, so no replay
+      // of a backlog that just overflowed).
       for (const topic of message.topics ?? []) {
+        this.cursors.delete(topic);
         if (this.handlers.has(topic)) this.send({ op: "subscribe", topic });
       }
       return;
@@ -184,10 +193,23 @@ export class WsClient {
       return;
     }
     if (message.type !== "snapshot" && message.type !== "delta") return;
+    if (!this.handlers.has(message.topic)) return;
+    if (typeof message.pos === "string") this.cursors.set(message.topic, message.pos);
     for (const handler of this.handlers.get(message.topic) ?? []) handler(message);
   }
 
-  private send(payload: { op: "subscribe" | "unsubscribe"; topic: string }): void {
+  /** The resume cursor of a topic (the last `pos` received), if any. */
+  cursor(topic: string): string | undefined {
+    return this.cursors.get(topic);
+  }
+
+  /** Subscribe again after a reconnect, resuming from the topic's cursor when there is one. */
+  private resubscribe(topic: string): void {
+    const since = this.cursors.get(topic);
+    this.send(since === undefined ? { op: "subscribe", topic } : { op: "subscribe", topic, since });
+  }
+
+  private send(payload: { op: "subscribe" | "unsubscribe"; topic: string; since?: string }): void {
     if (this.socket?.readyState === OPEN) this.socket.send(JSON.stringify(payload));
   }
 

@@ -13,6 +13,8 @@ export interface Cluster {
   changed: Signal<Set<string>>;
   /** Bumps at most once a second with new samples, for text that shows latest values. */
   tick: number;
+  /** Take a node's newer copy (e.g. the answer of a drain). */
+  replaceNode: (node: Node) => void;
 }
 
 export function useCluster(): Cluster {
@@ -55,7 +57,8 @@ export function useCluster(): Cluster {
       }
     }
   });
-  return { nodes, store, changed, tick };
+  const replaceNode = (node: Node) => setNodes((held) => (held ? held.map((n) => (n.name === node.name ? node : n)) : held));
+  return { nodes, store, changed, tick, replaceNode };
 }
 
 /** One chip per device: busy (held by an active job) or free. */

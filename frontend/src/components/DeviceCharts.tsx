@@ -41,9 +41,12 @@ interface Props {
   cluster: Cluster;
   node: string;
   devices: number[];
+  /** Test id of each chart: `${testIdPrefix}${index}`. */
+  testIdPrefix?: string;
+  height?: number;
 }
 
-export function DeviceCharts({ cluster, node, devices }: Props) {
+export function DeviceCharts({ cluster, node, devices, testIdPrefix = "device-chart-", height = 160 }: Props) {
   const known = new Map<number, Device>(
     (cluster.nodes?.find((n) => n.name === node)?.devices ?? []).map((d) => [d.index, d]),
   );
@@ -58,14 +61,14 @@ export function DeviceCharts({ cluster, node, devices }: Props) {
         return (
           <Chart
             key={`${node}:${index}:${kind}`}
-            testId={`device-chart-${index}`}
+            testId={`${testIdPrefix}${index}`}
             title={`${label}${named} on ${node}`}
             options={deviceOptions(kind, device?.memory_total ?? cluster.store.latest(node, index)?.mem_total)}
             data={() => cluster.store.data(node, index)}
             subscribe={(fn) => cluster.changed.on((keys) => keys.has(key) && fn())}
             countAttr="data-samples"
             count={(data) => data[0].length}
-            height={160}
+            height={height}
           />
         );
       })}

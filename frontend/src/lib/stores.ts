@@ -47,14 +47,23 @@ export const CANCELLABLE_STATES: ReadonlySet<string> = new Set([
   "restarting",
 ]);
 
+export const PAUSABLE_STATES: ReadonlySet<string> = new Set(["scheduled", "running", "restarting"]);
+/** Paused jobs resume; cancelled and failed ones too when they left a checkpoint (the API says). */
+export const RESUMABLE_STATES: ReadonlySet<string> = new Set(["paused", "cancelled", "failed"]);
+export const FINISHED_STATES: ReadonlySet<string> = new Set(["succeeded", "failed", "cancelled"]);
+
 /** Device indexes per node that active jobs hold: "node" → {index → job id}. */
 export function busyDevices(jobs: Iterable<Job>): Map<string, Map<number, number>> {
   const busy = new Map<string, Map<number, number>>();
   for (const job of jobs) {
-    if (!ACTIVE_STATES.has(job.state) || !job.node) continue;
-    const held = busy.get(job.node) ?? new Map<number, number>();
-    for (const index of job.devices) held.set(index, job.id);
-    busy.set(job.node, held);
+    if (!ACTIVE_STATES.has(job.state)) continue;
+    // Every node of the gang (placement); older copies only name rank 0's node.
+    const slices = job.placement?.length ? job.placement : job.node ? [{ node: job.node, devices: job.devices }] : [];
+    for (const slice of slices) {
+      const held = busy.get(slice.node) ?? new Map<number, number>();
+      for (const index of slice.devices) held.set(index, job.id);
+      busy.set(slice.node, held);
+    }
   }
   return busy;
 }

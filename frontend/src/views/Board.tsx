@@ -1,13 +1,20 @@
-/** Home: every job, live from the `jobs` topic, and the cluster's free/busy devices. */
+/**
+ * Home, a departures board: the queue in scheduling order with wait reasons, running jobs with
+ * progress, ETA and a live loss line, then finished and paused ones; filters; free/busy devices.
+ */
+import type { ComponentChildren } from "preact";
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { api } from "../api/http";
 import type { Job, JobsDelta, JobsSnapshot } from "../api/types";
 import { JobDevices, Progress, StateBadge } from "../components/bits";
 import { ClusterSummary, useCluster } from "../components/ClusterSummary";
-import { formatTime } from "../lib/format";
+import { Sparkline } from "../components/Sparkline";
+import { etaSeconds, filtersFromQuery, filtersToQuery, matches, NO_FILTERS, sections, type Filters } from "../lib/board";
+import { formatDuration, formatTime } from "../lib/format";
 import { busyDevices, jobsFromSnapshot, sortedJobs, upsertJob } from "../lib/stores";
 import { useTopic } from "../live";
-import { Link } from "../router";
+import { Link, navigate } from "../router";
+import { MAX_COMPARE } from "../lib/compare";
 
 /** The live job list: snapshot then deltas, with a REST read in case the socket is slow. */
 export function useJobs(): Map<number, Job> | null {
@@ -35,13 +42,35 @@ export function useJobs(): Map<number, Job> | null {
 export function BoardView() {
   const jobs = useJobs();
   const cluster = useCluster();
-  const list = useMemo(() => (jobs ? sortedJobs(jobs) : []), [jobs]);
-  const busy = useMemo(() => busyDevices(list), [list]);
+  const all = useMemo(() => (jobs ? sortedJobs(jobs) : []), [jobs]);
+  const busy = useMemo(() => busyDevices(all), [all]);
+  const [filters, setFilters] = useState<Filters>(() => filtersFromQuery(window.location.search));
+  const [picked, setPicked] = useState<number[]>([]);
+  const shown = useMemo(() => all.filter((j) => matches(j, filters)), [all, filters]);
+  const { queued, active, done } = useMemo(() => sections(shown), [shown]);
+  const owners = useMemo(() => [...new Set(all.map((j) => j.owner))].sort(), [all]);
+  const tags = useMemo(() => [...new Set(all.flatMap((j) => j.tags))].sort(), [all]);
+  const [doneLimit, setDoneLimit] = useState(25);
+
+  const setFilter = (key: keyof Filters, value: string) => {
+    const next = { ...filters, [key]: value };
+    setFilters(next);
+    // The filters live in the address (shareable, survives reload) without a history entry each.
+    history.replaceState(null, "", `/${filtersToQuery(next)}`);
+  };
+  const pick = (id: number, on: boolean) => setPicked((held) => (on ? [...held, id].slice(-MAX_COMPARE) : held.filter((x) => x !== id)));
+  const row = { picked, pick };
 
   return (
     <section>
       <div class="view-head">
         <h1>Jobs</h1>
+        <span class="spacer" />
+        {picked.length > 0 && (
+          <button type="button" class="secondary" data-testid="compare-selected" disabled={picked.length < 2} onClick={() => navigate(`/compare?jobs=${picked.join(",")}`)}>
+            Compare {picked.length} selected
+          </button>
+        )}
         <Link href="/submit" class="button">
           Submit a job
         </Link>
@@ -49,51 +78,171 @@ export function BoardView() {
       <ClusterSummary nodes={cluster.nodes} busy={busy} />
       {jobs === null ? (
         <p class="muted">Loading jobs…</p>
-      ) : list.length === 0 ? (
+      ) : all.length === 0 ? (
         <p class="empty" data-testid="jobs-empty">
           No jobs yet — <Link href="/submit">submit one</Link>
         </p>
       ) : (
-        <table class="jobs">
-          <thead>
-            <tr>
-              <th scope="col">#</th>
-              <th scope="col">Name</th>
-              <th scope="col">State</th>
-              <th scope="col">Progress</th>
-              <th scope="col">Devices</th>
-              <th scope="col">Attempt</th>
-              <th scope="col">Owner</th>
-              <th scope="col">Submitted</th>
-            </tr>
-          </thead>
-          <tbody>
-            {list.map((job) => (
-              <tr key={job.id} data-testid={`job-row-${job.id}`} data-state={job.state}>
-                <td>{job.id}</td>
-                <td>
-                  <Link href={`/jobs/${job.id}`}>{job.name}</Link>
-                  {job.tags.map((tag) => (
-                    <span class="tag">{tag}</span>
-                  ))}
-                </td>
-                <td>
-                  <StateBadge state={job.state} />
-                </td>
-                <td>
-                  <Progress job={job} />
-                </td>
-                <td>
-                  <JobDevices job={job} />
-                </td>
-                <td>{job.attempt}</td>
-                <td>{job.owner}</td>
-                <td>{formatTime(job.created_at)}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+        <>
+          <div class="toolbar" role="search">
+            <FilterSelect label="State" field="state" filters={filters} set={setFilter} any="all" choices={STATE_FILTERS} />
+            <FilterSelect label="Owner" field="owner" filters={filters} set={setFilter} any="anyone" choices={owners} />
+            <FilterSelect label="Tag" field="tag" filters={filters} set={setFilter} any="any" choices={tags} />
+            <input type="search" placeholder="Search by name or #id" aria-label="Search jobs" data-testid="filter-search" value={filters.q} onInput={(e) => setFilter("q", e.currentTarget.value)} />
+            {(filters.state || filters.owner || filters.tag || filters.q) && (
+              <button type="button" class="ghost" onClick={() => (setFilters(NO_FILTERS), history.replaceState(null, "", "/"))}>
+                Clear filters
+              </button>
+            )}
+          </div>
+          {shown.length === 0 && <p class="empty">No job matches these filters.</p>}
+          {queued.length > 0 && (
+            <Section title={`Queued (${queued.length})`} testId="board-queue" head={["", "Pos", "#", "Name", "Priority", "Devices", "Waiting because", "Owner", "Submitted"]}>
+              {queued.map((job, i) => (
+                <tr key={job.id} data-testid={`job-row-${job.id}`} data-state={job.state} data-position={i + 1}>
+                  <PickCell job={job} {...row} />
+                  <td class="pos">{i + 1}</td>
+                  <td>{job.id}</td>
+                  <NameCell job={job} />
+                  <td>
+                    <span class={`prio prio-${job.priority}`}>{job.priority}</span>
+                  </td>
+                  <td>{job.spec.parallelism?.devices ?? 1}</td>
+                  <td class="wait" data-testid={`wait-reason-${job.id}`}>
+                    {job.wait_reason ?? <span class="muted">about to be scheduled</span>}
+                  </td>
+                  <td>{job.owner}</td>
+                  <td>{formatTime(job.created_at)}</td>
+                </tr>
+              ))}
+            </Section>
+          )}
+          {active.length > 0 && (
+            <Section title={`Running (${active.length})`} testId="board-running" head={["", "#", "Name", "State", "Progress", "ETA", "Loss", "Devices", "Attempt", "Owner"]}>
+              {active.map((job) => (
+                <tr key={job.id} data-testid={`job-row-${job.id}`} data-state={job.state}>
+                  <PickCell job={job} {...row} />
+                  <td>{job.id}</td>
+                  <NameCell job={job} />
+                  <td>
+                    <StateBadge state={job.state} />
+                  </td>
+                  <td>
+                    <Progress job={job} />
+                  </td>
+                  <td>{formatEta(etaSeconds(job))}</td>
+                  <td>
+                    <Sparkline jobId={job.id} />
+                  </td>
+                  <td>
+                    <JobDevices job={job} />
+                  </td>
+                  <td>{job.attempt}</td>
+                  <td>{job.owner}</td>
+                </tr>
+              ))}
+            </Section>
+          )}
+          {done.length > 0 && (
+            <Section title={`Finished and paused (${done.length})`} testId="board-finished" head={["", "#", "Name", "State", "Progress", "Reason", "Owner", "Finished"]}>
+              {done.slice(0, doneLimit).map((job) => (
+                <tr key={job.id} data-testid={`job-row-${job.id}`} data-state={job.state}>
+                  <PickCell job={job} {...row} />
+                  <td>{job.id}</td>
+                  <NameCell job={job} />
+                  <td>
+                    <StateBadge state={job.state} />
+                  </td>
+                  <td>
+                    <Progress job={job} />
+                  </td>
+                  <td class="wait">{job.reason ?? ""}</td>
+                  <td>{job.owner}</td>
+                  <td>{formatTime(job.finished_at)}</td>
+                </tr>
+              ))}
+            </Section>
+          )}
+          {done.length > doneLimit && (
+            <button type="button" class="ghost" onClick={() => setDoneLimit((n) => n + 100)}>
+              Show more ({done.length - doneLimit} older)
+            </button>
+          )}
+        </>
       )}
     </section>
+  );
+}
+
+const STATE_FILTERS = ["active", "queued", "running", "paused", "finished", "succeeded", "failed", "cancelled"];
+
+interface FilterSelectProps {
+  label: string;
+  field: keyof Filters;
+  filters: Filters;
+  set: (field: keyof Filters, value: string) => void;
+  any: string;
+  choices: string[];
+}
+
+function FilterSelect({ label, field, filters, set, any, choices }: FilterSelectProps) {
+  return (
+    <label class="inline">
+      {label}{" "}
+      <select data-testid={`filter-${field}`} value={filters[field]} onChange={(e) => set(field, e.currentTarget.value)}>
+        <option value="">{any}</option>
+        {choices.map((c) => (
+          <option value={c}>{c}</option>
+        ))}
+      </select>
+    </label>
+  );
+}
+
+function formatEta(seconds: number | null): string {
+  return seconds === null ? "—" : formatDuration(seconds);
+}
+
+function Section({ title, testId, head, children }: { title: string; testId: string; head: string[]; children: ComponentChildren }) {
+  return (
+    <>
+      <h2>{title}</h2>
+      <table class="jobs" data-testid={testId}>
+        <thead>
+          <tr>
+            {head.map((h) => (
+              <th scope="col">{h}</th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>{children}</tbody>
+      </table>
+    </>
+  );
+}
+
+function NameCell({ job }: { job: Job }) {
+  return (
+    <td class="name">
+      <Link href={`/jobs/${job.id}`}>{job.name}</Link>
+      {job.parent_id != null && <span class="muted small"> (clone of #{job.parent_id})</span>}
+      {job.tags.map((tag) => (
+        <span class="tag">{tag}</span>
+      ))}
+    </td>
+  );
+}
+
+function PickCell({ job, picked, pick }: { job: Job; picked: number[]; pick: (id: number, on: boolean) => void }) {
+  return (
+    <td class="pick">
+      <input
+        type="checkbox"
+        aria-label={`Select #${job.id} to compare`}
+        data-testid={`select-${job.id}`}
+        checked={picked.includes(job.id)}
+        onChange={(e) => pick(job.id, e.currentTarget.checked)}
+      />
+    </td>
   );
 }

@@ -1,27 +1,42 @@
-/** Nodes and their devices with the latest utilization and memory, live from `cluster`. */
-import { useMemo } from "preact/hooks";
+/** Nodes, their health and devices (who holds each), live charts per device; drain for admins. */
+import { useMemo, useState } from "preact/hooks";
+import { api } from "../api/http";
+import type { Me, Node } from "../api/types";
 import { deviceLabel } from "../components/bits";
 import { useCluster } from "../components/ClusterSummary";
+import { DeviceCharts } from "../components/DeviceCharts";
 import { formatBytes, formatTime } from "../lib/format";
 import { busyDevices } from "../lib/stores";
 import { Link } from "../router";
 import { useJobs } from "./Board";
 
-export function ClusterView() {
+export function ClusterView({ me }: { me: Me }) {
   const cluster = useCluster();
+  const [charts, setCharts] = useState(true);
   const jobs = useJobs();
   const busy = useMemo(() => busyDevices(jobs?.values() ?? []), [jobs]);
 
   if (!cluster.nodes) return <p class="muted">Loading cluster…</p>;
   return (
     <section>
-      <h1>Cluster</h1>
+      <div class="view-head">
+        <h1>Cluster</h1>
+        <span class="spacer" />
+        <label class="inline">
+          <input type="checkbox" checked={charts} onChange={(e) => setCharts(e.currentTarget.checked)} /> live charts
+        </label>
+      </div>
       {cluster.nodes.length === 0 && <p class="empty">No worker nodes have registered yet.</p>}
       {cluster.nodes.map((node) => (
         <div class="panel node" data-testid={`node-${node.name}`}>
           <h2>
             {node.name} <span class={`badge node-${node.state}`}>{node.state}</span>
-            {node.drained && <span class="badge">drained</span>}
+            {node.drained && (
+              <span class="badge" data-testid={`drained-${node.name}`}>
+                drained
+              </span>
+            )}
+            {me.role === "admin" && <DrainControl node={node} onChanged={cluster.replaceNode} />}
           </h2>
           <p class="muted small">
             {node.hostname} · {node.address} · last heartbeat {formatTime(node.last_heartbeat)}
@@ -59,16 +74,56 @@ export function ClusterView() {
                       {" / "}
                       {sample?.power != null ? `${sample.power.toFixed(0)} W` : "—"}
                     </td>
-                    <td>{job === undefined ? <span class="muted">free</span> : <Link href={`/jobs/${job}`}>#{job}</Link>}</td>
+                    <td>
+                      {job === undefined ? (
+                        <span class="muted">free</span>
+                      ) : (
+                        <>
+                          <Link href={`/jobs/${job}`}>#{job}</Link>
+                          {device.rank != null && <span class="muted"> rank {device.rank}</span>}
+                        </>
+                      )}
+                    </td>
                     <td>{formatTime(sample?.time, false)}</td>
                   </tr>
                 );
               })}
             </tbody>
           </table>
+          {charts && node.devices.length > 0 && (
+            <DeviceCharts cluster={cluster} node={node.name} devices={node.devices.map((d) => d.index)} testIdPrefix={`cluster-chart-${node.name}-`} height={130} />
+          )}
         </div>
       ))}
     </section>
+  );
+}
+
+/** Drain stops new placements on a node (running jobs finish); undrain opens it again. */
+function DrainControl({ node, onChanged }: { node: Node; onChanged: (node: Node) => void }) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const action = node.drained ? "undrain" : "drain";
+  const go = async () => {
+    if (action === "drain" && !window.confirm(`Drain ${node.name}? No new job will be placed on it; running jobs go on.`)) return;
+    setBusy(true);
+    setError(null);
+    try {
+      onChanged(await api<Node>(`/api/nodes/${encodeURIComponent(node.name)}/${action}`, { method: "POST" }));
+    } catch (err) {
+      setError(String(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <>
+      {" "}
+      <button type="button" class="secondary small" data-testid={`${action}-${node.name}`} disabled={busy} onClick={go}>
+        {node.drained ? "Undrain" : "Drain"}
+      </button>
+      {error && <span class="error small">{error}</span>}
+    </>
   );
 }
 

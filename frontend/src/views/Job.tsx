@@ -9,10 +9,10 @@ import { MetricCharts } from "../components/MetricCharts";
 import { formatPercent, formatTime } from "../lib/format";
 import { readImplications } from "../lib/implications";
 import { MetricStore } from "../lib/series";
-import { CANCELLABLE_STATES, LogTail, upsertJob } from "../lib/stores";
+import { LogTail, upsertJob } from "../lib/stores";
 import { Signal, useTopic } from "../live";
 import { Link } from "../router";
-import { CancelControl } from "./CancelControl";
+import { JobActions } from "./JobActions";
 
 export function JobView({ id }: { id: number }) {
   const [job, setJob] = useState<Job | null>(null);
@@ -82,7 +82,7 @@ export function JobView({ id }: { id: number }) {
         </h1>
         <StateBadge state={job.state} testId="job-state" />
         <span class="spacer" />
-        {CANCELLABLE_STATES.has(job.state) && <CancelControl job={job} onCancelled={acceptJob} />}
+        <JobActions job={job} onChanged={acceptJob} />
       </div>
       <JobFacts job={job} />
       <h2>Training</h2>

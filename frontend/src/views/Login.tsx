@@ -1,10 +1,15 @@
-/** Token login: POST /api/login sets the session cookie. */
+/** Login by access token or by username and password: POST /api/login sets the session cookie. */
 import { useState } from "preact/hooks";
 import { api, ApiError } from "../api/http";
 import type { Me } from "../api/types";
 
+type Mode = "token" | "password";
+
 export function LoginView({ onLogin }: { next: string; onLogin: (me: Me) => void }) {
+  const [mode, setMode] = useState<Mode>("token");
   const [token, setToken] = useState("");
+  const [username, setUsername] = useState("");
+  const [password, setPassword] = useState("");
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
 
@@ -13,10 +18,12 @@ export function LoginView({ onLogin }: { next: string; onLogin: (me: Me) => void
     setBusy(true);
     setError(null);
     try {
-      await api("/api/login", { body: { token: token.trim() } });
+      const body = mode === "token" ? { token: token.trim() } : { username: username.trim(), password };
+      await api("/api/login", { body });
       onLogin(await api<Me>("/api/me"));
     } catch (err) {
-      setError(err instanceof ApiError && err.status === 401 ? "That token was not accepted." : String(err));
+      const refused = err instanceof ApiError && (err.status === 401 || err.status === 403);
+      setError(refused ? (mode === "token" ? "That token was not accepted." : "Wrong username or password.") : String(err));
     } finally {
       setBusy(false);
     }
@@ -26,20 +33,53 @@ export function LoginView({ onLogin }: { next: string; onLogin: (me: Me) => void
     <main class="login">
       <form class="panel" onSubmit={submit}>
         <h1>Trainboard</h1>
-        <label for="login-token">Access token</label>
-        <input
-          id="login-token"
-          type="password"
-          autocomplete="current-password"
-          data-testid="login-token"
-          value={token}
-          onInput={(e) => setToken(e.currentTarget.value)}
-          autofocus
-          required
-        />
-        <p class="muted small">
-          <code>trainboard up</code> prints a token when it starts.
-        </p>
+        <div class="tabs" role="tablist" aria-label="How to sign in">
+          {(["token", "password"] as const).map((m) => (
+            <button
+              type="button"
+              role="tab"
+              aria-selected={mode === m}
+              class={mode === m ? "" : "secondary"}
+              data-testid={`login-mode-${m}`}
+              onClick={() => (setMode(m), setError(null))}
+            >
+              {m === "token" ? "Access token" : "Username & password"}
+            </button>
+          ))}
+        </div>
+        {mode === "token" ? (
+          <>
+            <label for="login-token">Access token</label>
+            <input
+              id="login-token"
+              type="password"
+              autocomplete="current-password"
+              data-testid="login-token"
+              value={token}
+              onInput={(e) => setToken(e.currentTarget.value)}
+              autofocus
+              required
+            />
+            <p class="muted small">
+              <code>trainboard up</code> prints a token when it starts.
+            </p>
+          </>
+        ) : (
+          <>
+            <label for="login-username">Username</label>
+            <input id="login-username" autocomplete="username" data-testid="login-username" value={username} onInput={(e) => setUsername(e.currentTarget.value)} required />
+            <label for="login-password">Password</label>
+            <input
+              id="login-password"
+              type="password"
+              autocomplete="current-password"
+              data-testid="login-password"
+              value={password}
+              onInput={(e) => setPassword(e.currentTarget.value)}
+              required
+            />
+          </>
+        )}
         {error && (
           <p class="error" role="alert" data-testid="login-error">
             {error}

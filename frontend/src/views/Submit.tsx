@@ -7,7 +7,7 @@ import { FieldError } from "../components/bits";
 import { fieldErrors } from "../lib/errors";
 import { formatPercent } from "../lib/format";
 import { defaultHyperparameters, formFromSpec, formImplications, initialForm, toSpec, type SpecForm } from "../lib/specForm";
-import { navigate } from "../router";
+import { Link, navigate } from "../router";
 import { HyperparameterFields } from "./HyperparameterFields";
 
 const FIELDS = [
@@ -27,22 +27,35 @@ const FIELDS = [
   "tags",
 ];
 
-export function SubmitView() {
+/** `clone`: the job whose spec fills the form; submitting then POSTs /api/jobs/{clone}/clone. */
+export function SubmitView({ clone }: { clone: number | null }) {
   const [templates, setTemplates] = useState<Template[] | null>(null);
   const [form, setForm] = useState<SpecForm>(initialForm(undefined));
   const [errors, setErrors] = useState<Map<string, string[]>>(new Map());
   const [busy, setBusy] = useState(false);
   const [pasted, setPasted] = useState("");
+  const [parent, setParent] = useState<Job | null>(null);
 
   useEffect(() => {
-    api<Template[] | { templates: Template[] }>("/api/templates")
-      .then((body) => {
+    setParent(null);
+    Promise.all([
+      api<Template[] | { templates: Template[] }>("/api/templates"),
+      clone === null ? Promise.resolve(null) : api<Job>(`/api/jobs/${clone}`),
+    ])
+      .then(([body, source]) => {
         const list = Array.isArray(body) ? body : body.templates;
         setTemplates(list);
-        setForm(initialForm(list[0]));
+        if (!source) {
+          setForm(initialForm(list[0]));
+          return;
+        }
+        const spec = source.spec as unknown as Record<string, unknown>;
+        const chosen = list.find((t) => t.name === spec.template) ?? list[0];
+        setForm({ ...formFromSpec(spec, initialForm(chosen)), name: `${source.name} (clone)` });
+        setParent(source);
       })
-      .catch((err: unknown) => setErrors(new Map([["", [`Could not load templates: ${String(err)}`]]])));
-  }, []);
+      .catch((err: unknown) => setErrors(new Map([["", [`Could not load the form: ${String(err)}`]]])));
+  }, [clone]);
 
   const template = templates?.find((t) => t.name === form.template);
   const known = useMemo(
@@ -56,7 +69,7 @@ export function SubmitView() {
     setBusy(true);
     setErrors(new Map());
     try {
-      const job = await api<Job>("/api/jobs", { body });
+      const job = await api<Job>(parent ? `/api/jobs/${parent.id}/clone` : "/api/jobs", { body });
       navigate(`/jobs/${job.id}`);
     } catch (err) {
       if (err instanceof ApiError && (err.status === 422 || err.status === 400)) setErrors(fieldErrors(err.detail, known));
@@ -103,7 +116,17 @@ export function SubmitView() {
 
   return (
     <section class="submit">
-      <h1>Submit a job</h1>
+      <div class="view-head">
+        <h1>{parent ? `Clone job #${parent.id}` : "Submit a job"}</h1>
+        <span class="spacer" />
+        <CloneFrom current={parent?.id ?? null} />
+      </div>
+      {parent && (
+        <p class="muted" data-testid="clone-source">
+          Starting from <Link href={`/jobs/${parent.id}`}>#{parent.id} {parent.name}</Link>: change what you need; the new job
+          records it as its parent.
+        </p>
+      )}
       <form
         noValidate
         onSubmit={(e) => {
@@ -206,7 +229,7 @@ export function SubmitView() {
         <Implied implied={implied} />
         <FieldError field="" errors={errors} />
         <button type="submit" data-testid="submit-button" disabled={busy}>
-          {busy ? "Submitting…" : "Submit job"}
+          {busy ? "Submitting…" : parent ? "Submit the clone" : "Submit job"}
         </button>
       </form>
 
@@ -244,6 +267,28 @@ export function SubmitView() {
         </div>
       </details>
     </section>
+  );
+}
+
+/** "Clone from job N": reloads the form with that job's spec. */
+function CloneFrom({ current }: { current: number | null }) {
+  const [text, setText] = useState(current === null ? "" : String(current));
+  return (
+    <form
+      class="inline-form"
+      onSubmit={(e) => {
+        e.preventDefault();
+        if (/^\d+$/.test(text.trim())) navigate(`/submit?clone=${text.trim()}`);
+      }}
+    >
+      <label for="clone-from" class="inline">
+        Clone from job #
+      </label>
+      <input id="clone-from" class="narrow" inputMode="numeric" data-testid="clone-from" value={text} onInput={(e) => setText(e.currentTarget.value)} />
+      <button type="submit" class="secondary" data-testid="clone-from-go">
+        Load
+      </button>
+    </form>
   );
 }
 

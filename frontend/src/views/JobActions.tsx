@@ -1,0 +1,124 @@
+/** Cancel, pause, resume (on a chosen device count) and clone; each confirms what it will do. */
+import type { ComponentChildren } from "preact";
+import { useState } from "preact/hooks";
+import { api } from "../api/http";
+import type { Job } from "../api/types";
+import { CANCELLABLE_STATES, PAUSABLE_STATES, RESUMABLE_STATES } from "../lib/stores";
+import { Link } from "../router";
+
+type Asking = "cancel" | "pause" | "resume" | null;
+
+export function JobActions({ job, onChanged }: { job: Job; onChanged: (job: Job) => void }) {
+  const [asking, setAsking] = useState<Asking>(null);
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const current = job.spec.parallelism?.devices ?? job.devices.length;
+  const [devices, setDevices] = useState(String(current));
+
+  const run = async (path: string, body?: unknown) => {
+    setBusy(true);
+    setError(null);
+    try {
+      const updated = await api<Job | null>(`/api/jobs/${job.id}/${path}`, { method: "POST", body });
+      if (updated && typeof updated === "object" && "state" in updated) onChanged(updated);
+      setAsking(null);
+    } catch (err) {
+      setError(err instanceof Error ? err.message : String(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const ask = (what: Asking) => {
+    setError(null);
+    setDevices(String(current));
+    setAsking(what);
+  };
+
+  if (asking === null) {
+    return (
+      <span class="actions">
+        {PAUSABLE_STATES.has(job.state) && (
+          <button type="button" class="secondary" data-testid="pause-button" onClick={() => ask("pause")}>
+            Pause
+          </button>
+        )}
+        {RESUMABLE_STATES.has(job.state) && (
+          <button type="button" data-testid="resume-button" onClick={() => ask("resume")}>
+            Resume…
+          </button>
+        )}
+        <Link href={`/submit?clone=${job.id}`} class="button secondary" data-testid="clone-button">
+          Clone…
+        </Link>
+        {CANCELLABLE_STATES.has(job.state) && (
+          <button type="button" class="danger" data-testid="cancel-button" onClick={() => ask("cancel")}>
+            Cancel job
+          </button>
+        )}
+      </span>
+    );
+  }
+
+  const wanted = Number(devices);
+  const validDevices = Number.isInteger(wanted) && wanted >= 1;
+  const panels: Record<Exclude<Asking, null>, { text: ComponentChildren; label: string; go: () => void; danger?: boolean }> = {
+    cancel: {
+      text: <>Cancel “{job.name}”? A running job saves a final checkpoint first.</>,
+      label: busy ? "Cancelling…" : "Yes, cancel",
+      go: () => void run("cancel"),
+      danger: true,
+    },
+    pause: {
+      text: <>Pause “{job.name}”? Its ranks save a checkpoint and stop; resume it later, on any device count.</>,
+      label: busy ? "Pausing…" : "Yes, pause",
+      go: () => void run("pause"),
+    },
+    resume: {
+      text: (
+        <>
+          <label for="resume-devices" class="inline">
+            Resume from the newest checkpoint on
+          </label>{" "}
+          <input
+            id="resume-devices"
+            class="narrow"
+            type="number"
+            min="1"
+            step="1"
+            data-testid="resume-devices"
+            value={devices}
+            onInput={(e) => setDevices(e.currentTarget.value)}
+          />{" "}
+          devices{wanted !== current && validDevices ? ` (was ${current}; the checkpoint is resharded)` : ""}
+        </>
+      ),
+      label: busy ? "Resuming…" : "Resume",
+      go: () => void run("resume", validDevices && wanted !== current ? { devices: wanted } : {}),
+    },
+  };
+  const panel = panels[asking];
+  return (
+    <span class="confirm" role="group" aria-label={`Confirm ${asking}`} data-testid={`confirm-${asking}`}>
+      <span>{panel.text}</span>
+      <button
+        type="button"
+        class={panel.danger ? "danger" : undefined}
+        data-testid="confirm-button"
+        disabled={busy || (asking === "resume" && !validDevices)}
+        onClick={panel.go}
+        autofocus
+      >
+        {panel.label}
+      </button>
+      <button type="button" class="secondary" data-testid="confirm-dismiss" onClick={() => setAsking(null)}>
+        Keep it
+      </button>
+      {error && (
+        <span class="error" role="alert" data-testid="action-error">
+          {error}
+        </span>
+      )}
+    </span>
+  );
+}
