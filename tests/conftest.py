@@ -14,8 +14,11 @@ REDIS_BASE = os.environ.get("TRAINBOARD_TEST_REDIS", "redis://127.0.0.1:6379")
 POSTGRES_BASE = os.environ.get(
     "TRAINBOARD_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432"
 )
-#: Redis database index reserved for the test suite (never the default 0)
-TEST_REDIS_DB = 9
+#: three Redis databases of this test run (never the default 0): the suite's, the started
+#: stacks', the telemetry tests'. They depend on the pid so that two runs on one server
+#: (several people testing at once) rarely meet; TRAINBOARD_TEST_REDIS_DB_BASE pins them.
+_DB_BASE = int(os.environ.get("TRAINBOARD_TEST_REDIS_DB_BASE", 1 + (os.getpid() % 5) * 3))
+TEST_REDIS_DB, STACK_REDIS_DB, TELEMETRY_REDIS_DB = _DB_BASE, _DB_BASE + 1, _DB_BASE + 2
 
 
 @pytest.fixture

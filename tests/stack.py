@@ -18,9 +18,9 @@ import httpx
 import psutil
 import redis
 
+from tests.conftest import STACK_REDIS_DB
+
 ADMIN_TOKEN = "tb_stack-admin-token-0123456789"
-#: the stack's own Redis database, so nothing else on the server consumes its streams
-STACK_REDIS_DB = 8
 
 
 @dataclass

@@ -11,15 +11,13 @@ import redis
 from backend.config import Settings
 from backend.db import Database
 from backend.migrate import upgrade
-from tests.conftest import REDIS_BASE
+from tests.conftest import REDIS_BASE, TELEMETRY_REDIS_DB
 from tests.telemetry.helpers import ADMIN_TOKEN, LiveServer, add_attempt
-
-TELEMETRY_REDIS_DB = 10
 
 
 @pytest.fixture
 def redis_url() -> Iterator[str]:
-    """A real Redis database of its own (index 10, not the suite's 9), empty at the start.
+    """A real Redis database of its own (not the suite's), empty at the start.
 
     The ingest and the live stream use fixed stream names; a database of their own keeps
     these tests apart from API tests whose in-process ingest would consume their entries.
