@@ -79,5 +79,6 @@ def plan(queue: Sequence[QueuedJob], nodes: Sequence[NodeCapacity]) -> Plan:
             continue
         soonest = sorted(unreserved, key=lambda n: (-len(free[n.name]), n.name))[: job.nodes]
         reserved.update(n.name for n in soonest)
-        result.waiting[job.id] = f"waiting for {job.devices} free devices"
+        plural = "s" if job.devices > 1 else ""
+        result.waiting[job.id] = f"waiting for {job.devices} free device{plural}"
     return result
