@@ -25,6 +25,8 @@ from backend.jobs import router as jobs_router
 from backend.migrate import upgrade
 from backend.nodes import router as nodes_router
 from backend.scheduler.loop import Scheduler
+from backend.security import install as install_security
+from backend.security.exposure import warn_if_exposed
 from backend.telemetry import live, ws
 from backend.telemetry.hub import Hub
 from backend.telemetry.ingest import Ingest
@@ -45,6 +47,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
+        warn_if_exposed(settings)
         if settings.auto_migrate:
             await asyncio.to_thread(upgrade, settings.db_url)
         db = Database(settings.db_url)
@@ -72,6 +75,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for module in (meta_router, auth_router, jobs_router, nodes_router, ws):
         app.include_router(module.router)
     _serve_frontend(app, settings.frontend_dir)
+    install_security(app, settings)
     return app
 
 

@@ -34,6 +34,20 @@ class Settings(BaseSettings):
     session_days: float = Field(7.0, gt=0)
     cookie_secure: bool = Field(False, description="mark the session cookie Secure (TLS)")
     frontend_dir: Path = Field(Path(__file__).resolve().parent.parent / "frontend" / "dist")
+    allowed_hosts: str = Field(
+        "127.0.0.1,localhost",
+        description="comma-separated Host names answered, besides localhost, the bind host and "
+        "IP literals; '*' answers any (turns DNS-rebinding protection off)",
+    )
+    cors_origins: str = Field("", description="comma-separated origins CORS admits; empty: closed")
+    behind_proxy: bool = Field(
+        False, description="a TLS-terminating proxy fronts the API (no public-address warning)"
+    )
+    max_body_bytes: int = Field(1 << 20, ge=1024, description="larger request bodies get 413")
+    max_json_depth: int = Field(32, ge=2, le=1000, description="deeper JSON bodies get 422")
+    login_rate_limit: int = Field(10, ge=1, description="logins per rate window per address")
+    submit_rate_limit: int = Field(30, ge=1, description="submissions per rate window per token")
+    rate_window_seconds: int = Field(60, ge=1, le=86400)
 
     @field_validator("admin_token")
     @classmethod
@@ -47,6 +61,17 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.data_dir / 'trainboard.db').resolve()}"
+
+    @property
+    def allowed_host_set(self) -> frozenset[str]:
+        """Host names the API answers to (lowercase, without port)."""
+        names = {h.strip().lower().strip("[]") for h in self.allowed_hosts.split(",")}
+        names |= {"localhost", self.host.lower().strip("[]")}
+        return frozenset(n for n in names if n)
+
+    @property
+    def cors_origin_list(self) -> list[str]:
+        return [o.strip().lower().rstrip("/") for o in self.cors_origins.split(",") if o.strip()]
 
     @property
     def script_root_paths(self) -> list[Path]:

@@ -53,7 +53,23 @@ def same_origin(origin: str | None, host: str | None) -> bool:
     return urlsplit(origin).netloc.lower() == host.lower()
 
 
-def get_principal(request: Request, session: SessionDep) -> Principal:
+def origin_allowed(origin: str | None, host: str | None, settings: Settings) -> bool:
+    """Same-origin, or one of the origins CORS is configured to admit."""
+    return same_origin(origin, host) or (origin or "").lower() in settings.cors_origin_list
+
+
+def refuse_cross_site(request: Request, settings: SettingsDep) -> None:
+    """403 for a write a browser sent from another site (foreign Origin or Sec-Fetch-Site)."""
+    if request.method in SAFE_METHODS:
+        return
+    origin = request.headers.get("origin")
+    if origin is not None and not origin_allowed(origin, request.headers.get("host"), settings):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "cross-origin request refused")
+    if origin is None and request.headers.get("sec-fetch-site") == "cross-site":
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "cross-site request refused")
+
+
+def get_principal(request: Request, session: SessionDep, settings: SettingsDep) -> Principal:
     """The authenticated caller; 401 without valid credentials, 403 on a cross-site write."""
     secret, source = credentials_from(request.headers, request.cookies)
     principal = authenticate(session, secret) if secret else None
@@ -63,10 +79,8 @@ def get_principal(request: Request, session: SessionDep) -> Principal:
             "authentication required",
             headers={"WWW-Authenticate": "Bearer"},
         )
-    if source == "cookie" and request.method not in SAFE_METHODS:
-        origin = request.headers.get("origin")
-        if origin is not None and not same_origin(origin, request.headers.get("host")):
-            raise HTTPException(status.HTTP_403_FORBIDDEN, "cross-origin request refused")
+    if source == "cookie":
+        refuse_cross_site(request, settings)
     return principal
 
 
@@ -74,7 +88,7 @@ def require_scope(scope: str) -> object:
     """A dependency that admits only principals holding scope."""
 
     def check(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
-        if scope not in principal.scopes:
+        if scope not in principal.scopes or (scope == "admin" and not principal.is_admin):
             raise HTTPException(status.HTTP_403_FORBIDDEN, f"this needs the {scope!r} scope")
         return principal
 

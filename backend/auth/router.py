@@ -1,23 +1,45 @@
-"""Login, logout and who-am-I."""
+"""Login, logout, who-am-I, users (admin) and the caller's API tokens."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Response, status
 
-from backend.auth import service
-from backend.auth.schemas import LoginIn, Me
+from backend.auth import service, tokens, users
+from backend.auth.models import ApiToken, User
+from backend.auth.schemas import (
+    LoginIn,
+    Me,
+    PasswordIn,
+    TokenCreated,
+    TokenIn,
+    TokenOut,
+    UserIn,
+    UserOut,
+)
 from backend.auth.service import Principal
-from backend.deps import SESSION_COOKIE, ReaderDep, SessionDep, SettingsDep, get_principal
+from backend.deps import (
+    SESSION_COOKIE,
+    AdminDep,
+    ReaderDep,
+    SessionDep,
+    SettingsDep,
+    refuse_cross_site,
+)
 
 router = APIRouter(prefix="/api", tags=["auth"])
 
 
-@router.post("/login", response_model=Me)
+@router.post("/login", response_model=Me, dependencies=[Depends(refuse_cross_site)])
 def login(body: LoginIn, response: Response, session: SessionDep, settings: SettingsDep) -> Me:
-    """Exchange an API token for an HttpOnly browser session cookie."""
-    principal = service.authenticate(session, body.token)
+    """Exchange an API token, or a username and password, for an HttpOnly session cookie."""
+    if body.token is not None:
+        principal = service.authenticate(session, body.token)
+    else:
+        principal = users.password_login(
+            session, username=body.username or "", password=body.password or ""
+        )
     if principal is None or "read" not in principal.scopes:
-        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "invalid or expired token")
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "invalid credentials")
     secret = service.start_session(session, principal=principal, days=settings.session_days)
     response.set_cookie(
         SESSION_COOKIE,
@@ -46,6 +68,65 @@ def me(principal: ReaderDep) -> Me:
     return _me(principal)
 
 
+@router.post("/users", status_code=status.HTTP_201_CREATED, response_model=UserOut)
+def create_user(body: UserIn, _: AdminDep, session: SessionDep) -> UserOut:
+    """Create a user (admins only); 409 when the username is taken."""
+    try:
+        user = users.create_user(
+            session, username=body.username, password=body.password, role=body.role
+        )
+    except users.UserExists as err:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(err)) from None
+    return _user(user)
+
+
+@router.get("/users", response_model=list[UserOut])
+def list_users(_: AdminDep, session: SessionDep) -> list[UserOut]:
+    return [_user(u) for u in users.list_users(session)]
+
+
+@router.put("/users/{user_id}/password", status_code=status.HTTP_204_NO_CONTENT)
+def reset_password(user_id: int, body: PasswordIn, _: AdminDep, session: SessionDep) -> Response:
+    """Set a user's password (admins only); their browser sessions end."""
+    try:
+        users.set_password(session, user_id=user_id, password=body.password)
+    except users.UserNotFound as err:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(err)) from None
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/tokens", status_code=status.HTTP_201_CREATED, response_model=TokenCreated)
+def create_token(body: TokenIn, principal: ReaderDep, session: SessionDep) -> TokenCreated:
+    """Mint an API token with scopes the caller holds (node: admins only); shown once."""
+    try:
+        token, secret = tokens.mint(
+            session,
+            principal=principal,
+            scopes=body.scopes,
+            name=body.name,
+            expires_in=body.expires_in,
+        )
+    except tokens.ScopeRefused as err:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, str(err)) from None
+    return TokenCreated(**_token(token).model_dump(), token=secret)
+
+
+@router.get("/tokens", response_model=list[TokenOut])
+def list_tokens(principal: ReaderDep, session: SessionDep) -> list[TokenOut]:
+    """The caller's API tokens, newest first, without their secrets."""
+    return [_token(t) for t in tokens.list_tokens(session, user_id=principal.user_id)]
+
+
+@router.delete("/tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT)
+def revoke_token(token_id: int, principal: ReaderDep, session: SessionDep) -> Response:
+    """Revoke one of the caller's tokens (admins: anyone's); 404 for anyone else's."""
+    try:
+        tokens.revoke_token(session, principal=principal, token_id=token_id)
+    except tokens.TokenNotFound as err:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(err)) from None
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
 def _me(principal: Principal) -> Me:
     return Me(
         id=principal.user_id,
@@ -55,4 +136,17 @@ def _me(principal: Principal) -> Me:
     )
 
 
-__all__ = ["router", "get_principal"]
+def _user(user: User) -> UserOut:
+    return UserOut(id=user.id, username=user.username, role=user.role, created_at=user.created_at)
+
+
+def _token(token: ApiToken) -> TokenOut:
+    return TokenOut(
+        id=token.id,
+        name=token.name,
+        prefix=token.prefix,
+        scopes=token.scopes.split(","),
+        created_at=token.created_at,
+        expires_at=token.expires_at,
+        revoked_at=token.revoked_at,
+    )

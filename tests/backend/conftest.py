@@ -35,6 +35,7 @@ def settings(tmp_path: Path, sqlite_url: str, redis_url: str) -> Settings:
         script_roots=str(scripts),
         run_scheduler=False,
         frontend_dir=tmp_path / "no-frontend",
+        allowed_hosts="testserver",
     )
 
 

@@ -1,0 +1,32 @@
+"""Hostile-input defences wrapped around the app: Host, Origin, body size, rate limits, headers."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from starlette.middleware.cors import CORSMiddleware
+
+from backend.config import Settings
+from backend.security.body import BodyGuard
+from backend.security.headers import SecurityHeaders
+from backend.security.hosts import HostGuard
+from backend.security.ratelimit import RateLimit, rules_from
+
+
+def install(app: FastAPI, settings: Settings) -> None:
+    """Wrap app in the guards; the first listed here is the innermost."""
+    if settings.cors_origin_list:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origin_list,
+            allow_credentials=True,
+            allow_methods=["GET", "POST", "PUT", "DELETE"],
+            allow_headers=["Authorization", "Content-Type"],
+        )
+    app.add_middleware(RateLimit, rules=rules_from(settings), window=settings.rate_window_seconds)
+    app.add_middleware(
+        BodyGuard, max_bytes=settings.max_body_bytes, max_depth=settings.max_json_depth
+    )
+    app.add_middleware(
+        HostGuard, allowed=settings.allowed_host_set, origins=settings.cors_origin_list
+    )
+    app.add_middleware(SecurityHeaders)

@@ -1,0 +1,166 @@
+"""Every JobSpec field and template hyperparameter, at and past its bounds, and of a wrong type."""
+
+from __future__ import annotations
+
+import copy
+import typing
+from collections.abc import Iterator
+from typing import Any
+
+import annotated_types as at
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import BaseModel, ValidationError
+
+from backend.app import create_app
+from backend.config import Settings
+from tests.backend.conftest import bearer
+from workers.catalog import TEMPLATES
+from workers.spec import JobSpec, Strict
+
+GOOD: dict[str, Any] = {"name": "bounds", "template": "mlp", "hyperparameters": {"steps": 10}}
+#: free-form hyperparameters are bounded for entrypoint jobs; templates take only their own
+ENTRYPOINT: dict[str, Any] = {"name": "bounds", "entrypoint": {"module": "train"}}
+
+
+def _leaves(model: type[BaseModel], prefix: str = "") -> list[tuple[str, Any, list[Any]]]:
+    found = []
+    for name, field in model.model_fields.items():
+        kinds = (field.annotation, *typing.get_args(field.annotation))
+        nested = [k for k in kinds if isinstance(k, type) and issubclass(k, Strict)]
+        if nested:
+            found += _leaves(nested[0], f"{prefix}{name}.")
+        else:
+            found.append((prefix + name, field.annotation, field.metadata))
+    return found
+
+
+LEAVES = _leaves(JobSpec)
+
+
+def _filled(length: int, annotation: Any) -> Any:
+    origin = typing.get_origin(annotation)
+    if origin is dict:
+        return {f"k{i}": i for i in range(length)}
+    if origin is list:
+        return [f"t{i}" for i in range(length)]
+    return "a" * length
+
+
+def _cases() -> list[tuple[str, Any, Any]]:
+    """(field, a value at its bound, a value past it) for every bounded field."""
+    cases = []
+    for path, annotation, metadata in LEAVES:
+        for bound in metadata:
+            if isinstance(bound, at.Ge):
+                cases.append((path, bound.ge, bound.ge - 1))
+            elif isinstance(bound, at.Gt):
+                cases.append((path, bound.gt + 0.5, bound.gt))
+            elif isinstance(bound, at.Le):
+                cases.append((path, bound.le, bound.le + 1))
+            elif isinstance(bound, at.MaxLen):
+                n = bound.max_length
+                cases.append((path, _filled(n, annotation), _filled(n + 1, annotation)))
+            elif isinstance(bound, at.MinLen) and bound.min_length > 0:
+                n = bound.min_length
+                cases.append((path, _filled(n, annotation), _filled(n - 1, annotation)))
+    return cases
+
+
+def _with(path: str, value: Any, base: dict[str, Any] = GOOD) -> dict[str, Any]:
+    spec = copy.deepcopy(base)
+    *parents, leaf = path.split(".")
+    target = spec
+    for key in parents:
+        target = target.setdefault(key, {})
+    target[leaf] = value
+    return spec
+
+
+def _field_errors(spec: dict[str, Any], path: str) -> list[Any]:
+    try:
+        JobSpec.model_validate(spec)
+    except ValidationError as err:
+        return [e for e in err.errors() if ".".join(map(str, e["loc"])) == path]
+    return []
+
+
+def test_the_bounds_cover_the_spec() -> None:
+    assert len(_cases()) >= 35
+
+
+@pytest.fixture
+def lenient(settings: Settings, tokens: dict[str, str]) -> Iterator[TestClient]:
+    """The app without a practical submission limit: these tests submit many refused specs."""
+    with TestClient(
+        create_app(settings.model_copy(update={"submit_rate_limit": 10_000}))
+    ) as client:
+        yield client
+
+
+def test_at_bound_is_valid_and_past_it_is_refused_by_the_api(
+    lenient: TestClient, tokens: dict[str, str]
+) -> None:
+    api = lenient
+    for path, at_bound, past in _cases():
+        base = ENTRYPOINT if path == "hyperparameters" else GOOD
+        assert _field_errors(_with(path, at_bound, base), path) == [], (path, at_bound)
+        response = api.post("/api/jobs", json=_with(path, past), headers=bearer(tokens["alice"]))
+        assert response.status_code == 422, (path, past, response.text)
+        locs = {".".join(map(str, e["loc"][1:])) for e in response.json()["detail"]}
+        assert path in locs, (path, locs)
+    assert api.get("/api/jobs", headers=bearer(tokens["alice"])).json()["jobs"] == []
+
+
+def test_wrong_types_are_refused_naming_the_field(
+    lenient: TestClient, tokens: dict[str, str]
+) -> None:
+    api = lenient
+    for path, annotation, _ in LEAVES:
+        wrong = 5 if typing.get_origin(annotation) in (list, dict) else [[1]]
+        response = api.post("/api/jobs", json=_with(path, wrong), headers=bearer(tokens["alice"]))
+        assert response.status_code == 422, path
+        locs = {".".join(map(str, e["loc"][1:4])) for e in response.json()["detail"]}
+        assert any(loc.startswith(path) for loc in locs), (path, locs)
+
+
+def test_hyperparameters_past_their_range_are_refused(
+    lenient: TestClient, tokens: dict[str, str]
+) -> None:
+    api = lenient
+    for name, param in TEMPLATES["mlp"].items():
+        ends = [v for v in (param.minimum, param.maximum) if v is not None]
+        for value in ends:
+            assert _field_errors(_with(f"hyperparameters.{name}", value), "hyperparameters") == []
+        past = [param.minimum - 1] if param.minimum is not None else []
+        past += [param.maximum + 1] if param.maximum is not None else []
+        past += ["not a choice"] if param.choices else []
+        for value in past:
+            spec = _with(f"hyperparameters.{name}", value)
+            response = api.post("/api/jobs", json=spec, headers=bearer(tokens["alice"]))
+            assert response.status_code == 422 and name in response.text, (name, value)
+
+
+def test_nan_and_infinity_are_refused(api: TestClient, tokens: dict[str, str]) -> None:
+    headers = {**bearer(tokens["alice"]), "Content-Type": "application/json"}
+    for field, literal in [
+        ('"parallelism": {"bucket_cap_mb": NaN}', "NaN"),
+        ('"grad_clip": Infinity', "Infinity"),
+        ('"hyperparameters": {"lr": NaN}', "NaN"),
+        ('"lr_schedule": {"min_lr_ratio": -Infinity}', "-Infinity"),
+    ]:
+        body = '{"name": "n", "template": "mlp", ' + field + "}"
+        response = api.post("/api/jobs", content=body, headers=headers)
+        assert response.status_code == 422, (literal, response.text)
+    assert api.get("/api/jobs", headers=bearer(tokens["alice"])).json()["jobs"] == []
+
+
+def test_a_template_spec_without_hyperparameters_takes_the_defaults(
+    api: TestClient, tokens: dict[str, str]
+) -> None:
+    spec = {"name": "defaults", "template": "mlp"}
+    response = api.post("/api/jobs", json=spec, headers=bearer(tokens["alice"]))
+    assert response.status_code == 201, response.text
+    assert (
+        response.json()["spec"]["hyperparameters"]["layers"] == TEMPLATES["mlp"]["layers"].default
+    )
