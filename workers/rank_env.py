@@ -7,6 +7,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+#: exit status of a rank that wrote its reason to `failure_file` (the supervisor reports it as is)
+EXIT_EXPLAINED = 3
+
+
+def failure_file(run_dir: Path, rank: int) -> Path:
+    """Where a rank writes why it gave up, for the supervisor to report."""
+    return run_dir / f"rank-{rank}.failure"
+
 
 @dataclass(frozen=True)
 class RankEnv:
@@ -39,10 +47,16 @@ class RankEnv:
             "GROUP_RANK": str(self.group_rank),
             "ROLE_RANK": str(self.rank),
             "ROLE_WORLD_SIZE": str(self.world_size),
+            "GROUP_WORLD_SIZE": str(self.world_size // self.local_world_size),
             "ROLE_NAME": "default",
             "MASTER_ADDR": self.master_addr,
             "MASTER_PORT": str(self.master_port),
             "TORCHELASTIC_RUN_ID": self.run_id,
+            "TORCHELASTIC_RESTART_COUNT": "0",
+            "TORCHELASTIC_MAX_RESTARTS": "0",
+            # rank 0 hosts the store at MASTER_PORT, as with torchrun's static rendezvous
+            "TORCHELASTIC_USE_AGENT_STORE": "False",
+            "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
             "OMP_NUM_THREADS": "1",
             "TRAINBOARD_ATTEMPT_ID": str(self.attempt_id),
             "TRAINBOARD_JOB_ID": str(self.job_id),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Literal
 
@@ -27,8 +28,10 @@ class OutputForwarder:
         log_file: Path,
         publisher: StreamPublisher,
         keep_last: int = 20,
+        on_line: Callable[[str], None] | None = None,
     ) -> None:
         self._pipe, self._log_file, self._publisher = pipe, log_file, publisher
+        self._on_line = on_line
         self._attempt_id, self._rank, self._stream = attempt_id, rank, stream
         self.tail: deque[str] = deque(maxlen=keep_last)
         self._thread = threading.Thread(target=self._run, name=f"rank{rank}-{stream}", daemon=True)
@@ -45,6 +48,8 @@ class OutputForwarder:
                 file.flush()
                 line = raw.decode("utf-8", errors="replace").rstrip("\r\n")[:MAX_LINE]
                 self.tail.append(line)
+                if self._on_line is not None:
+                    self._on_line(line)
                 self._publisher.add(
                     LogLine(
                         attempt_id=self._attempt_id,

@@ -9,6 +9,8 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from workers.stdout_metrics import DEFAULT_PATTERNS, DEFAULT_STEP_PATTERN
+
 
 class WorkerSettings(BaseSettings):
     """Settings of one node agent (`trainboard worker`)."""
@@ -25,6 +27,21 @@ class WorkerSettings(BaseSettings):
     heartbeat_interval: float = Field(2.0, gt=0)
     stop_grace_seconds: float = Field(10.0, ge=0)
     address: str = "127.0.0.1"
+    script_roots: str = Field(
+        "scripts", description="colon-separated directories user entrypoints resolve under"
+    )
+    metric_patterns: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_PATTERNS),
+        description="regexes with groups name and value: stdout numbers that become metrics",
+    )
+    metric_step_pattern: str = Field(
+        DEFAULT_STEP_PATTERN, description="regex with group step: where a line states its step"
+    )
+
+    @property
+    def script_root_paths(self) -> list[Path]:
+        """The entrypoint roots, resolved (the same rule as the API's)."""
+        return [Path(p).resolve() for p in self.script_roots.split(":") if p]
 
     @property
     def slots(self) -> int:

@@ -10,17 +10,28 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from time import time as now
 
 import redis
 
+from workers import entrypoints
 from workers.checkpoints import newest_checkpoint
 from workers.devices.registry import DeviceRegistry, Occupant
 from workers.orphan_guard import guarded
-from workers.protocol import LOGS_STREAM, AttemptOrder, AttemptOutcome, control_key
-from workers.rank_env import RankEnv
+from workers.protocol import (
+    LOGS_STREAM,
+    METRICS_STREAM,
+    AttemptOrder,
+    AttemptOutcome,
+    MetricPoint,
+    control_key,
+)
+from workers.rank_env import EXIT_EXPLAINED, RankEnv, failure_file
 from workers.rank_output import OutputForwarder
 from workers.settings import WorkerSettings
+from workers.stdout_metrics import StdoutMetrics
 from workers.telemetry import StreamPublisher, producer_name
 
 log = logging.getLogger(__name__)
@@ -66,6 +77,8 @@ class Supervisor:
         self._stop_reason: str | None = None
         self._shutdown = threading.Event()
         self._redis = redis.Redis.from_url(settings.redis_url, socket_timeout=2.0)
+        #: metric points parsed from a user program's stdout (entrypoint jobs only)
+        self._stdout_metrics: StreamPublisher | None = None
 
     def shutdown(self) -> None:
         """Stop the ranks because this node agent is going away (the attempt counts as failed)."""
@@ -81,6 +94,8 @@ class Supervisor:
         try:
             self._start()
             failed = self._watch()
+        except entrypoints.EntrypointRefused as err:
+            failed = str(err)
         except Exception as err:
             log.exception("attempt %d: supervisor error", self.order.attempt_id)
             failed = f"supervisor error: {type(err).__name__}: {err}"
@@ -115,20 +130,57 @@ class Supervisor:
             for i in range(local)
         ]
 
+    def _command(self) -> tuple[list[str], list[str], Path | None]:
+        """argv, PYTHONPATH entries to prepend and working directory of every rank."""
+        entry = self.order.spec.entrypoint
+        if entry is None:
+            return [sys.executable, "-m", "workers.engine"], [], None
+        # resolved again here: the API's check ran on another machine, maybe long ago
+        launch = entrypoints.resolve(entry, self.settings.script_root_paths)
+        self._stdout_metrics = StreamPublisher(
+            self.settings.redis_url,
+            METRICS_STREAM,
+            producer_name(self.order.node, f"attempt-{self.order.attempt_id}-stdout"),
+        )
+        return launch.argv, [str(launch.root)], self.run_dir
+
+    def _metric_sink(self, rank: int) -> Callable[[str], None] | None:
+        """What turns a rank's stdout lines into metric points (entrypoint jobs only)."""
+        publisher = self._stdout_metrics
+        if publisher is None:
+            return None
+        parser = StdoutMetrics(self.settings.metric_patterns, self.settings.metric_step_pattern)
+        attempt = self.order.attempt_id
+
+        def sink(line: str) -> None:
+            for step, name, value in parser.parse(line):
+                point = MetricPoint(
+                    attempt_id=attempt, rank=rank, step=step, name=name, value=value, time=now()
+                )
+                publisher.add(point)
+
+        return sink
+
     def _start(self) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "spec.json").write_text(self.order.spec.model_dump_json(indent=2))
+        for stale in self.run_dir.glob("rank-*.failure"):
+            stale.unlink()
+        argv, paths, cwd = self._command()
         base = {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV}
         base["PYTHONUNBUFFERED"] = "1"
         # ranks import the very `workers` package this supervisor runs, installed or not
-        base["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, base.get("PYTHONPATH")]))
+        base["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [*paths, _PACKAGE_ROOT, base.get("PYTHONPATH")])
+        )
         for env, slot in zip(self.rank_envs(), self.order.devices, strict=True):
             # process_group=0 makes the first rank lead a new group; the others join it.
             # (A new session would not do: setpgid cannot join a group in another session.)
             process = subprocess.Popen(
-                guarded([sys.executable, "-m", "workers.engine"]),
+                guarded(argv),
                 env={**base, **env.to_env()},
+                cwd=cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -147,6 +199,7 @@ class Supervisor:
                     stream=stream,  # type: ignore[arg-type]
                     log_file=self.run_dir / f"rank-{env.rank}.{stream}.log",
                     publisher=self.publisher,
+                    on_line=self._metric_sink(env.rank) if stream == "stdout" else None,
                 )
                 self._forwarders.append(forwarder)
                 if stream == "stderr":
@@ -191,6 +244,10 @@ class Supervisor:
 
     def _failure(self, index: int) -> str:
         code = self.processes[index].returncode
+        if code == EXIT_EXPLAINED:  # the engine wrote the reason the user should read
+            rank = self.rank_envs()[index].rank
+            with contextlib.suppress(OSError):
+                return failure_file(self.run_dir, rank).read_text()[:4096]
         how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with {code}"
         self._stderr[index].join(timeout=2.0)
         tail = "\n".join(self._stderr[index].tail)
@@ -215,6 +272,8 @@ class Supervisor:
     def _close_connections(self) -> None:
         if self._own_publisher:
             self.publisher.close()
+        if self._stdout_metrics is not None:
+            self._stdout_metrics.close()
         self._redis.close()
 
     def _outcome(self, failed: str | None) -> AttemptOutcome:

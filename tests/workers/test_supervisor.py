@@ -28,7 +28,9 @@ from workers.settings import WorkerSettings
 from workers.spec import JobSpec
 from workers.supervisor import Supervisor
 
+#: every step: loss, rate, and the step time split into data wait, forward+backward, optimizer
 METRIC_NAMES = {"loss", "lr", "grad_norm", "samples_per_s", "step_time"}
+METRIC_NAMES |= {"data_time", "compute_time", "optim_time"}
 
 
 def group_members(pgid: int) -> list[psutil.Process]:
@@ -69,13 +71,15 @@ def test_two_rank_attempt_succeeds_and_publishes_every_point_once(
     points = read_items(redis_url, METRICS_STREAM)
     counts = Counter((p["rank"], p["step"], p["name"]) for p in points)
     expected = {(r, s, n) for r in (0, 1) for s in range(1, 41) for n in METRIC_NAMES}
+    expected |= {(r, s, "peak_mem") for r in (0, 1) for s in (10, 20, 30, 40)}  # per report
     assert set(counts) == expected and set(counts.values()) == {1}
     assert {p["attempt_id"] for p in points} == {order.attempt_id}
     loss = {p["step"]: p["value"] for p in points if p["name"] == "loss" and p["rank"] == 0}
     assert sum(loss[s] for s in range(36, 41)) < 0.8 * sum(loss[s] for s in range(1, 6))
 
     lines = [item["line"] for item in read_items(redis_url, LOGS_STREAM) if item["rank"] == 0]
-    assert "step 40/40 loss" in "\n".join(lines) and "finished at step 40/40" in lines
+    assert "step 40/40 loss" in "\n".join(lines)
+    assert any(line.startswith("finished at step 40/40") for line in lines)
     run_dir = worker_settings.data_dir / "runs" / "job-1" / "attempt-1"
     assert "finished at step 40/40" in (run_dir / "rank-0.stdout.log").read_text()
     events = read_items(redis_url, EVENTS_STREAM)

@@ -7,15 +7,17 @@ import sys
 from workers import sdk
 from workers.engine import distributed
 from workers.engine.config import load_config
+from workers.engine.errors import EngineFailure
 from workers.engine.templates import build_task
 from workers.engine.train import Trainer
+from workers.rank_env import EXIT_EXPLAINED, RankEnv, failure_file
 
 
 def main() -> int:
     """Run this rank's share of the attempt; exit 0 on success and on a requested stop."""
     config = load_config()
     sdk.should_stop()  # installs the SIGTERM handler before the first step
-    ctx = distributed.setup(config.env)
+    ctx = distributed.setup(config.env, pp_size=config.spec.parallelism.stages)
     try:
         trainer = Trainer(
             config.spec,
@@ -27,16 +29,36 @@ def main() -> int:
         if config.env.resume_from is not None:
             trainer.resume(config.env.resume_from)
             if ctx.is_leader:
-                print(f"resumed from {config.env.resume_from} at step {trainer.step}", flush=True)
+                print(
+                    f"resumed from {config.env.resume_from} at step {trainer.step} "
+                    f"(global batch {trainer.global_batch} = {trainer.batch_size} x "
+                    f"{trainer.accum} accumulation x {ctx.dp_size} replicas)",
+                    flush=True,
+                )
         result = trainer.run()
         if ctx.is_leader:
             how = "stopped" if result.stopped else "finished"
-            print(f"{how} at step {result.step}/{trainer.total_steps}", flush=True)
+            print(
+                f"{how} at step {result.step}/{trainer.total_steps} "
+                f"(training loop {trainer.loop_seconds:.3f} s)",
+                flush=True,
+            )
     finally:
         distributed.teardown()
         sdk.flush()
     return 0
 
 
+def explain(env: RankEnv | None, failure: EngineFailure) -> int:
+    """Leave the reason where the supervisor reads it; the exit status says it is there."""
+    print(f"trainboard: {failure.reason}", file=sys.stderr, flush=True)
+    if env is not None:
+        failure_file(env.run_dir, env.rank).write_text(failure.reason)
+    return EXIT_EXPLAINED
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except EngineFailure as failure:
+        sys.exit(explain(RankEnv.from_env(), failure))

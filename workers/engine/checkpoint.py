@@ -19,6 +19,9 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 
 from workers.checkpoints import checkpoint_path, complete_checkpoints
 
+#: numbers saved beside the weights: step, epoch, global_batch, data_offset, lr_scale, ...
+Progress = dict[str, float]
+
 #: modules whose classes a checkpoint's metadata may name; anything else is refused
 _SAFE_MODULES = ("torch.distributed.checkpoint.", "pathlib")
 _SAFE_GLOBALS = {
@@ -66,13 +69,13 @@ class SafeLoadPlanner(DefaultLoadPlanner):
             self.state_dict[read_item.dest_index.fqn] = loaded
 
 
-def _state(model: nn.Module, optimizer: torch.optim.Optimizer, step: int, epoch: int) -> dict:
+def _state(model: nn.Module, optimizer: torch.optim.Optimizer, progress: Progress) -> dict:
     """The state to save or load into: unwrapped model and optimizer, progress, RNG."""
     model_state, optim_state = get_state_dict(model, optimizer)
     state: dict[str, Any] = {
         "model": model_state,
         "optim": optim_state,
-        "progress": {"step": torch.tensor(step), "epoch": torch.tensor(epoch)},
+        "progress": {k: torch.tensor(float(v), dtype=torch.float64) for k, v in progress.items()},
         "rng": {"cpu": torch.get_rng_state()},
     }
     if torch.cuda.is_available():
@@ -85,20 +88,19 @@ def save(
     *,
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
-    step: int,
-    epoch: int,
+    progress: Progress,
     keep_last: int,
     tag: str,
 ) -> Path:
     """Save collectively into a temporary directory, then rank 0 renames it to step-<N>."""
-    final = checkpoint_path(checkpoint_dir, step)
+    final = checkpoint_path(checkpoint_dir, int(progress["step"]))
     tmp = checkpoint_dir / f".tmp-{final.name}-{tag}"
     leader = not dist.is_initialized() or dist.get_rank() == 0
     if leader:
         checkpoint_dir.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)
     _barrier()
-    dcp.save(_state(model, optimizer, step, epoch), checkpoint_id=tmp)
+    dcp.save(_state(model, optimizer, progress), checkpoint_id=tmp)
     _barrier()  # every rank's shard is on disk before the directory becomes visible
     if leader:
         if final.exists():  # the same step saved by an earlier attempt: identical content
@@ -110,11 +112,26 @@ def save(
     return final
 
 
-def load(path: Path, *, model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[int, int]:
-    """Load a checkpoint (resharded to this world size) in place; return (step, epoch)."""
-    state = _state(model, optimizer, 0, 0)
+def read_progress(path: Path) -> Progress:
+    """The progress numbers of a checkpoint (step, epoch, global_batch, ...), nothing else."""
     reader = SafeReader(path)
-    if "rng.cuda" not in reader.read_metadata().state_dict_metadata:
+    names = [
+        key.removeprefix("progress.")
+        for key in reader.read_metadata().state_dict_metadata
+        if key.startswith("progress.")
+    ]
+    state = {"progress": {name: torch.zeros((), dtype=torch.float64) for name in names}}
+    dcp.load(state, storage_reader=reader, planner=SafeLoadPlanner())
+    return {name: float(value) for name, value in state["progress"].items()}
+
+
+def load(path: Path, *, model: nn.Module, optimizer: torch.optim.Optimizer) -> Progress:
+    """Load a checkpoint (resharded to this world size and split) in place; return its progress."""
+    reader = SafeReader(path)
+    saved = reader.read_metadata().state_dict_metadata
+    progress = {k.removeprefix("progress."): 0.0 for k in saved if k.startswith("progress.")}
+    state = _state(model, optimizer, progress)
+    if "rng.cuda" not in saved:
         state["rng"].pop("cuda", None)
     dcp.load(state, storage_reader=reader, planner=SafeLoadPlanner())
     set_state_dict(
@@ -123,7 +140,7 @@ def load(path: Path, *, model: nn.Module, optimizer: torch.optim.Optimizer) -> t
     torch.set_rng_state(state["rng"]["cpu"])
     if "cuda" in state["rng"]:
         torch.cuda.set_rng_state(state["rng"]["cuda"])
-    return int(state["progress"]["step"]), int(state["progress"]["epoch"])
+    return {name: float(value) for name, value in state["progress"].items()}
 
 
 def _barrier() -> None:

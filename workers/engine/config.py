@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from workers.engine.errors import EngineFailure
 from workers.rank_env import RankEnv
 from workers.spec import JobSpec, unsupported_reason
 
@@ -22,12 +23,14 @@ class EngineConfig:
 
 
 def load_config() -> EngineConfig:
-    """Read the environment and the spec file; ValueError when the engine cannot run it."""
+    """Read the environment and the spec file; EngineFailure when the engine cannot run it."""
     env = RankEnv.from_env()
     if env is None:
         raise ValueError("TRAINBOARD_ATTEMPT_ID is not set: run ranks through the supervisor")
     spec = JobSpec.model_validate_json(env.spec_file.read_text())
     reason = unsupported_reason(spec)
+    if reason is None and spec.template is None:
+        reason = "entrypoint jobs run the user's program, not the engine"
     if reason is not None:
-        raise ValueError(reason)
+        raise EngineFailure(reason)
     return EngineConfig(env=env, spec=spec)

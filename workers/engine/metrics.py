@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import resource
+import sys
+import time
 from collections.abc import Callable
 
 import torch
 
-Value = torch.Tensor | float
+#: a tensor (read back at flush), a number, or a callable evaluated after the flush's one sync
+Value = torch.Tensor | float | Callable[[], float]
+Row = tuple[int, dict[str, float]]
 
 
 class MetricBuffer:
@@ -23,10 +28,11 @@ class MetricBuffer:
     def __len__(self) -> int:
         return len(self._rows)
 
-    def flush(self) -> dict[str, float]:
-        """Publish every held row; return the last row as plain floats."""
+    def flush(self, **extra: float) -> list[Row]:
+        """Publish every held row (`extra` joins the last one); return them as plain floats."""
         if not self._rows:
-            return {}
+            return []
+        self._rows[-1][1].update(extra)
         tensors = [
             v.detach().float().reshape(())
             for _, row in self._rows
@@ -34,12 +40,54 @@ class MetricBuffer:
             if isinstance(v, torch.Tensor)
         ]
         numbers = iter(torch.stack(tensors).tolist() if tensors else [])
-        last: dict[str, float] = {}
+        rows: list[Row] = []
         for step, row in self._rows:
-            last = {
-                k: next(numbers) if isinstance(v, torch.Tensor) else float(v)
-                for k, v in row.items()
-            }
-            self._publish(step, **last)
+            plain = {k: _plain(v, numbers) for k, v in row.items()}
+            self._publish(step, **plain)
+            rows.append((step, plain))
         self._rows.clear()
-        return last
+        return rows
+
+
+def _plain(value: Value, numbers: object) -> float:
+    if isinstance(value, torch.Tensor):
+        return float(next(numbers))  # type: ignore[call-overload]
+    return float(value() if callable(value) else value)
+
+
+class StepClock:
+    """Phase boundaries of a step: host time on CPU, CUDA events on a GPU (no sync until read)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+
+    def mark(self) -> float | torch.cuda.Event:
+        """A point in time on the device's own timeline."""
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    @staticmethod
+    def between(
+        start: float | torch.cuda.Event, end: float | torch.cuda.Event
+    ) -> float | Callable[[], float]:
+        """Seconds from start to end, read lazily for CUDA events."""
+        if isinstance(start, float) and isinstance(end, float):
+            return end - start
+        assert isinstance(start, torch.cuda.Event) and isinstance(end, torch.cuda.Event)
+
+        def read() -> float:
+            end.synchronize()
+            return start.elapsed_time(end) / 1000.0
+
+        return read
+
+
+def peak_memory_bytes(device: torch.device) -> float:
+    """CUDA peak allocated bytes on a GPU, else the process's peak resident set size."""
+    if device.type == "cuda":
+        return float(torch.cuda.max_memory_allocated(device))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return float(peak if sys.platform == "darwin" else peak * 1024)  # Linux reports KiB

@@ -1,28 +1,34 @@
-"""The data-parallel training loop: DDP, gradient accumulation, LR schedule, checkpoints."""
+"""The training loop for every strategy: accumulation, LR schedule, telemetry, checkpoints, NaN."""
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel
 
 from workers import sdk
+from workers.checkpoints import newest_checkpoint
 from workers.engine import checkpoint
 from workers.engine.data import ShardedBatches
 from workers.engine.distributed import ParallelContext
-from workers.engine.metrics import MetricBuffer
+from workers.engine.errors import Diverged
+from workers.engine.metrics import MetricBuffer, StepClock, Value, peak_memory_bytes
 from workers.engine.optim import build_optimizer, lr_at
+from workers.engine.parallelize import parallelize
+from workers.engine.precision import MixedPrecision
+from workers.engine.reshape import batch_for
 from workers.engine.templates import Task
 from workers.spec import JobSpec
 
-#: steps between metric read-backs (one device sync each) and progress lines
+#: steps between metric read-backs (one device sync each), NaN checks and progress lines
 REPORT_EVERY = 10
+#: encodes "the earliest bad step" into a MAX all-reduce (larger = earlier)
+_NO_STEP = 2**40
 
 
 @dataclass
@@ -48,115 +54,165 @@ class Trainer:
         tag: str = "local",
     ) -> None:
         hp = spec.hyperparameters
-        self.spec, self.ctx, self.tag = spec, ctx, tag
+        self.spec, self.ctx, self.tag, self.task = spec, ctx, tag, task
         self.checkpoint_dir = checkpoint_dir
-        self.model = task.model.to(ctx.device)
-        self.loss_fn = task.loss_fn
-        self.wrapped: nn.Module = self.model
-        if ctx.world_size > 1:
-            self.wrapped = DistributedDataParallel(
-                self.model,
-                device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None,
-                bucket_cap_mb=spec.parallelism.bucket_cap_mb,
-            )
+        self.precision = MixedPrecision(spec, ctx.device)
+        scaler = self.precision.scaler
+        self.runner = parallelize(
+            task.model,
+            task.loss_fn,
+            ctx,
+            spec=spec,
+            autocast=self.precision.autocast,
+            scale_loss=scaler.scale if scaler is not None else None,
+        )
+        self.model = self.runner.model
         self.optimizer = build_optimizer(
             self.model.parameters(),
             name=hp["optimizer"],
             lr=hp["lr"],
             weight_decay=hp["weight_decay"],
         )
-        self.batches = ShardedBatches(
-            task.inputs,
-            task.targets,
-            batch_size=hp["batch_size"],
-            rank=ctx.rank,
-            replicas=ctx.world_size,
-            seed=hp["seed"],
-        )
         self.total_steps = int(hp["steps"])
         self.step = 0
+        #: batches skipped by rollbacks before `step`, and steps whose batch will be skipped
+        self.data_offset, self.skip_at = 0, set[int]()
+        self.lr_scale, self.rollbacks = 1.0, 0
+        self._reshape(hp["batch_size"], spec.grad_accum)
         self.metrics = MetricBuffer(sdk.report)
+        self.clock = StepClock(ctx.device)
+        self.loop_seconds = 0.0
+
+    @property
+    def global_batch(self) -> int:
+        return self.batch_size * self.accum * self.ctx.dp_size
+
+    def _reshape(self, batch_size: int, accum: int) -> None:
+        self.batch_size, self.accum = batch_size, accum
+        self.batches = ShardedBatches(
+            self.task.inputs,
+            self.task.targets,
+            batch_size=batch_size,
+            rank=self.ctx.dp_rank,
+            replicas=self.ctx.dp_size,
+            seed=self.spec.hyperparameters["seed"],
+        )
 
     def resume(self, path: Path) -> None:
-        """Continue from a checkpoint: the next step and its data are the ones that would follow."""
-        self.step, _ = checkpoint.load(path, model=self.model, optimizer=self.optimizer)
+        """Continue from a checkpoint: same next step and data, global batch kept on any dp size."""
+        saved = checkpoint.read_progress(path)
+        if "global_batch" in saved and int(saved["global_batch"]) != self.global_batch:
+            self._reshape(
+                *batch_for(
+                    int(saved["global_batch"]),
+                    dp_size=self.ctx.dp_size,
+                    max_batch=self.spec.hyperparameters["batch_size"],
+                    microbatches=self.spec.parallelism.microbatches,
+                )
+            )
+        progress = checkpoint.load(path, model=self.model, optimizer=self.optimizer)
+        self.step = int(progress["step"])
+        self.data_offset = int(progress.get("data_offset", 0))
+        self.lr_scale = progress.get("lr_scale", 1.0)
+        self.rollbacks = max(self.rollbacks, int(progress.get("rollbacks", 0)))
+        self.skip_at = {s for s in self.skip_at if s >= self.step}
 
     def train_step(self) -> None:
-        """One optimizer step over grad_accum micro-batches."""
-        accum, hp = self.spec.grad_accum, self.spec.hyperparameters
-        started = time.perf_counter()
-        lr = lr_at(
-            self.step + 1,
-            peak=hp["lr"],
-            total_steps=self.total_steps,
-            schedule=self.spec.lr_schedule,
+        """One optimizer step over `accum` micro-batches."""
+        hp = self.spec.hyperparameters
+        start = self.clock.mark()
+        if self.step in self.skip_at:
+            self.data_offset += 1  # a rollback skips the batch that produced a NaN
+        schedule = self.spec.lr_schedule
+        lr = self.lr_scale * lr_at(
+            self.step + 1, peak=hp["lr"], total_steps=self.total_steps, schedule=schedule
         )
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        loss_sum = torch.zeros((), device=self.ctx.device)
-        for micro in range(accum):
-            inputs, targets = self.batches.batch(self.step * accum + micro)
-            inputs = inputs.to(self.ctx.device, non_blocking=True)
-            targets = targets.to(self.ctx.device, non_blocking=True)
-            # sync gradients only at the last micro-step: earlier ones just accumulate locally
-            last = micro == accum - 1
-            no_sync = getattr(self.wrapped, "no_sync", None)
-            with contextlib.nullcontext() if last or no_sync is None else no_sync():
-                loss = self.loss_fn(self.wrapped(inputs), targets)
-                (loss / accum).backward()
-            loss_sum += loss.detach()
-        params = [p for p in self.model.parameters() if p.grad is not None]
-        if self.spec.grad_clip is not None:
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, self.spec.grad_clip)
-        else:
-            grad_norm = torch.nn.utils.get_total_norm(
-                [p.grad for p in params if p.grad is not None]
-            )
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        first = (self.step + self.data_offset) * self.accum
+        batches = [self.batches.batch(first + i) for i in range(self.accum)]
+        fetched = self.clock.mark()
+        loss = self.runner.forward_backward(batches)
+        computed = self.clock.mark()
+        grad_norm = self._step_optimizer()
         self.step += 1
-        # host time: on a GPU it is exact over a REPORT_EVERY window (each flush syncs once)
-        elapsed = time.perf_counter() - started
-        self.metrics.add(
-            self.step,
-            loss=loss_sum / accum,
+        done = self.clock.mark()
+        step_time = self.clock.between(start, done)
+        rate = _per_second(self.global_batch, step_time)
+        row: dict[str, Value] = dict(
             lr=lr,
             grad_norm=grad_norm,
-            step_time=elapsed,
-            samples_per_s=hp["batch_size"] * accum / max(elapsed, 1e-9),
+            step_time=step_time,
+            data_time=self.clock.between(start, fetched),
+            compute_time=self.clock.between(fetched, computed),
+            optim_time=self.clock.between(computed, done),
+            samples_per_s=rate,
         )
+        if loss is not None:
+            row["loss"] = loss
+        if self.task.tokens_per_sample:
+            tokens = self.global_batch * self.task.tokens_per_sample
+            row["tokens_per_s"] = _per_second(tokens, step_time)
+        self.metrics.add(self.step, **row)
+
+    def _step_optimizer(self) -> torch.Tensor:
+        scaler, clip = self.precision.scaler, self.spec.grad_clip
+        if scaler is not None:
+            scaler.unscale_(self.optimizer)
+        grad_norm = self.runner.grad_norm()
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        if clip is not None:
+            torch.nn.utils.clip_grads_with_norm_(params, clip, grad_norm)
+        if scaler is not None:
+            scaler.step(self.optimizer)
+            scaler.update()
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return grad_norm
 
     def run(self) -> TrainResult:
         """Train to the last step, or until asked to stop; checkpoint as the spec says."""
         every = self.spec.checkpoint.every_steps
         minutes = self.spec.checkpoint.every_minutes
         last_saved_at, last_path = time.monotonic(), None
-        stopped = False
+        stopped, began = False, time.perf_counter()
         while self.step < self.total_steps:
             self.train_step()
-            if len(self.metrics) >= REPORT_EVERY:
-                self._report()
             time_due = minutes is not None and time.monotonic() - last_saved_at >= minutes * 60
             stopped, time_due = self.ctx.agree(sdk.should_stop(), time_due)
             due = time_due or (every is not None and self.step % every == 0)
-            if stopped or due or self.step == self.total_steps:
+            finishing = stopped or due or self.step == self.total_steps
+            # report before any checkpoint: a NaN must never be saved
+            if (len(self.metrics) >= REPORT_EVERY or finishing) and not self._report():
+                if stopped:
+                    break
+                continue  # rolled back to the newest checkpoint: nothing to save now
+            if finishing:
                 last_path = self.save()
                 last_saved_at = time.monotonic()
             if stopped:
                 break
-        self._report()
+        self.loop_seconds = time.perf_counter() - began
         return TrainResult(self.step, stopped, last_path, self.model)
 
     def save(self) -> Path | None:
         """Checkpoint the current step (all ranks take part); announce it from rank 0."""
         if self.checkpoint_dir is None:
             return None
+        progress = {
+            "step": self.step,
+            "epoch": self.batches.epoch_of((self.step + self.data_offset) * self.accum),
+            "global_batch": self.global_batch,
+            "data_offset": self.data_offset,
+            "lr_scale": self.lr_scale,
+            "rollbacks": self.rollbacks,
+        }
         path = checkpoint.save(
             self.checkpoint_dir,
             model=self.model,
             optimizer=self.optimizer,
-            step=self.step,
-            epoch=self.batches.epoch_of(self.step * self.spec.grad_accum),
+            progress=progress,
             keep_last=self.spec.checkpoint.keep_last,
             tag=self.tag,
         )
@@ -165,14 +221,48 @@ class Trainer:
             print(f"checkpoint step {self.step} saved to {path}", flush=True)
         return path
 
-    def _report(self) -> None:
-        last = self.metrics.flush()
-        if not last:
-            return
-        if not math.isfinite(last["loss"]) and self.spec.nan_policy.action == "stop":
-            raise FloatingPointError(f"loss became {last['loss']} at step {self.step}")
-        if self.ctx.is_leader:
+    def _report(self) -> bool:
+        """Publish held metrics and check them on every rank; False when it rolled back."""
+        rows = self.metrics.flush(peak_mem=peak_memory_bytes(self.ctx.device))
+        bad = next((s for s, r in rows if not all(map(math.isfinite, r.values()))), None)
+        designated = self.runner.has_loss and self.ctx.dp_rank == 0 and bool(rows)
+        loss = rows[-1][1].get("loss", -math.inf) if designated else -math.inf
+        any_bad, earliest, loss = self.ctx.max_all(
+            float(bad is not None), _NO_STEP - bad if bad is not None else 0.0, loss
+        )
+        if any_bad:
+            self._on_nonfinite(int(_NO_STEP - earliest))
+            return False
+        if self.ctx.is_leader and rows:
             print(
-                f"step {self.step}/{self.total_steps} loss {last['loss']:.4f} lr {last['lr']:.4g}",
+                f"step {self.step}/{self.total_steps} loss {loss:.4f} lr {rows[-1][1]['lr']:.4g}",
                 flush=True,
             )
+        return True
+
+    def _on_nonfinite(self, bad_step: int) -> None:
+        policy = self.spec.nan_policy
+        what = f"the loss or gradients became NaN/Inf at step {bad_step}"
+        if policy.action == "stop":
+            raise Diverged(what)
+        path = newest_checkpoint(self.checkpoint_dir) if self.checkpoint_dir else None
+        if path is None:
+            raise Diverged(f"{what} and there is no checkpoint to roll back to")
+        if self.rollbacks >= policy.max_rollbacks:
+            raise Diverged(f"{what} after {self.rollbacks} rollbacks (max_rollbacks)")
+        lr_scale, rollbacks = self.lr_scale / 2, self.rollbacks + 1
+        self.skip_at.add(bad_step - 1)
+        self.resume(path)
+        self.lr_scale, self.rollbacks = lr_scale, rollbacks
+        if self.ctx.is_leader:
+            message = (
+                f"{what}: rolled back to step {self.step}, skipped that batch, lr x{lr_scale:g}"
+            )
+            sdk.event("rollback", message=message, step=self.step)
+            print(message, flush=True)
+
+
+def _per_second(amount: float, seconds: float | Callable[[], float]) -> Value:
+    if callable(seconds):
+        return lambda: amount / max(seconds(), 1e-9)
+    return amount / max(seconds, 1e-9)

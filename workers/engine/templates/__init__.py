@@ -11,12 +11,14 @@ from torch import nn
 
 @dataclass
 class Task:
-    """What a template gives the training loop."""
+    """What a template gives the training loop: a Sequential of pipeline-splittable units."""
 
     model: nn.Sequential
     inputs: torch.Tensor
     targets: torch.Tensor
     loss_fn: nn.Module
+    #: tokens per sample for a tokens/s rate (sequence models only)
+    tokens_per_sample: int | None = None
 
 
 def build_task(template: str, hyperparameters: dict[str, Any]) -> Task:
@@ -25,4 +27,12 @@ def build_task(template: str, hyperparameters: dict[str, Any]) -> Task:
         from workers.engine.templates import mlp
 
         return mlp.build(hyperparameters)
-    raise ValueError(f"template {template!r} is not supported by the engine yet")
+    if template == "cnn":
+        from workers.engine.templates import cnn
+
+        return cnn.build(hyperparameters)
+    if template == "gpt":
+        from workers.engine.templates import gpt
+
+        return gpt.build(hyperparameters)
+    raise ValueError(f"unknown template {template!r}")

@@ -1,0 +1,83 @@
+"""A single-process reference: the whole model trained on the union of every replica's batches."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from workers.engine.data import ShardedBatches
+from workers.engine.optim import build_optimizer, lr_at
+from workers.engine.templates import build_task
+from workers.spec import JobSpec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def reference_weights(spec: JobSpec, steps: int | None = None) -> dict[str, torch.Tensor]:
+    """Weights after `steps` optimizer steps on the global batches a parallel run would see."""
+    assert spec.template is not None
+    hp, dp = spec.hyperparameters, spec.parallelism.data_parallel_degree
+    task = build_task(spec.template, hp)
+    model = task.model
+    optimizer = build_optimizer(
+        model.parameters(), name=hp["optimizer"], lr=hp["lr"], weight_decay=hp["weight_decay"]
+    )
+    shards = [
+        ShardedBatches(
+            task.inputs,
+            task.targets,
+            batch_size=hp["batch_size"],
+            rank=r,
+            replicas=dp,
+            seed=hp["seed"],
+        )
+        for r in range(dp)
+    ]
+    accum = spec.grad_accum
+    for step in range(hp["steps"] if steps is None else steps):
+        parts = [shard.batch(step * accum + i) for shard in shards for i in range(accum)]
+        inputs = torch.cat([x for x, _ in parts])
+        targets = torch.cat([y for _, y in parts])
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(
+                step + 1, peak=hp["lr"], total_steps=hp["steps"], schedule=spec.lr_schedule
+            )
+        task.loss_fn(model(inputs), targets).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), spec.grad_clip or float("inf"))
+        optimizer.step()
+        optimizer.zero_grad()
+    return model.state_dict()
+
+
+def torchrun(spec: JobSpec, out_dir: Path, *, nproc: int | None = None) -> None:
+    """Train spec on CPU ranks with tests/workers/parallel_driver.py under torchrun."""
+    spec_file = out_dir / "spec.json"
+    spec_file.write_text(spec.model_dump_json())
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            str(nproc or spec.parallelism.devices),
+            "--standalone",  # torchrun picks its own free port: no race with other tests
+            str(Path(__file__).with_name("parallel_driver.py")),
+            str(spec_file),
+            str(out_dir),
+        ],
+        env=env,
+        timeout=180,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def rank_weights(out_dir: Path, rank: int, step: int) -> dict[str, torch.Tensor]:
+    """What parallel_driver.py dumped for a rank at a checkpointed step."""
+    return torch.load(out_dir / f"rank{rank}-step{step}.pt", weights_only=True)

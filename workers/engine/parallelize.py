@@ -1,0 +1,104 @@
+"""Apply the spec's strategy to a model: DDP for `data`, pipeline stages for `model`/`hybrid`."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Protocol
+
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from workers.engine.distributed import ParallelContext
+from workers.engine.pipeline import Batch, PipelineRunner
+from workers.spec import JobSpec, Strategy
+
+Autocast = Callable[[], contextlib.AbstractContextManager[None]]
+
+
+class Runner(Protocol):
+    """Forward and backward of one optimizer step's micro-batches on this rank."""
+
+    #: this rank's parameters, unwrapped (the whole model, or its pipeline stage)
+    model: nn.Module
+
+    @property
+    def has_loss(self) -> bool: ...
+
+    def forward_backward(self, batches: list[Batch]) -> torch.Tensor | None: ...
+
+    def grad_norm(self) -> torch.Tensor: ...
+
+
+class DataParallelRunner:
+    """DistributedDataParallel over every rank; accumulation syncs only at the last micro-step."""
+
+    has_loss = True
+
+    def __init__(
+        self,
+        model: nn.Module,
+        loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        ctx: ParallelContext,
+        *,
+        bucket_cap_mb: float,
+        autocast: Autocast,
+        scale_loss: Callable[[torch.Tensor], torch.Tensor] = lambda loss: loss,
+    ) -> None:
+        self.ctx, self.loss_fn, self.autocast, self.scale_loss = ctx, loss_fn, autocast, scale_loss
+        self.model = model.to(ctx.device)
+        self.wrapped: nn.Module = self.model
+        if ctx.world_size > 1:
+            self.wrapped = DistributedDataParallel(
+                self.model,
+                device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None,
+                bucket_cap_mb=bucket_cap_mb,
+            )
+
+    def forward_backward(self, batches: list[Batch]) -> torch.Tensor:
+        """Mean loss over the micro-batches; gradients hold their mean over every rank."""
+        total = torch.zeros((), device=self.ctx.device)
+        no_sync = getattr(self.wrapped, "no_sync", None)
+        for i, (inputs, targets) in enumerate(batches):
+            inputs = inputs.to(self.ctx.device, non_blocking=True)
+            targets = targets.to(self.ctx.device, non_blocking=True)
+            # sync gradients only at the last micro-step: earlier ones just accumulate locally
+            last = i == len(batches) - 1
+            with contextlib.nullcontext() if last or no_sync is None else no_sync():
+                with self.autocast():
+                    loss = self.loss_fn(self.wrapped(inputs), targets)
+                self.scale_loss(loss / len(batches)).backward()
+            total += loss.detach().float()
+        return total / len(batches)
+
+    def grad_norm(self) -> torch.Tensor:
+        """Norm of the (already averaged) gradients."""
+        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+        return torch.nn.utils.get_total_norm(grads).float()
+
+
+def parallelize(
+    model: nn.Sequential,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    ctx: ParallelContext,
+    *,
+    spec: JobSpec,
+    autocast: Autocast,
+    scale_loss: Callable[[torch.Tensor], torch.Tensor] | None = None,
+) -> Runner:
+    """The runner for the spec's strategy on this rank."""
+    par = spec.parallelism
+    if par.strategy is Strategy.data:
+        return DataParallelRunner(
+            model,
+            loss_fn,
+            ctx,
+            bucket_cap_mb=par.bucket_cap_mb,
+            autocast=autocast,
+            scale_loss=scale_loss or (lambda loss: loss),
+        )
+    assert scale_loss is None, "loss scaling (fp16) is refused for pipelines before this point"
+    return PipelineRunner(
+        model, loss_fn, ctx, microbatches=par.microbatches, schedule=par.schedule, autocast=autocast
+    )
