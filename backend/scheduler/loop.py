@@ -9,10 +9,10 @@ from typing import Any
 
 import redis
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
 from backend.db import Database, as_utc, utcnow
-from backend.jobs.attempts import LIVE_SLICE_STATES, end_attempt, newest_checkpoint
+from backend.jobs.attempts import LIVE_SLICE_STATES, end_attempt, newest_checkpoints
 from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.jobs.states import JobState, transition
 from backend.nodes.models import Node
@@ -71,14 +71,17 @@ class Scheduler:
             self._reassert_stops(session)
             placements, orders, waiting = self._place(session)
             session.commit()
-        for order in orders:
-            # the anonymous exchange routes by queue name alone, so no broker-side binding
-            # (which a Redis flush would erase) is needed for the task to reach the node
-            self.celery.send_task(
-                RUN_ATTEMPT_TASK,
-                args=[order.model_dump(mode="json")],
-                queue=direct_queue(node_queue(order.node)),
-            )
+        if orders:
+            with self.celery.producer_or_acquire() as producer:
+                for order in orders:
+                    # the anonymous exchange routes by queue name alone: no broker-side
+                    # binding (which a Redis flush would erase) is needed to reach the node
+                    self.celery.send_task(
+                        RUN_ATTEMPT_TASK,
+                        args=[order.model_dump(mode="json")],
+                        queue=direct_queue(node_queue(order.node)),
+                        producer=producer,
+                    )
         announce_jobs(self.client, changed | waiting | {p.job_id for p in placements})
         return placements
 
@@ -154,61 +157,69 @@ class Scheduler:
             if jobs[job_id].wait_reason != reason:
                 jobs[job_id].wait_reason = reason
                 waiting_changed.add(job_id)
-        orders = [o for p in result.placements for o in self._dispatch(session, jobs[p.job_id], p)]
+        orders = self._dispatch(session, jobs, result.placements)
         return result.placements, orders, waiting_changed
 
-    def _dispatch(self, session: Session, job: Job, placement: Placement) -> list[AttemptOrder]:
-        """Write the attempt and its slices (committed before any task is sent)."""
-        names = [name for name, _ in placement.slices]
+    def _dispatch(
+        self, session: Session, jobs: dict[int, Job], placements: list[Placement]
+    ) -> list[AttemptOrder]:
+        """Write every placement's attempt and slices (committed before any task is sent)."""
+        if not placements:
+            return []
+        names = {name for p in placements for name, _ in p.slices}
         nodes = {n.name: n for n in session.scalars(select(Node).where(Node.name.in_(names)))}
-        master, master_devices = placement.slices[0]
-        number = job.attempt + 1
-        attempt = Attempt(
-            job_id=job.id,
-            number=number,
-            node_name=master,
-            devices=list(master_devices),
-            state="scheduled",
-            master_port=0,
-            resume_from=newest_checkpoint(session, job.id),
-        )
-        session.add(attempt)
-        session.flush()
-        attempt.master_port = MASTER_PORT_BASE + attempt.id % 10_000
-        for rank, (name, devices) in enumerate(placement.slices):
+        resume = newest_checkpoints(session, [p.job_id for p in placements])
+        attempts = [
+            Attempt(
+                job_id=p.job_id,
+                number=jobs[p.job_id].attempt + 1,
+                node_name=p.slices[0][0],
+                devices=list(p.slices[0][1]),
+                state="scheduled",
+                master_port=0,
+                resume_from=resume.get(p.job_id),
+            )
+            for p in placements
+        ]
+        session.add_all(attempts)
+        session.flush()  # one round trip assigns every attempt id
+        orders = []
+        for placement, attempt in zip(placements, attempts, strict=True):
+            job = jobs[placement.job_id]
+            attempt.master_port = MASTER_PORT_BASE + attempt.id % 10_000
+            job.attempt, job.wait_reason = attempt.number, None
+            where = "; ".join(f"{name} devices {list(devs)}" for name, devs in placement.slices)
             session.add(
-                AttemptSlice(
-                    attempt_id=attempt.id, node_name=name, node_rank=rank, devices=list(devices)
+                transition(
+                    job,
+                    JobState.scheduled,
+                    message=f"attempt {attempt.number} scheduled on {where}",
+                    attempt_id=attempt.id,
                 )
             )
-        job.attempt = number
-        job.wait_reason = None
-        where = "; ".join(f"{name} devices {list(devices)}" for name, devices in placement.slices)
-        session.add(
-            transition(
-                job,
-                JobState.scheduled,
-                message=f"attempt {number} scheduled on {where}",
-                attempt_id=attempt.id,
-            )
-        )
-        spec = JobSpec.model_validate(job.spec)
-        return [
-            AttemptOrder(
-                attempt_id=attempt.id,
-                job_id=job.id,
-                number=number,
-                node=name,
-                devices=list(devices),
-                node_rank=rank,
-                nnodes=len(placement.slices),
-                master_addr=nodes[master].address,
-                master_port=attempt.master_port,
-                spec=spec,
-                resume_from=attempt.resume_from,
-            )
-            for rank, (name, devices) in enumerate(placement.slices)
-        ]
+            spec = JobSpec.model_validate(job.spec)
+            for rank, (name, devices) in enumerate(placement.slices):
+                session.add(
+                    AttemptSlice(
+                        attempt_id=attempt.id, node_name=name, node_rank=rank, devices=list(devices)
+                    )
+                )
+                orders.append(
+                    AttemptOrder(
+                        attempt_id=attempt.id,
+                        job_id=job.id,
+                        number=attempt.number,
+                        node=name,
+                        devices=list(devices),
+                        node_rank=rank,
+                        nnodes=len(placement.slices),
+                        master_addr=nodes[placement.slices[0][0]].address,
+                        master_port=attempt.master_port,
+                        spec=spec,
+                        resume_from=attempt.resume_from,
+                    )
+                )
+        return orders
 
 
 def busy_devices(session: Session) -> dict[str, set[int]]:
@@ -224,7 +235,12 @@ def busy_devices(session: Session) -> dict[str, set[int]]:
 def capacities(session: Session) -> list[NodeCapacity]:
     """Free devices of every node that is up and not drained."""
     busy = busy_devices(session)
-    nodes = session.scalars(select(Node).where(Node.state == "up", Node.drained.is_(False)))
+    nodes = session.scalars(
+        select(Node)
+        .where(Node.state == "up", Node.drained.is_(False))
+        .options(selectinload(Node.devices))
+        .order_by(Node.name)
+    )
     return [
         NodeCapacity(
             name=node.name,

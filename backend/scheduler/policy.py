@@ -8,7 +8,7 @@ fewest free devices wins.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 
@@ -48,37 +48,71 @@ def queue_order(jobs: Iterable[QueuedJob]) -> list[QueuedJob]:
     return sorted(jobs, key=lambda j: (j.priority, j.order, j.id))
 
 
+class _OpenNodes:
+    """Unreserved nodes bucketed by free-device count, in a stable order within a bucket."""
+
+    def __init__(self, nodes: Sequence[NodeCapacity]) -> None:
+        self.free = {n.name: sorted(n.free) for n in nodes}
+        self.total = {n.name: n.total for n in nodes}
+        self.buckets: dict[int, dict[str, None]] = {}
+        for node in nodes:
+            self.buckets.setdefault(len(self.free[node.name]), {})[node.name] = None
+        self.most = max((n.total for n in nodes), default=0)
+
+    def fewest_first(self, at_least: int) -> Iterator[str]:
+        """Open nodes with at least `at_least` free devices, fullest (fewest free) first."""
+        for count in range(at_least, self.most + 1):
+            yield from self.buckets.get(count, {})
+
+    def most_free_first(self, capable_of: int) -> Iterator[str]:
+        """Open nodes whose size is at least `capable_of`, most free devices first."""
+        for count in range(self.most, -1, -1):
+            yield from (n for n in self.buckets.get(count, {}) if self.total[n] >= capable_of)
+
+    def take(self, name: str, count: int) -> tuple[int, ...]:
+        self._unlist(name)
+        taken, self.free[name] = self.free[name][:count], self.free[name][count:]
+        self.buckets.setdefault(len(self.free[name]), {})[name] = None
+        return tuple(taken)
+
+    def reserve(self, name: str) -> None:
+        self._unlist(name)
+
+    def _unlist(self, name: str) -> None:
+        del self.buckets[len(self.free[name])][name]
+
+
 def plan(queue: Sequence[QueuedJob], nodes: Sequence[NodeCapacity]) -> Plan:
     """Decide which queued jobs start now and on which devices."""
-    free = {n.name: sorted(n.free) for n in nodes}
-    reserved: set[str] = set()
+    open_nodes = _OpenNodes(nodes)
+    sizes = sorted((n.total for n in nodes), reverse=True)
     result = Plan()
     for job in queue_order(queue):
-        open_nodes = [n for n in nodes if n.name not in reserved]
-        fitting = [n for n in open_nodes if len(free[n.name]) >= job.per_node]
-        if len(fitting) >= job.nodes:
-            chosen = sorted(fitting, key=lambda n: (len(free[n.name]), n.name))[: job.nodes]
-            slices = []
-            for node in chosen:
-                taken, free[node.name] = (
-                    free[node.name][: job.per_node],
-                    free[node.name][job.per_node :],
-                )
-                slices.append((node.name, tuple(taken)))
-            result.placements.append(Placement(job.id, tuple(slices)))
+        chosen = _first(open_nodes.fewest_first(job.per_node), job.nodes)
+        if len(chosen) == job.nodes:
+            slices = tuple((name, open_nodes.take(name, job.per_node)) for name in chosen)
+            result.placements.append(Placement(job.id, slices))
             continue
-        capable = [n for n in nodes if n.total >= job.per_node]
-        if len(capable) < job.nodes:
+        if len(sizes) < job.nodes or sizes[job.nodes - 1] < job.per_node:
             result.waiting[job.id] = (
                 f"no cluster capacity: needs {job.nodes} node(s) with {job.per_node} devices each"
             )
             continue
-        unreserved = [n for n in capable if n.name not in reserved]
-        if len(unreserved) < job.nodes:
+        soonest = _first(open_nodes.most_free_first(job.per_node), job.nodes)
+        if len(soonest) < job.nodes:
             result.waiting[job.id] = "waiting behind jobs of higher priority or earlier submission"
             continue
-        soonest = sorted(unreserved, key=lambda n: (-len(free[n.name]), n.name))[: job.nodes]
-        reserved.update(n.name for n in soonest)
+        for name in soonest:
+            open_nodes.reserve(name)
         plural = "s" if job.devices > 1 else ""
         result.waiting[job.id] = f"waiting for {job.devices} free device{plural}"
     return result
+
+
+def _first(names: Iterator[str], count: int) -> list[str]:
+    chosen: list[str] = []
+    for name in names:
+        chosen.append(name)
+        if len(chosen) == count:
+            break
+    return chosen
