@@ -18,9 +18,15 @@ describe("422 field errors", () => {
     ];
     const errors = fieldErrors(detail, known);
     expect(errors.get("parallelism.devices")).toEqual(["Input should be greater than or equal to 1"]);
-    expect(errors.get("hyperparameters")).toEqual(["hyperparameters.lr must be <= 10"]);
+    expect(errors.get("hyperparameters.lr")).toEqual(["hyperparameters.lr must be <= 10"]);
+    expect(errors.has("hyperparameters")).toBe(false);
     expect(errors.get("tags")).toEqual(["tags.0: tag 'a b' must be ..."]);
     expect(errors.get("")).toEqual(["give exactly one of template or entrypoint", "lr_schedule.kind: bad"]);
+  });
+
+  it("a sentence naming a field the form lacks stays with its loc", () => {
+    const detail = [{ loc: ["body", "hyperparameters"], msg: "Value error, hyperparameters.momentum is unknown", type: "x" }];
+    expect(fieldErrors(detail, known).get("hyperparameters")).toEqual(["hyperparameters.momentum is unknown"]);
   });
 
   it("a string detail is a form error", () => {

@@ -1,6 +1,8 @@
 /** Training metrics of a job: the loss chart first, then one chart per other metric. */
+import { useState } from "preact/hooks";
 import type uPlot from "uplot";
-import type { MetricStore } from "../lib/series";
+import { smooth } from "../lib/compare";
+import type { AlignedData, MetricStore } from "../lib/series";
 import type { Signal } from "../live";
 import { axis, Chart, type ChartColors } from "./Chart";
 
@@ -9,9 +11,23 @@ export function lossMetric(names: string[]): string | undefined {
   return names.find((n) => n === "loss") ?? names.find((n) => n === "train/loss") ?? names.find((n) => n.includes("loss"));
 }
 
-function metricOptions(store: MetricStore, name: string, unit: string) {
+/** Units the engine's metric names imply (workers/engine/train.py reports seconds and rates). */
+function unitOf(name: string): string {
+  if (name.endsWith("_time")) return `${name} (s)`;
+  if (name.endsWith("_per_s")) return name.replace(/_per_s$/, " / s");
+  return name;
+}
+
+/** Display smoothing (EMA) over each rank's column; the stored points stay raw. */
+function smoothed(data: AlignedData, weight: number): AlignedData {
+  if (weight <= 0) return data;
+  const [xs, ...ys] = data;
+  return [xs, ...ys.map((col) => smooth(col as (number | null)[], weight))];
+}
+
+function metricOptions(store: MetricStore, name: string, unit: string, log: boolean) {
   return (c: ChartColors): Omit<uPlot.Options, "width" | "height"> => ({
-    scales: { x: { time: false } },
+    scales: { x: { time: false }, y: log ? { distr: 3 } : {} },
     axes: [axis(c, { label: "step" }), axis(c, { label: unit, size: 64 })],
     series: [
       { label: "step" },
@@ -35,20 +51,32 @@ interface Props {
 }
 
 export function MetricCharts({ store, changed, names }: Props) {
+  const [weight, setWeight] = useState(0);
+  const [log, setLog] = useState(false);
   const loss = lossMetric(names);
   const others = names.filter((n) => n !== loss);
   const chart = (name: string, testId: string) => (
     <Chart
-      key={name}
+      key={`${name}:${weight}:${log}`}
       testId={testId}
       title={name}
-      options={metricOptions(store, name, name)}
-      data={() => store.data(name)}
+      options={metricOptions(store, name, unitOf(name), log)}
+      data={() => smoothed(store.data(name), weight)}
       subscribe={(fn) => changed.on((names) => names.has(name) && fn())}
       countAttr="data-points"
     />
   );
   return (
+    <>
+      <div class="chart-tools">
+        <label class="inline">
+          smoothing {weight.toFixed(2)}{" "}
+          <input type="range" min="0" max="0.99" step="0.01" data-testid="chart-smoothing" value={weight} onInput={(e) => setWeight(Number(e.currentTarget.value))} />
+        </label>
+        <label class="inline">
+          <input type="checkbox" data-testid="chart-log" checked={log} onChange={(e) => setLog(e.currentTarget.checked)} /> log scale
+        </label>
+      </div>
     <div class="metric-charts">
       {loss ? (
         chart(loss, "loss-chart")
@@ -62,5 +90,6 @@ export function MetricCharts({ store, changed, names }: Props) {
       )}
       {others.map((name) => chart(name, `metric-chart-${name}`))}
     </div>
+    </>
   );
 }

@@ -48,7 +48,7 @@ export function specDiff(specs: Record<string, unknown>[]): DiffRow[] {
 
 /** Loss-like metrics are best when lowest; everything else (accuracy, throughput) when highest. */
 export function lowerIsBetter(name: string): boolean {
-  return /loss|err|perplex|ppl|time|latency|nan/i.test(name);
+  return /loss|err|perplex|ppl|time|latency|nan|mem/i.test(name);
 }
 
 export interface Summary {

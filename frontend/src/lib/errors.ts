@@ -48,8 +48,16 @@ export function fieldErrors(detail: unknown, known: readonly string[]): Map<stri
         break;
       }
     }
+    const message = cleanMessage(item.msg);
+    // A model validator may name a deeper field in its sentence ("hyperparameters.lr must be
+    // <= 10" at loc hyperparameters): show it next to that field when the form has it.
+    const named = /^([\w]+(?:\.[\w]+)+)\b/.exec(message)?.[1];
+    if (named && knownSet.has(named) && (field === "" || named.startsWith(`${field}.`))) {
+      add(named, message);
+      continue;
+    }
     const where = field === dottedField(item.loc) || parts.length === 0 ? "" : `${dottedField(item.loc)}: `;
-    add(field, where + cleanMessage(item.msg));
+    add(field, where + message);
   }
   return out;
 }

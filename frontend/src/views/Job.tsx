@@ -10,6 +10,9 @@ import { formatPercent, formatTime } from "../lib/format";
 import { readImplications } from "../lib/implications";
 import { MetricStore } from "../lib/series";
 import { LogTail, upsertJob } from "../lib/stores";
+import { LogView } from "../components/LogView";
+import { StepTimes } from "../components/StepTimes";
+import { JobAttempts } from "./JobAttempts";
 import { Signal, useTopic } from "../live";
 import { Link } from "../router";
 import { JobActions } from "./JobActions";
@@ -87,6 +90,7 @@ export function JobView({ id }: { id: number }) {
       <JobFacts job={job} />
       <h2>Training</h2>
       <MetricCharts store={metrics} changed={changed} names={names} />
+      <StepTimes store={metrics} changed={changed} />
       <h2>Devices</h2>
       {job.node && job.devices.length ? (
         <DeviceCharts cluster={cluster} node={job.node} devices={job.devices} />
@@ -97,6 +101,7 @@ export function JobView({ id }: { id: number }) {
         <EventList events={events} />
         <LogView tail={logs} />
       </div>
+      <JobAttempts job={job} />
     </section>
   );
 }
@@ -129,6 +134,15 @@ function JobFacts({ job }: { job: Job }) {
       <dd>{formatPercent(imp.bubble_fraction, 1)}</dd>
       <dt>Owner</dt>
       <dd>{job.owner}</dd>
+      {job.parent_id != null && (
+        <>
+          <dt>Cloned from</dt>
+          <dd data-testid="job-parent">
+            <Link href={`/jobs/${job.parent_id}`}>#{job.parent_id}</Link> ·{" "}
+            <Link href={`/compare?jobs=${job.parent_id},${job.id}`}>compare with it</Link>
+          </dd>
+        </>
+      )}
       <dt>Submitted</dt>
       <dd>{formatTime(job.created_at)}</dd>
       <dt>Started</dt>
@@ -164,37 +178,6 @@ function EventList({ events }: { events: JobEvent[] }) {
           ))}
         </ol>
       )}
-    </div>
-  );
-}
-
-function LogView({ tail }: { tail: LogTail }) {
-  const box = useRef<HTMLPreElement>(null);
-  const stick = useRef(true);
-  useEffect(() => {
-    if (box.current && stick.current) box.current.scrollTop = box.current.scrollHeight;
-  });
-  return (
-    <div>
-      <h2>Log tail</h2>
-      <pre
-        ref={box}
-        class="logs"
-        data-testid="job-logs"
-        tabIndex={0}
-        onScroll={(e) => {
-          const el = e.currentTarget;
-          stick.current = el.scrollTop + el.clientHeight >= el.scrollHeight - 8;
-        }}
-      >
-        {tail.lines.length === 0
-          ? "No output yet."
-          : tail.lines.map((l) => (
-              <div class={l.stream === "stderr" ? "stderr" : undefined}>
-                <span class="muted">[{l.rank}]</span> {l.line}
-              </div>
-            ))}
-      </pre>
     </div>
   );
 }

@@ -1,0 +1,168 @@
+/**
+ * Chart benchmark, run in a real browser by bench/run.py:
+ *  1. one uPlot chart redrawn with 150,000 points (setData → the draw hook);
+ *  2. 10 live job charts + 8 device charts through the app's own Chart component, fed points
+ *     at a steady rate: time spent per animation frame in chart redraws, and long tasks.
+ * Results go to window.__bench (and the page's <pre>).
+ */
+import { render } from "preact";
+import uPlot from "uplot";
+import "uplot/dist/uPlot.min.css";
+import "../src/styles.css";
+import { Chart } from "../src/components/Chart";
+import { MetricStore, DeviceStore } from "../src/lib/series";
+import { Signal } from "../src/live";
+
+const out = document.getElementById("out")!;
+const host = document.getElementById("charts")!;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const frame = () => new Promise<number>((r) => requestAnimationFrame(r));
+
+function stats(samples: number[]) {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+  const mean = samples.reduce((a, b) => a + b, 0) / samples.length;
+  return { n: samples.length, mean: +mean.toFixed(2), p50: +at(0.5).toFixed(2), p95: +at(0.95).toFixed(2), max: +sorted.at(-1)!.toFixed(2) };
+}
+
+async function bigChart(points: number, repeats: number) {
+  const xs = Array.from({ length: points }, (_, i) => i);
+  const ys = (phase: number) => xs.map((x) => Math.exp(-x / 40_000) + 0.05 * Math.sin(x / 50 + phase) + 0.02 * Math.random());
+  const el = document.createElement("div");
+  host.appendChild(el);
+  let drawnAt = 0;
+  const t0 = performance.now();
+  const plot = new uPlot(
+    {
+      width: 1200,
+      height: 300,
+      scales: { x: { time: false } },
+      series: [{}, { stroke: "#2563eb", width: 1.5, points: { show: false } }],
+      hooks: { draw: [() => (drawnAt = performance.now())] },
+    },
+    [xs, ys(0)],
+    el,
+  );
+  const create = drawnAt - t0;
+  const redraws: number[] = [];
+  for (let i = 0; i < repeats; i += 1) {
+    const data: uPlot.AlignedData = [xs, ys(i)];
+    await frame();
+    const start = performance.now();
+    plot.setData(data);
+    // uPlot commits in a microtask; the draw hook stamps when the canvas is painted.
+    await Promise.resolve();
+    await sleep(0);
+    redraws.push(drawnAt - start);
+  }
+  plot.destroy();
+  el.remove();
+  return { points, create_ms: +create.toFixed(2), redraw_ms: stats(redraws) };
+}
+
+async function liveCharts(jobs: number, devices: number, seconds: number, pointsPerSecond: number) {
+  const stores = Array.from({ length: jobs }, () => new MetricStore());
+  const signals = stores.map(() => new Signal<Set<string>>());
+  const deviceStore = new DeviceStore();
+  const deviceSignal = new Signal<Set<string>>();
+  // Time every animation-frame callback (the charts' redraws run in them).
+  const frameWork: number[] = [];
+  let pending = 0;
+  const nativeRaf = window.requestAnimationFrame.bind(window);
+  window.requestAnimationFrame = (cb) =>
+    nativeRaf((t) => {
+      const s = performance.now();
+      cb(t);
+      pending += performance.now() - s;
+    });
+  const longTasks: number[] = [];
+  const observer = new PerformanceObserver((list) => list.getEntries().forEach((e) => longTasks.push(e.duration)));
+  try {
+    observer.observe({ type: "longtask", buffered: false });
+  } catch {
+    /* not supported */
+  }
+  render(
+    <div class="metric-charts">
+      {stores.map((store, i) => (
+        <Chart
+          testId={`bench-${i}`}
+          title={`job ${i} loss`}
+          options={() => ({ scales: { x: { time: false } }, series: [{}, { stroke: "#2563eb" }, { stroke: "#dc2626" }] })}
+          data={() => store.data("loss")}
+          subscribe={(fn) => signals[i]!.on(fn)}
+          countAttr="data-points"
+        />
+      ))}
+      {Array.from({ length: devices }, (_, d) => (
+        <Chart
+          testId={`bench-dev-${d}`}
+          title={`device ${d}`}
+          options={() => ({ scales: { x: { time: true } }, series: [{}, { stroke: "#16a34a" }, { stroke: "#9333ea" }] })}
+          data={() => deviceStore.data("n", d)}
+          subscribe={(fn) => deviceSignal.on((keys) => keys.has(`n\u0000${d}`) && fn())}
+          countAttr="data-samples"
+          height={160}
+        />
+      ))}
+    </div>,
+    host,
+  );
+  // Warm-up history: every job chart starts with 2 ranks x 5,000 steps.
+  stores.forEach((store, i) => {
+    for (let step = 0; step < 5_000; step += 1) for (const rank of [0, 1]) store.add("loss", rank, step, 1 / (step + 1));
+    signals[i]!.emit(new Set(["loss"]));
+  });
+  await sleep(500);
+  let step = 5_000;
+  const tickMs = 50;
+  const perTick = Math.max(1, Math.round((pointsPerSecond * tickMs) / 1000 / 2));
+  let now = Date.now() / 1000;
+  const feed = setInterval(() => {
+    stores.forEach((store, i) => {
+      for (let k = 0; k < perTick; k += 1) for (const rank of [0, 1]) store.add("loss", rank, step + k, 1 / (step + k + 1));
+      signals[i]!.emit(new Set(["loss"]));
+    });
+    step += perTick;
+    now += tickMs / 1000;
+    const keys = deviceStore.apply(Array.from({ length: devices }, (_, d) => ({ node: "n", device: d, kind: "gpu", time: now, util: 50 + 40 * Math.sin(now + d), mem_used: 1e9 * (d + 1) })));
+    deviceSignal.emit(keys);
+  }, tickMs);
+  const frameTimes: number[] = [];
+  let last = await frame();
+  const end = performance.now() + seconds * 1000;
+  while (performance.now() < end) {
+    const t = await frame();
+    frameTimes.push(t - last);
+    last = t;
+    frameWork.push(pending);
+    pending = 0;
+  }
+  clearInterval(feed);
+  observer.disconnect();
+  window.requestAnimationFrame = nativeRaf;
+  const points = Number(document.querySelector('[data-testid="bench-0"]')?.getAttribute("data-points"));
+  render(null, host);
+  return {
+    job_charts: jobs,
+    device_charts: devices,
+    points_per_chart_per_second: pointsPerSecond,
+    points_in_each_job_chart_at_end: points,
+    frame_interval_ms: stats(frameTimes),
+    chart_work_per_frame_ms: stats(frameWork),
+    long_tasks: longTasks.length,
+  };
+}
+
+async function main() {
+  const results = {
+    user_agent: navigator.userAgent,
+    hardware_concurrency: navigator.hardwareConcurrency,
+    big: await bigChart(150_000, 20),
+    live: await liveCharts(10, 8, 10, 100),
+  };
+  out.textContent = JSON.stringify(results, null, 2);
+  (window as unknown as { __bench: unknown }).__bench = results;
+}
+
+void main();

@@ -1,0 +1,57 @@
+/** Every start of the job (attempt) with its node, devices, checkpoint it resumed from and left. */
+import { useEffect, useState } from "preact/hooks";
+import { api } from "../api/http";
+import type { Job } from "../api/types";
+import type { components } from "../api/schema";
+import { formatTime } from "../lib/format";
+
+type Attempt = components["schemas"]["AttemptOut"];
+
+export function JobAttempts({ job }: { job: Job }) {
+  const [attempts, setAttempts] = useState<Attempt[] | null>(null);
+  useEffect(() => {
+    api<Attempt[]>(`/api/jobs/${job.id}/attempts`).then(setAttempts, () => {});
+  }, [job.id, job.state, job.attempt]);
+  if (!attempts?.length) return null;
+  return (
+    <div>
+      <h2>Attempts and checkpoints</h2>
+      <table data-testid="job-attempts">
+        <thead>
+          <tr>
+            <th scope="col">#</th>
+            <th scope="col">State</th>
+            <th scope="col">Node / devices</th>
+            <th scope="col">Resumed from</th>
+            <th scope="col">Last checkpoint</th>
+            <th scope="col">Exit</th>
+            <th scope="col">Started</th>
+            <th scope="col">Finished</th>
+          </tr>
+        </thead>
+        <tbody>
+          {attempts.map((a) => (
+            <tr data-testid={`attempt-${a.number}`}>
+              <td>{a.number}</td>
+              <td>{a.state}</td>
+              <td>
+                {a.node}:{a.devices.join(",")}
+              </td>
+              <td class="path">{a.resume_from ? shortPath(a.resume_from) : <span class="muted">fresh start</span>}</td>
+              <td class="path">{a.last_checkpoint ? shortPath(a.last_checkpoint) : <span class="muted">none</span>}</td>
+              <td>{a.exit_reason ?? ""}</td>
+              <td>{formatTime(a.claimed_at ?? a.created_at)}</td>
+              <td>{formatTime(a.finished_at)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+/** The last two path parts (…/step-000120) with the full path on hover. */
+function shortPath(path: string) {
+  const parts = path.split("/").filter(Boolean);
+  return <span title={path}>…/{parts.slice(-2).join("/")}</span>;
+}
