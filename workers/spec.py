@@ -271,13 +271,12 @@ class JobSpec(Strict):
 
 
 def unsupported_reason(spec: JobSpec) -> str | None:
-    """Why the engine cannot run this valid spec yet, or None when it can."""
-    if spec.template is None:
-        return "entrypoint jobs are not supported yet"
-    if spec.template != "mlp":
-        return f"template {spec.template!r} is not supported yet (only 'mlp')"
-    if spec.parallelism.strategy is not Strategy.data:
-        return f"strategy {spec.parallelism.strategy.value!r} is not supported yet (only 'data')"
-    if spec.precision is not Precision.fp32:
-        return f"precision {spec.precision.value!r} is not supported yet (only 'fp32')"
+    """Why the engine cannot run this valid spec yet, or None when it can.
+
+    fp16 is accepted here because the API cannot know where the job will land: on CPU
+    slots the attempt fails with a reason saying fp16 needs a GPU.
+    """
+    par = spec.parallelism
+    if spec.precision is Precision.fp16 and par.strategy is not Strategy.data:
+        return "precision 'fp16' is not supported yet with pipelines (use bf16 or fp32)"
     return None
