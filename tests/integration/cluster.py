@@ -28,6 +28,7 @@ class Cluster:
     stack: RunningStack
     tmp: Path
     node_token: str
+    scripts: Path
     workers: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     def start_worker(self, name: str, slots: int = 2) -> None:
@@ -39,6 +40,7 @@ class Cluster:
             "TRAINBOARD_NODE_TOKEN": self.node_token,
             "TRAINBOARD_DATA_DIR": str(self.stack.data_dir),
             "TRAINBOARD_STOP_GRACE_SECONDS": "5",
+            "TRAINBOARD_SCRIPT_ROOTS": str(self.scripts),
         }
         log = (self.tmp / f"worker-{name}.log").open("ab")
         self.workers[name] = subprocess.Popen(
@@ -138,12 +140,15 @@ def rank_processes(job_id: int) -> list[psutil.Process]:
 @contextlib.contextmanager
 def two_node_cluster(tmp: Path, redis_base: str) -> Iterator[Cluster]:
     """Node `local` (2 CPU slots, from `trainboard up`) and node `n2` (2 CPU slots)."""
-    with trainboard_up(tmp, redis_base, cpu_slots=2, extra_env=CLUSTER_ENV) as stack:
+    scripts = tmp / "scripts"
+    scripts.mkdir()
+    env = {**CLUSTER_ENV, "TRAINBOARD_SCRIPT_ROOTS": str(scripts)}
+    with trainboard_up(tmp, redis_base, cpu_slots=2, extra_env=env) as stack:
         database = Database(stack.database_url)
         with database.session() as session:
             _, token = issue_token(session, user=ensure_admin(session), scopes="node", name="n2")
         database.dispose()
-        cluster = Cluster(stack, tmp, token)
+        cluster = Cluster(stack, tmp, token, scripts)
         try:
             cluster.start_worker("n2")
             yield cluster

@@ -74,3 +74,31 @@ def test_a_killed_worker_node_restarts_its_job_elsewhere_from_the_newest_checkpo
     )
     assert duplicates == []
     cluster.start_worker("n2")
+
+
+CRASHING_SCRIPT = """
+import os, torch.distributed as dist
+dist.init_process_group("gloo")
+for step in range(1, 100):
+    print(f"step {step}: loss {1.0 / step:.4f}", flush=True)
+    if step == 3:
+        raise RuntimeError("boom at step 3")
+"""
+
+
+def test_a_crash_looping_job_fails_after_max_restarts_plus_one_attempts(cluster: Cluster) -> None:
+    (cluster.scripts / "crash.py").write_text(CRASHING_SCRIPT)
+    spec = {
+        "name": "crash-loop",
+        "entrypoint": {"script": "crash.py"},
+        "parallelism": {"strategy": "data", "devices": 2},
+        "max_restarts": 2,
+    }
+    job_id = int(cluster.api("POST", "/api/jobs", json=spec)["id"])
+    job = cluster.wait_state(job_id, "failed", "succeeded", timeout=240)
+    assert job["state"] == "failed" and "boom at step 3" in job["reason"]
+    attempts = cluster.api("GET", f"/api/jobs/{job_id}/attempts")
+    assert [a["state"] for a in attempts] == ["failed", "failed", "failed"]
+    assert job["restarts"] == 2
+    kinds = [e["kind"] for e in cluster.api("GET", f"/api/jobs/{job_id}/events")]
+    assert kinds.count("restarting") == 2 and kinds[-1] == "failed"
