@@ -7,7 +7,16 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Engine, MetaData, create_engine, event
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Dialect,
+    Engine,
+    MetaData,
+    TypeDecorator,
+    create_engine,
+    event,
+)
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
 NAMING = {
@@ -19,11 +28,6 @@ NAMING = {
 }
 
 
-class Base(DeclarativeBase):
-    metadata = MetaData(naming_convention=NAMING)
-    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON, datetime: DateTime(timezone=True)}
-
-
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -31,6 +35,21 @@ def utcnow() -> datetime:
 def as_utc(moment: datetime) -> datetime:
     """SQLite hands back naive datetimes; they were written as UTC."""
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """DateTime(timezone=True) that reads back aware UTC datetimes on SQLite too."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return as_utc(value) if value is not None else None
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON, datetime: UtcDateTime()}
 
 
 def make_engine(url: str) -> Engine:

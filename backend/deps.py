@@ -6,7 +6,8 @@ from collections.abc import Iterator
 from typing import Annotated
 from urllib.parse import urlsplit
 
-from fastapi import Depends, HTTPException, Request, status
+from fastapi import Depends, HTTPException, Path, Request, status
+from pydantic import Field
 from sqlalchemy.orm import Session
 
 from backend.auth.service import Principal, authenticate
@@ -14,6 +15,8 @@ from backend.config import Settings
 from backend.db import Database
 
 SESSION_COOKIE = "trainboard_session"
+#: ids are INTEGER columns; a larger number cannot name a row (and overflows the driver)
+MAX_ID = 2**31 - 1
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
@@ -35,6 +38,9 @@ def get_session(database: Annotated[Database, Depends(get_database)]) -> Iterato
 
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 SessionDep = Annotated[Session, Depends(get_session)]
+ObjectId = Annotated[int, Path(ge=1, le=MAX_ID, description="a row id")]
+#: a row id inside a list (e.g. a repeated query parameter)
+RowId = Annotated[int, Field(ge=1, le=MAX_ID)]
 
 
 def credentials_from(headers: dict[str, str] | object, cookies: dict[str, str]) -> tuple[str, str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from workers.spec import JobSpec
 
@@ -103,11 +103,11 @@ class Batch(BaseModel):
 
 
 class NodeDevice(BaseModel):
-    index: int
+    index: int = Field(ge=0, le=65535)
     kind: Literal["gpu", "cpu"]
-    name: str
-    uuid: str | None = None
-    memory_total: int | None = None
+    name: str = Field(max_length=128)
+    uuid: str | None = Field(None, max_length=128)
+    memory_total: int | None = Field(None, ge=0, le=2**62, description="bytes")
 
 
 class NodeRegistration(BaseModel):
@@ -115,6 +115,13 @@ class NodeRegistration(BaseModel):
     hostname: str = Field(max_length=255)
     address: str = Field(max_length=255, description="address other nodes reach this one on")
     devices: list[NodeDevice] = Field(max_length=1024)
+
+    @field_validator("devices")
+    @classmethod
+    def _indexes_are_unique(cls, devices: list[NodeDevice]) -> list[NodeDevice]:
+        if len({d.index for d in devices}) != len(devices):
+            raise ValueError("device indexes must be unique")
+        return devices
 
 
 class AttemptOutcome(BaseModel):

@@ -20,6 +20,7 @@ from backend.auth.service import Principal
 from backend.deps import (
     SESSION_COOKIE,
     AdminDep,
+    ObjectId,
     ReaderDep,
     SessionDep,
     SettingsDep,
@@ -86,7 +87,9 @@ def list_users(_: AdminDep, session: SessionDep) -> list[UserOut]:
 
 
 @router.put("/users/{user_id}/password", status_code=status.HTTP_204_NO_CONTENT)
-def reset_password(user_id: int, body: PasswordIn, _: AdminDep, session: SessionDep) -> Response:
+def reset_password(
+    user_id: ObjectId, body: PasswordIn, _: AdminDep, session: SessionDep
+) -> Response:
     """Set a user's password (admins only); their browser sessions end."""
     try:
         users.set_password(session, user_id=user_id, password=body.password)
@@ -118,7 +121,7 @@ def list_tokens(principal: ReaderDep, session: SessionDep) -> list[TokenOut]:
 
 
 @router.delete("/tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT)
-def revoke_token(token_id: int, principal: ReaderDep, session: SessionDep) -> Response:
+def revoke_token(token_id: ObjectId, principal: ReaderDep, session: SessionDep) -> Response:
     """Revoke one of the caller's tokens (admins: anyone's); 404 for anyone else's."""
     try:
         tokens.revoke_token(session, principal=principal, token_id=token_id)

@@ -13,7 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.auth.service import Principal
-from backend.deps import ReaderDep, SessionDep, SettingsDep, SubmitterDep
+from backend.deps import ObjectId, ReaderDep, SessionDep, SettingsDep, SubmitterDep
 from backend.jobs import service
 from backend.jobs.models import Attempt, Job, JobEvent
 from backend.jobs.schemas import (
@@ -77,13 +77,13 @@ def list_jobs(
 
 
 @router.get("/{job_id}", response_model=JobOut)
-def get_job(job_id: int, principal: ReaderDep, session: SessionDep) -> JobOut:
+def get_job(job_id: ObjectId, principal: ReaderDep, session: SessionDep) -> JobOut:
     return describe_job(session, _job(session, principal, job_id))
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut)
 def cancel_job(
-    job_id: int, request: Request, principal: SubmitterDep, session: SessionDep
+    job_id: ObjectId, request: Request, principal: SubmitterDep, session: SessionDep
 ) -> JobOut:
     """Cancel: at once when queued, else its ranks checkpoint and stop (state cancelling)."""
     job = _job(session, principal, job_id)
@@ -98,7 +98,7 @@ def cancel_job(
 
 @router.post("/{job_id}/pause", response_model=JobOut)
 def pause_job(
-    job_id: int, request: Request, principal: SubmitterDep, session: SessionDep
+    job_id: ObjectId, request: Request, principal: SubmitterDep, session: SessionDep
 ) -> JobOut:
     """Pause: its ranks save a checkpoint and stop (state pausing → paused); resume later."""
     job = _job(session, principal, job_id)
@@ -111,7 +111,7 @@ def pause_job(
 
 @router.post("/{job_id}/resume", response_model=JobOut)
 def resume_job(
-    job_id: int,
+    job_id: ObjectId,
     request: Request,
     principal: SubmitterDep,
     session: SessionDep,
@@ -132,7 +132,7 @@ def resume_job(
 
 @router.post("/{job_id}/clone", status_code=status.HTTP_201_CREATED, response_model=JobOut)
 def clone_job(
-    job_id: int,
+    job_id: ObjectId,
     request: Request,
     principal: SubmitterDep,
     session: SessionDep,
@@ -157,7 +157,7 @@ def clone_job(
 
 
 @router.get("/{job_id}/attempts", response_model=list[AttemptOut])
-def list_attempts(job_id: int, principal: ReaderDep, session: SessionDep) -> list[AttemptOut]:
+def list_attempts(job_id: ObjectId, principal: ReaderDep, session: SessionDep) -> list[AttemptOut]:
     job = _job(session, principal, job_id)
     attempts = session.scalars(
         select(Attempt).where(Attempt.job_id == job.id).order_by(Attempt.number)
@@ -181,7 +181,7 @@ def list_attempts(job_id: int, principal: ReaderDep, session: SessionDep) -> lis
 
 
 @router.get("/{job_id}/events", response_model=list[EventOut])
-def list_events(job_id: int, principal: ReaderDep, session: SessionDep) -> list[EventOut]:
+def list_events(job_id: ObjectId, principal: ReaderDep, session: SessionDep) -> list[EventOut]:
     """The job's timeline, oldest first."""
     job = _job(session, principal, job_id)
     events = session.scalars(
@@ -201,14 +201,14 @@ def list_events(job_id: int, principal: ReaderDep, session: SessionDep) -> list[
 
 
 @router.get("/{job_id}/metrics", response_model=MetricNames)
-def list_metrics(job_id: int, principal: ReaderDep, session: SessionDep) -> MetricNames:
+def list_metrics(job_id: ObjectId, principal: ReaderDep, session: SessionDep) -> MetricNames:
     job = _job(session, principal, job_id)
     return MetricNames(names=series.metric_names(session, job_id=job.id))
 
 
 @router.get("/{job_id}/metrics/{name}", response_model=Series)
 def get_metric(
-    job_id: int,
+    job_id: ObjectId,
     name: str,
     principal: ReaderDep,
     session: SessionDep,
@@ -221,7 +221,7 @@ def get_metric(
 
 @router.get("/{job_id}/logs", response_model=LogList)
 def get_logs(
-    job_id: int,
+    job_id: ObjectId,
     principal: ReaderDep,
     session: SessionDep,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 300,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Request, status
 
-from backend.deps import AdminDep, NodeDep, ReaderDep, SessionDep
+from backend.deps import AdminDep, NodeDep, ObjectId, ReaderDep, SessionDep
 from backend.jobs import attempts
 from backend.jobs.schemas import ClaimIn, ClaimOut, FinishOut
 from backend.nodes import control, service
@@ -65,7 +65,7 @@ def heartbeat(name: str, _: NodeDep, session: SessionDep) -> HeartbeatOut:
 
 @router.post("/attempts/{attempt_id}/claim", response_model=ClaimOut)
 def claim_attempt(
-    attempt_id: int, body: ClaimIn, request: Request, _: NodeDep, session: SessionDep
+    attempt_id: ObjectId, body: ClaimIn, request: Request, _: NodeDep, session: SessionDep
 ) -> ClaimOut:
     """Exactly one claim of a scheduled attempt wins; any other gets 409 and must not start."""
     try:
@@ -83,7 +83,7 @@ def claim_attempt(
 
 @router.post("/attempts/{attempt_id}/finish", response_model=FinishOut)
 def finish_attempt(
-    attempt_id: int, body: AttemptOutcome, request: Request, _: NodeDep, session: SessionDep
+    attempt_id: ObjectId, body: AttemptOutcome, request: Request, _: NodeDep, session: SessionDep
 ) -> FinishOut:
     """The supervisor reports how the attempt ended; the job moves on accordingly."""
     try:
