@@ -35,6 +35,12 @@ describe("alignSeries", () => {
       [null, 20, 31],
     ]);
   });
+
+  it("ranks on the same steps share the x column as is", () => {
+    const xs = [1, 2, 3];
+    expect(alignSeries([[xs, [1, 2, 3]], [[1, 2, 3], [4, 5, null]]])).toEqual([xs, [1, 2, 3], [4, 5, null]]);
+    expect(alignSeries([[[1, 2], [1, 2]], [[1, 3], [4, 5]]])[0]).toEqual([1, 2, 3]);
+  });
 });
 
 describe("DeviceStore", () => {

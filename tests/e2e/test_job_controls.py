@@ -31,6 +31,7 @@ def test_a_field_error_shows_next_to_its_field_and_the_fixed_form_submits(
     page.get_by_test_id("hp-steps").fill("30")
     page.get_by_test_id("hp-lr").fill("100")  # the template allows at most 10
     expect(page.get_by_test_id("implied-dp")).to_have_text("2")
+    expect(page.get_by_test_id("implied-fits")).to_contain_text("yes")
     page.get_by_test_id("submit-button").click()
 
     error = page.get_by_test_id("field-error-hyperparameters.lr")

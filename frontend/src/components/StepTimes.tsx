@@ -1,8 +1,14 @@
 /** Where each rank's step goes (data / compute / optimizer), throughput, stragglers highlighted. */
 import { useEffect, useState } from "preact/hooks";
 import type { MetricStore } from "../lib/series";
-import { PHASES, rankTimes } from "../lib/steptimes";
+import { PHASES, rankTimes, type RankTimes } from "../lib/steptimes";
 import type { Signal } from "../live";
+
+/** A phase's share of the step (flex-grow below 1 in total would leave the bar part empty). */
+function share(r: RankTimes, phase: (typeof PHASES)[number]): number {
+  const total = PHASES.reduce((sum, p) => sum + Math.max(0, r[p] ?? 0), 0);
+  return total > 0 ? (Math.max(0, r[phase] ?? 0) / total) * 100 : 0;
+}
 
 const ms = (s: number | null) => (s === null ? "—" : `${(s * 1000).toFixed(1)} ms`);
 
@@ -45,7 +51,7 @@ export function StepTimes({ store, changed }: { store: MetricStore; changed: Sig
               <td>
                 <span class="breakdown" aria-hidden="true">
                   {PHASES.map((p, i) => (
-                    <span class={`phase phase-${i}`} style={{ flexGrow: Math.max(0, r[p] ?? 0) }} title={`${p.replace("_time", "")}: ${ms(r[p])}`} />
+                    <span class={`phase phase-${i}`} style={{ flex: `${share(r, p)} 1 0` }} title={`${p.replace("_time", "")}: ${ms(r[p])}`} />
                   ))}
                 </span>{" "}
                 <span class="muted small">{PHASES.map((p) => ms(r[p])).join(" · ")}</span>

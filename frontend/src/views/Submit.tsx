@@ -2,7 +2,7 @@
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { parse as parseYaml } from "yaml";
 import { api, ApiError } from "../api/http";
-import type { Job, Template } from "../api/types";
+import type { Job, Node, Template } from "../api/types";
 import { FieldError } from "../components/bits";
 import { fieldErrors } from "../lib/errors";
 import { formatPercent } from "../lib/format";
@@ -35,6 +35,11 @@ export function SubmitView({ clone }: { clone: number | null }) {
   const [busy, setBusy] = useState(false);
   const [pasted, setPasted] = useState("");
   const [parent, setParent] = useState<Job | null>(null);
+  const [nodes, setNodes] = useState<Node[] | null>(null);
+
+  useEffect(() => {
+    api<{ nodes: Node[] }>("/api/nodes").then((body) => setNodes(body.nodes), () => {});
+  }, []);
 
   useEffect(() => {
     setParent(null);
@@ -226,7 +231,7 @@ export function SubmitView({ clone }: { clone: number | null }) {
           />
         </div>
 
-        <Implied implied={implied} />
+        <Implied implied={implied} fit={fitsCluster(nodes, Number(form.devices))} />
         <FieldError field="" errors={errors} />
         <button type="submit" data-testid="submit-button" disabled={busy}>
           {busy ? "Submitting…" : parent ? "Submit the clone" : "Submit job"}
@@ -234,8 +239,18 @@ export function SubmitView({ clone }: { clone: number | null }) {
       </form>
 
       <details class="paste">
-        <summary>Paste a YAML/JSON spec</summary>
+        <summary>Paste or upload a YAML/JSON spec</summary>
         <label for="f-paste">JobSpec (YAML or JSON)</label>
+        <input
+          type="file"
+          accept=".yaml,.yml,.json,text/yaml,application/json"
+          aria-label="Upload a spec file"
+          data-testid="submit-upload"
+          onChange={(e) => {
+            const file = e.currentTarget.files?.[0];
+            if (file) void file.text().then(setPasted);
+          }}
+        />
         <textarea id="f-paste" data-testid="submit-paste" rows={10} spellcheck={false} value={pasted} onInput={(e) => setPasted(e.currentTarget.value)} />
         <div class="row">
           <button
@@ -292,7 +307,16 @@ function CloneFrom({ current }: { current: number | null }) {
   );
 }
 
-function Implied({ implied }: { implied: ReturnType<typeof formImplications> }) {
+/** Whether a one-node gang of `devices` can ever be placed: some node that is not drained has that many. */
+function fitsCluster(nodes: Node[] | null, devices: number): string | null {
+  if (!nodes || !Number.isInteger(devices) || devices < 1) return null;
+  const open = nodes.filter((n) => !n.drained && n.state !== "lost");
+  const largest = Math.max(0, ...open.map((n) => n.devices.length));
+  if (devices <= largest) return `yes: the largest node has ${largest} devices`;
+  return `no: the largest node that is up has ${largest} devices; this job would wait forever`;
+}
+
+function Implied({ implied, fit }: { implied: ReturnType<typeof formImplications>; fit: string | null }) {
   if (!implied) return <p class="implications muted">Fill in the numbers to see what this spec implies.</p>;
   return (
     <div class="implications" data-testid="implications" aria-live="polite">
@@ -305,6 +329,14 @@ function Implied({ implied }: { implied: ReturnType<typeof formImplications> }) 
         <dd data-testid="implied-global-batch">{implied.global_batch ?? "—"} samples / optimizer step</dd>
         <dt>Pipeline bubble</dt>
         <dd data-testid="implied-bubble">{formatPercent(implied.bubble_fraction, 1)}</dd>
+        {fit && (
+          <>
+            <dt>Fits the cluster</dt>
+            <dd data-testid="implied-fits" class={fit.startsWith("no") ? "problem" : undefined}>
+              {fit}
+            </dd>
+          </>
+        )}
       </dl>
       {[...implied.problems.map((p) => ["problem", p]), ...implied.warnings.map((w) => ["warning", w])].map(([kind, text]) => (
         <p class={kind}>{text}</p>
