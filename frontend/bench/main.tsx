@@ -43,6 +43,8 @@ async function bigChart(points: number, repeats: number) {
     [xs, ys(0)],
     el,
   );
+  await Promise.resolve();
+  await sleep(0);
   const create = drawnAt - t0;
   const redraws: number[] = [];
   for (let i = 0; i < repeats; i += 1) {
@@ -53,6 +55,7 @@ async function bigChart(points: number, repeats: number) {
     // uPlot commits in a microtask; the draw hook stamps when the canvas is painted.
     await Promise.resolve();
     await sleep(0);
+    if (drawnAt < start) throw new Error("the chart did not redraw");
     redraws.push(drawnAt - start);
   }
   plot.destroy();
