@@ -28,6 +28,7 @@ from backend.scheduler.loop import Scheduler
 from backend.security import install as install_security
 from backend.security.exposure import warn_if_exposed
 from backend.telemetry import live, ws
+from backend.telemetry import router as series_router
 from backend.telemetry.hub import Hub
 from backend.telemetry.ingest import Ingest
 from backend.telemetry.relay import relay_announcements
@@ -72,7 +73,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         generate_unique_id_function=_operation_id,
     )
     app.state.settings = settings
-    for module in (meta_router, auth_router, jobs_router, nodes_router, ws):
+    for module in (meta_router, auth_router, jobs_router, nodes_router, series_router, ws):
         app.include_router(module.router)
     _serve_frontend(app, settings.frontend_dir)
     install_security(app, settings)

@@ -34,6 +34,16 @@ class Settings(BaseSettings):
     session_days: float = Field(7.0, gt=0)
     cookie_secure: bool = Field(False, description="mark the session cookie Secure (TLS)")
     frontend_dir: Path = Field(Path(__file__).resolve().parent.parent / "frontend" / "dist")
+    series_cache_points: int = Field(
+        5_000_000, ge=0, description="raw metric points the series cache holds (~24 bytes each)"
+    )
+    device_raw_retention_hours: float = Field(
+        24.0, gt=0, description="raw device samples older than this are rolled up, then deleted"
+    )
+    device_rollup_seconds: int = Field(60, ge=1, le=3600, description="width of a rollup bucket")
+    metrics_token: str | None = Field(
+        None, description="bearer token a Prometheus scraper may use for /metrics (else: admin)"
+    )
     allowed_hosts: str = Field(
         "127.0.0.1,localhost",
         description="comma-separated Host names answered, besides localhost, the bind host and "

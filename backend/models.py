@@ -4,7 +4,7 @@ from backend.auth.models import ApiToken, User
 from backend.db import Base
 from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
 from backend.nodes.models import Device, Node
-from backend.telemetry.models import DeviceSample, LogLine, MetricPoint
+from backend.telemetry.models import DeviceRollup, DeviceSample, LogLine, MetricPoint
 
 __all__ = [
     "ApiToken",
@@ -12,6 +12,7 @@ __all__ = [
     "AttemptSlice",
     "Base",
     "Device",
+    "DeviceRollup",
     "DeviceSample",
     "Job",
     "JobEvent",

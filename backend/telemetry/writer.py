@@ -6,7 +6,7 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 from sqlalchemy.orm import Session
 
 from backend.jobs.models import Attempt, Job, JobEvent
@@ -21,12 +21,17 @@ from workers.protocol import (
     MetricPoint,
 )
 
+#: PostgreSQL advisory lock key held by each ingest transaction ("tbingest")
+INGEST_LOCK = 0x7462696E67657374
 Delta = tuple[str, dict[str, Any]]
 SAMPLE_COLUMNS = [c.name for c in rows.DeviceSample.__table__.columns if c.name != "id"]
 
 
 def write_batch(session: Session, items: dict[str, list[Any]]) -> tuple[list[Delta], set[int]]:
     """Insert the items idempotently (not committed); the deltas and the jobs whose step moved."""
+    if session.get_bind().dialect.name == "postgresql":
+        # ingest transactions commit in the order they take ids (the series cache relies on it)
+        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": INGEST_LOCK})
     attempt_jobs = _attempt_jobs(session, items)
     metrics = [
         m for m in items[METRICS_STREAM] if m.attempt_id in attempt_jobs and math.isfinite(m.value)

@@ -61,6 +61,7 @@ def settings(tmp_path: Path, sqlite_url: str, redis_url: str) -> Settings:
         admin_token=ADMIN_TOKEN,
         run_scheduler=False,
         frontend_dir=tmp_path / "no-frontend",
+        allowed_hosts="testserver",
     )
 
 

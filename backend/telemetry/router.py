@@ -1,0 +1,121 @@
+"""REST routes for series: downsampled curves, raw CSV export and job comparison."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
+from fastapi.responses import StreamingResponse
+from sqlalchemy.orm import Session
+
+from backend.auth.service import Principal
+from backend.db import Database
+from backend.deps import ObjectId, ReaderDep, RowId, SessionDep
+from backend.jobs import service as jobs
+from backend.jobs.models import Attempt, Job
+from backend.telemetry import queries
+from backend.telemetry.cache import SeriesCache
+from backend.telemetry.curves import XAxis, downsample
+from backend.telemetry.schemas import AttemptSeries, Comparison, Curve
+
+router = APIRouter(prefix="/api/series", tags=["series"])
+
+Points = Annotated[int, Query(ge=0, le=100_000, description="LTTB point budget; 0 = raw")]
+Rank = Annotated[int | None, Query(ge=0, le=1_000_000, description="one rank; default: mean")]
+X = Annotated[XAxis, Query(description="x axis the downsampling follows")]
+
+
+def get_cache(request: Request) -> SeriesCache:
+    """The process's series cache, made on first use."""
+    state = request.app.state
+    if getattr(state, "series_cache", None) is None:
+        state.series_cache = SeriesCache(state.settings.series_cache_points)
+    cache: SeriesCache = state.series_cache
+    return cache
+
+
+CacheDep = Annotated[SeriesCache, Depends(get_cache)]
+
+
+@router.get("/jobs/{job_id}/{name}", response_model=Curve)
+def job_series(
+    job_id: ObjectId,
+    name: str,
+    principal: ReaderDep,
+    session: SessionDep,
+    cache: CacheDep,
+    points: Points = 2000,
+    x: X = "step",
+    rank: Rank = None,
+) -> dict[str, Any]:
+    """A job's metric over all its attempts, one value per step, downsampled to `points`."""
+    job = _job(session, principal, job_id)
+    curve = queries.job_curve(session, cache, job_id=job.id, name=name, rank=rank)
+    return downsample(curve, points, x).as_columns()
+
+
+@router.get("/attempts/{name}", response_model=list[AttemptSeries])
+def attempt_series(
+    name: str,
+    principal: ReaderDep,
+    session: SessionDep,
+    cache: CacheDep,
+    attempt: Annotated[list[RowId], Query(min_length=1, max_length=50)],
+    points: Points = 2000,
+    x: X = "step",
+    rank: Rank = None,
+) -> list[dict[str, Any]]:
+    """A metric of any attempts (of jobs the caller may read), each downsampled."""
+    found = []
+    for attempt_id in dict.fromkeys(attempt):
+        row = session.get(Attempt, attempt_id)
+        if row is None:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"attempt {attempt_id} not found")
+        _job(session, principal, row.job_id)
+        curve = queries.attempt_curve(session, cache, attempt_id=row.id, name=name, rank=rank)
+        columns = downsample(curve, points, x).as_columns()
+        found.append({"attempt_id": row.id, "job_id": row.job_id, "number": row.number, **columns})
+    return found
+
+
+@router.get("/compare", response_model=Comparison)
+def compare_jobs(
+    principal: ReaderDep,
+    session: SessionDep,
+    cache: CacheDep,
+    job: Annotated[list[RowId], Query(min_length=1, max_length=10)],
+    metric: Annotated[list[str], Query(min_length=1, max_length=20)],
+    points: Points = 1000,
+    x: X = "step",
+) -> dict[str, Any]:
+    """Spec differences, final/min/max/best of each metric, and aligned downsampled curves."""
+    chosen = [_job(session, principal, job_id) for job_id in dict.fromkeys(job)]
+    return queries.compare(session, cache, jobs=chosen, metrics=metric, points=points, x=x)
+
+
+@router.get("/jobs/{job_id}.csv", response_class=StreamingResponse)
+def export_csv(
+    job_id: ObjectId,
+    request: Request,
+    principal: ReaderDep,
+    session: SessionDep,
+    name: Annotated[list[str] | None, Query(max_length=50)] = None,
+) -> StreamingResponse:
+    """Every raw point of the job (optionally only some metrics) as CSV."""
+    job = _job(session, principal, job_id)
+    db: Database = request.app.state.db
+
+    def lines() -> Iterator[str]:
+        with db.session() as reading:
+            yield from queries.csv_lines(reading, job_id=job.id, names=name or ())
+
+    headers = {"Content-Disposition": f'attachment; filename="job-{job.id}-metrics.csv"'}
+    return StreamingResponse(lines(), media_type="text/csv", headers=headers)
+
+
+def _job(session: Session, principal: Principal, job_id: ObjectId) -> Job:
+    try:
+        return jobs.get_job(session, principal=principal, job_id=job_id)
+    except jobs.JobNotFound as err:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(err)) from None

@@ -1,0 +1,152 @@
+"""Series, CSV and compare routes over real rows: downsampling, attempt merging, access."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import insert
+
+from backend.app import create_app
+from backend.auth.models import User
+from backend.auth.service import bootstrap_admin_token, ensure_admin, issue_token
+from backend.config import Settings
+from backend.db import Database
+from backend.jobs.models import Attempt, Job
+from backend.migrate import upgrade
+from backend.telemetry.models import MetricPoint
+from tests.telemetry.helpers import ADMIN_TOKEN, add_attempt
+
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+
+
+@pytest.fixture
+def api(settings: Settings) -> Iterator[tuple[TestClient, Database]]:
+    """The app in-process on a migrated database with the admin token; and that database."""
+    upgrade(settings.db_url)
+    db = Database(settings.db_url)
+    with db.session() as session:
+        bootstrap_admin_token(session, configured=ADMIN_TOKEN)
+        ensure_admin(session)
+    with TestClient(create_app(settings.model_copy(update={"run_ingest": False}))) as client:
+        yield client, db
+    db.dispose()
+
+
+def add_points(
+    db: Database, attempt: int, steps: range, ranks: int = 1, name: str = "loss"
+) -> None:
+    """Rows whose value is sin(step / 50) + rank, at time 1000 + step."""
+    rows = [
+        {
+            "attempt_id": attempt,
+            "rank": r,
+            "step": s,
+            "name": name,
+            "value": math.sin(s / 50) + r,
+            "time": 1000.0 + s,
+        }  # fmt: skip
+        for s in steps
+        for r in range(ranks)
+    ]
+    with db.session() as session:
+        session.execute(insert(MetricPoint), rows)
+
+
+def test_a_long_series_is_downsampled_to_its_budget_keeping_the_ends(
+    api: tuple[TestClient, Database],
+) -> None:
+    client, db = api
+    job, attempt = add_attempt(db)
+    add_points(db, attempt, range(10_000), ranks=2)
+    body = client.get(f"/api/series/jobs/{job}/loss?points=500", headers=ADMIN).json()
+    assert "step" in body, body
+    assert len(body["step"]) == 500
+    assert (body["step"][0], body["step"][-1]) == (0, 9999)
+    assert body["value"][0] == pytest.approx(0.5)  # the mean of ranks 0 and 1 at step 0
+    raw = client.get(f"/api/series/jobs/{job}/loss?points=0&rank=1", headers=ADMIN).json()
+    assert len(raw["step"]) == 10_000 and raw["value"][0] == 1.0
+
+    add_points(db, attempt, range(10_000, 10_100), ranks=2)  # the cache picks up new rows
+    again = client.get(f"/api/series/jobs/{job}/loss?points=0", headers=ADMIN).json()
+    assert again["step"][-1] == 10_099 and len(again["step"]) == 10_100
+
+
+def test_a_resumed_attempt_replaces_the_steps_it_repeats(api: tuple[TestClient, Database]) -> None:
+    client, db = api
+    job, first = add_attempt(db)
+    add_points(db, first, range(0, 100))
+    with db.session() as session:
+        second = Attempt(job_id=job, number=2, node_name="n", devices=[0], master_port=1)
+        session.add(second)
+        session.flush()
+        session.add_all(
+            MetricPoint(attempt_id=second.id, rank=0, step=s, name="loss", value=-1.0, time=0.0)
+            for s in range(80, 120)
+        )
+    body = client.get(f"/api/series/jobs/{job}/loss?points=0", headers=ADMIN).json()
+    assert body["step"] == list(range(120))
+    assert set(body["value"][80:]) == {-1.0} and -1.0 not in body["value"][:80]
+    per_attempt = client.get(
+        f"/api/series/attempts/loss?attempt={first}&attempt={second.id}&points=10", headers=ADMIN
+    ).json()
+    assert [(a["number"], len(a["step"])) for a in per_attempt] == [(1, 10), (2, 10)]
+
+
+def test_csv_export_holds_every_raw_point(api: tuple[TestClient, Database]) -> None:
+    client, db = api
+    job, attempt = add_attempt(db)
+    add_points(db, attempt, range(25_000), ranks=2)
+    add_points(db, attempt, range(10), name="accuracy")
+    response = client.get(f"/api/series/jobs/{job}.csv?name=loss", headers=ADMIN)
+    assert response.headers["content-type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(response.text)))
+    assert len(rows) == 50_000 and {r["name"] for r in rows} == {"loss"}
+    second = {"job_id": str(job), "attempt": "1", "rank": "0", "step": "1", "name": "loss"}
+    assert rows[1] == {**second, "value": str(math.sin(1 / 50)), "time": "1001.0"}
+
+
+def test_compare_gives_spec_differences_summaries_and_aligned_curves(
+    api: tuple[TestClient, Database],
+) -> None:
+    client, db = api
+    a, attempt_a = add_attempt(db)
+    b, attempt_b = add_attempt(db)
+    with db.session() as session:
+        session.get_one(Job, b).spec = {
+            **session.get_one(Job, b).spec,
+            "hyperparameters": {"lr": 0.5},
+        }
+    add_points(db, attempt_a, range(0, 300))
+    add_points(db, attempt_b, range(0, 200, 2))
+    body = client.get(
+        f"/api/series/compare?job={a}&job={b}&metric=loss&points=50", headers=ADMIN
+    ).json()
+    assert body["spec_diff"] == {"hyperparameters.lr": [0.1, 0.5]}
+    loss_a = body["summary"]["loss"][str(a)]
+    assert loss_a["final_step"] == 299 and loss_a["best"] == loss_a["min"] == pytest.approx(
+        -1, abs=1e-3
+    )
+    curves = body["curves"]["loss"]
+    assert curves["x"] == sorted(curves["x"])
+    assert {len(column) for column in curves["values"].values()} == {len(curves["x"])}
+    assert sum(v is not None for v in curves["values"][str(b)]) == 50
+
+
+def test_another_users_job_is_not_found(api: tuple[TestClient, Database]) -> None:
+    client, db = api
+    job, _ = add_attempt(db, owner="alice")
+    with db.session() as session:
+        bob = User(username="bob", role="user")
+        session.add(bob)
+        session.flush()
+        _, secret = issue_token(session, user=bob, scopes="read")
+    bob_headers = {"Authorization": f"Bearer {secret}"}
+    for path in (f"/api/series/jobs/{job}/loss", f"/api/series/jobs/{job}.csv",
+                 f"/api/series/compare?job={job}&metric=loss"):  # fmt: skip
+        assert client.get(path, headers=bob_headers).status_code == 404
+        assert client.get(path).status_code == 401
