@@ -159,4 +159,5 @@ def _fail(message: str) -> Any:
 
 
 # commands defined in sibling modules register themselves on `app` when imported
+from backend.cli import admin as _admin  # noqa: E402, F401
 from backend.cli import jobs as _jobs  # noqa: E402, F401
