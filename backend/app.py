@@ -27,11 +27,12 @@ from backend.nodes import router as nodes_router
 from backend.scheduler.loop import Scheduler
 from backend.security import install as install_security
 from backend.security.exposure import warn_if_exposed
-from backend.telemetry import live, ws
+from backend.telemetry import live, prometheus, ws
 from backend.telemetry import router as series_router
 from backend.telemetry.hub import Hub
 from backend.telemetry.ingest import Ingest
 from backend.telemetry.relay import relay_announcements
+from backend.telemetry.retention import run_retention
 from workers.celery_app import make_celery
 
 log = logging.getLogger(__name__)
@@ -73,7 +74,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         generate_unique_id_function=_operation_id,
     )
     app.state.settings = settings
-    for module in (meta_router, auth_router, jobs_router, nodes_router, series_router, ws):
+    routers = (meta_router, auth_router, jobs_router, nodes_router, series_router, prometheus, ws)
+    for module in routers:
         app.include_router(module.router)
     _serve_frontend(app, settings.frontend_dir)
     install_security(app, settings)
@@ -100,6 +102,13 @@ def _start_loops(
         consumer = f"{socket.gethostname()}-{os.getpid()}"
         ingest = Ingest(db=db, client=client, consumer=consumer)
         loops.append(("ingest", lambda: ingest.run(stop)))
+        hours, bucket = settings.device_raw_retention_hours, settings.device_rollup_seconds
+        loops.append(
+            (
+                "retention",
+                lambda: run_retention(db=db, retention_hours=hours, bucket=bucket, stop=stop),
+            )
+        )
     threads = [
         threading.Thread(target=target, name=f"trainboard-{name}", daemon=True)
         for name, target in loops

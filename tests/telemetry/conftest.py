@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 import redis
+from fastapi.testclient import TestClient
 
+from backend.app import create_app
+from backend.auth.service import bootstrap_admin_token, ensure_admin
 from backend.config import Settings
 from backend.db import Database
 from backend.migrate import upgrade
@@ -70,3 +73,16 @@ def live_api(settings: Settings) -> Iterator[LiveServer]:
     """The real app served by uvicorn on a free port (its lifespan runs ingest and the hub)."""
     with LiveServer.running(settings) as server:
         yield server
+
+
+@pytest.fixture
+def api(settings: Settings) -> Iterator[tuple[TestClient, Database]]:
+    """The app in-process on a migrated database with the admin token; and that database."""
+    upgrade(settings.db_url)
+    db = Database(settings.db_url)
+    with db.session() as session:
+        bootstrap_admin_token(session, configured=ADMIN_TOKEN)
+        ensure_admin(session)
+    with TestClient(create_app(settings.model_copy(update={"run_ingest": False}))) as client:
+        yield client, db
+    db.dispose()

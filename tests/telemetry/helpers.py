@@ -24,6 +24,7 @@ from backend.telemetry.models import MetricPoint
 from tests.workers.worker_helpers import free_port, wait_for
 
 ADMIN_TOKEN = "tb_test-admin-token-0123456789"
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 
 def add_attempt(db: Database, *, owner: str = "alice", state: str = "running") -> tuple[int, int]:

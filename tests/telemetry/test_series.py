@@ -5,36 +5,17 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import insert
 
-from backend.app import create_app
 from backend.auth.models import User
-from backend.auth.service import bootstrap_admin_token, ensure_admin, issue_token
-from backend.config import Settings
+from backend.auth.service import issue_token
 from backend.db import Database
 from backend.jobs.models import Attempt, Job
-from backend.migrate import upgrade
 from backend.telemetry.models import MetricPoint
-from tests.telemetry.helpers import ADMIN_TOKEN, add_attempt
-
-ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-
-
-@pytest.fixture
-def api(settings: Settings) -> Iterator[tuple[TestClient, Database]]:
-    """The app in-process on a migrated database with the admin token; and that database."""
-    upgrade(settings.db_url)
-    db = Database(settings.db_url)
-    with db.session() as session:
-        bootstrap_admin_token(session, configured=ADMIN_TOKEN)
-        ensure_admin(session)
-    with TestClient(create_app(settings.model_copy(update={"run_ingest": False}))) as client:
-        yield client, db
-    db.dispose()
+from tests.telemetry.helpers import ADMIN, add_attempt
 
 
 def add_points(
