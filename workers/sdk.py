@@ -31,6 +31,7 @@ from workers.rank_env import RankEnv
 from workers.telemetry import StreamPublisher, producer_name
 
 log = logging.getLogger(__name__)
+MAX_METRIC_NAME = MetricPoint.model_fields["name"].metadata[0].max_length
 
 
 class _Session:
@@ -89,16 +90,20 @@ def report(step: int, **metrics: float) -> None:
         return
     now = time.time()
     publisher = session.publisher(METRICS_STREAM)
+    attempt, rank = session.env.attempt_id, session.env.rank
     for name, value in metrics.items():
+        if len(name) > MAX_METRIC_NAME:
+            raise ValueError(f"metric name {name[:40]!r}... is longer than {MAX_METRIC_NAME}")
+        # plain dicts of MetricPoint's fields: building a model per point cost ~5 µs each
         publisher.add(
-            MetricPoint(
-                attempt_id=session.env.attempt_id,
-                rank=session.env.rank,
-                step=step,
-                name=name,
-                value=float(value),
-                time=now,
-            ).model_dump(mode="json")
+            {
+                "attempt_id": attempt,
+                "rank": rank,
+                "step": int(step),
+                "name": name,
+                "value": float(value),
+                "time": now,
+            }
         )
 
 

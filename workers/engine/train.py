@@ -25,8 +25,10 @@ from workers.engine.reshape import batch_for
 from workers.engine.templates import Task
 from workers.spec import JobSpec
 
-#: steps between metric read-backs (one device sync each), NaN checks and progress lines
+#: most steps between reports: metric read-back (one device sync), NaN check, stop vote
 REPORT_EVERY = 10
+#: fewer steps between reports when steps are slow, so a stop is honoured within about this
+REPORT_SECONDS = 1.0
 #: encodes "the earliest bad step" into a MAX all-reduce (larger = earlier)
 _NO_STEP = 2**40
 
@@ -82,6 +84,7 @@ class Trainer:
         self.metrics = MetricBuffer(sdk.report)
         self.clock = StepClock(ctx.device)
         self.loop_seconds = 0.0
+        self.report_every = 1  # until the first report has measured a step
 
     @property
     def global_batch(self) -> int:
@@ -179,16 +182,18 @@ class Trainer:
         stopped, began = False, time.perf_counter()
         while self.step < self.total_steps:
             self.train_step()
+            due = every is not None and self.step % every == 0
+            if not (due or self.step == self.total_steps or len(self.metrics) >= self.report_every):
+                continue
+            # every rank reaches this at the same step: the stop and time votes ride on the
+            # report's one collective, and a NaN is found before any checkpoint saves it
             time_due = minutes is not None and time.monotonic() - last_saved_at >= minutes * 60
-            stopped, time_due = self.ctx.agree(sdk.should_stop(), time_due)
-            due = time_due or (every is not None and self.step % every == 0)
-            finishing = stopped or due or self.step == self.total_steps
-            # report before any checkpoint: a NaN must never be saved
-            if (len(self.metrics) >= REPORT_EVERY or finishing) and not self._report():
+            healthy, stopped, time_due = self._report(sdk.should_stop(), time_due)
+            if not healthy:
                 if stopped:
                     break
                 continue  # rolled back to the newest checkpoint: nothing to save now
-            if finishing:
+            if stopped or due or time_due or self.step == self.total_steps:
                 last_path = self.save()
                 last_saved_at = time.monotonic()
             if stopped:
@@ -221,24 +226,34 @@ class Trainer:
             print(f"checkpoint step {self.step} saved to {path}", flush=True)
         return path
 
-    def _report(self) -> bool:
-        """Publish held metrics and check them on every rank; False when it rolled back."""
+    def _report(self, stop: bool, time_due: bool) -> tuple[bool, bool, bool]:
+        """Publish and check held metrics, agree on stop and time votes with every rank.
+
+        Returns (healthy, stop, time_due); not healthy means it rolled back.
+        """
         rows = self.metrics.flush(peak_mem=peak_memory_bytes(self.ctx.device))
         bad = next((s for s, r in rows if not all(map(math.isfinite, r.values()))), None)
         designated = self.runner.has_loss and self.ctx.dp_rank == 0 and bool(rows)
         loss = rows[-1][1].get("loss", -math.inf) if designated else -math.inf
-        any_bad, earliest, loss = self.ctx.max_all(
-            float(bad is not None), _NO_STEP - bad if bad is not None else 0.0, loss
+        step_time = max((r["step_time"] for _, r in rows), default=0.0)
+        any_bad, earliest, loss, stop_vote, time_vote, step_time = self.ctx.max_all(
+            float(bad is not None),
+            _NO_STEP - bad if bad is not None else 0.0,
+            loss,
+            float(stop),
+            float(time_due),
+            step_time,
         )
+        self.report_every = max(1, min(REPORT_EVERY, int(REPORT_SECONDS / max(step_time, 1e-9))))
         if any_bad:
             self._on_nonfinite(int(_NO_STEP - earliest))
-            return False
+            return False, stop_vote > 0, False
         if self.ctx.is_leader and rows:
             print(
                 f"step {self.step}/{self.total_steps} loss {loss:.4f} lr {rows[-1][1]['lr']:.4g}",
                 flush=True,
             )
-        return True
+        return True, stop_vote > 0, time_vote > 0
 
     def _on_nonfinite(self, bad_step: int) -> None:
         policy = self.spec.nan_policy
