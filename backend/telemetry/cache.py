@@ -12,16 +12,17 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from backend.telemetry.models import MetricPoint
 
-ROWS_AFTER = text(
+ROWS_AFTER = (
     "SELECT id, rank, step, time, value FROM metric_points"
-    " WHERE attempt_id = :a AND name = :n AND id > :i ORDER BY id"
+    " WHERE attempt_id = ? AND name = ? AND id > ? ORDER BY id"
 )
 
 
@@ -76,7 +77,15 @@ class SeriesCache:
 
 def _rows_after(session: Session, attempt_id: int, name: str, after: int) -> np.ndarray:
     """Rows (id, rank, step, time, value) after id `after`, as one float64 array."""
-    rows = session.execute(ROWS_AFTER, {"a": attempt_id, "n": name, "i": after}).all()
+    mark = "?" if session.get_bind().dialect.paramstyle == "qmark" else "%s"
+    sql = ROWS_AFTER.replace("?", mark)
+    raw: Any = session.connection().connection.driver_connection
+    cursor = raw.cursor()
+    try:  # plain DBAPI tuples: a Row per point would cost more than the query
+        cursor.execute(sql, (attempt_id, name, after))
+        rows = cursor.fetchall()
+    finally:
+        cursor.close()
     return np.array(rows, dtype=np.float64).reshape(-1, 5)
 
 

@@ -17,7 +17,7 @@ from collections import defaultdict
 from typing import Any
 
 import redis
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError, create_model
 
 from backend.db import Database
 from backend.signals import announce_jobs
@@ -46,6 +46,12 @@ ITEM_MODELS: dict[str, type[BaseModel]] = {
     DEVICES_STREAM: DeviceSample,
     LOGS_STREAM: LogLine,
     EVENTS_STREAM: AttemptEvent,
+}
+TYPED_BATCHES = {
+    stream: TypeAdapter(
+        create_model(f"Batch_{model.__name__}", __base__=Batch, items=(list[model], ...))  # type: ignore[valid-type]
+    )
+    for stream, model in ITEM_MODELS.items()
 }
 PROGRESS_ANNOUNCE_SECONDS = 1.0
 TRIM_EVERY_SECONDS = 5.0
@@ -169,21 +175,20 @@ class Ingest:
 
     def _parse(self, stream: str, fields: dict[Any, Any]) -> list[Any]:
         """The valid items of one entry; a malformed entry or item is logged and skipped."""
-        raw = fields.get(BATCH_FIELD.encode()) or fields.get(BATCH_FIELD)
+        raw = fields.get(BATCH_FIELD.encode()) or fields.get(BATCH_FIELD) or b""
+        try:  # the fast path: the whole batch validated at once, in pydantic-core
+            typed = TYPED_BATCHES[stream].validate_json(raw)
+            self._count_drops(stream, typed.producer, typed.dropped)
+            return list(typed.items)
+        except ValidationError:
+            pass
         model = ITEM_MODELS[stream]
         try:
-            batch = Batch.model_validate(json.loads(raw or b""))
+            batch = Batch.model_validate(json.loads(raw))
         except (TypeError, ValueError, ValidationError) as err:
             log.warning("ingest: dropping malformed entry on %s: %s", stream, err)
             return []
-        if batch.dropped:
-            self.dropped += batch.dropped
-            log.warning(
-                "ingest: %s dropped %d items on %s while Redis was away",
-                batch.producer,
-                batch.dropped,
-                stream,
-            )
+        self._count_drops(stream, batch.producer, batch.dropped)
         parsed = []
         for item in batch.items:
             try:
@@ -193,3 +198,10 @@ class Ingest:
                     "ingest: dropping invalid item from %s: %s", batch.producer, err.errors()[:1]
                 )
         return parsed
+
+    def _count_drops(self, stream: str, producer: str, dropped: int) -> None:
+        if dropped:
+            self.dropped += dropped
+            log.warning(
+                "ingest: %s dropped %d items on %s while Redis was away", producer, dropped, stream
+            )

@@ -36,9 +36,10 @@ def write_batch(session: Session, items: dict[str, list[Any]]) -> tuple[list[Del
     metrics = [
         m for m in items[METRICS_STREAM] if m.attempt_id in attempt_jobs and math.isfinite(m.value)
     ]
-    insert_ignoring_duplicates(session, rows.MetricPoint, [m.model_dump() for m in metrics])
-    logs = [line for line in items[LOGS_STREAM] if line.attempt_id in attempt_jobs]
-    insert_ignoring_duplicates(session, rows.LogLine, [line.model_dump() for line in logs])
+    metric_rows = [m.model_dump() for m in metrics]
+    insert_ignoring_duplicates(session, rows.MetricPoint, metric_rows)
+    logs = [line.model_dump() for line in items[LOGS_STREAM] if line.attempt_id in attempt_jobs]
+    insert_ignoring_duplicates(session, rows.LogLine, logs)
     samples = [s.model_dump() for s in items[DEVICES_STREAM] if math.isfinite(s.time)]
     insert_ignoring_duplicates(
         session, rows.DeviceSample, [{c: s[c] for c in SAMPLE_COLUMNS} for s in samples]
@@ -48,10 +49,10 @@ def write_batch(session: Session, items: dict[str, list[Any]]) -> tuple[list[Del
         _write_event(session, event, attempt_jobs[event.attempt_id])
     progressed = _advance_steps(session, metrics, attempt_jobs)
     by_job: dict[int, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
-    for metric in metrics:
-        by_job[attempt_jobs[metric.attempt_id]]["metrics"].append(metric.model_dump())
+    for metric in metric_rows:
+        by_job[attempt_jobs[metric["attempt_id"]]]["metrics"].append(metric)
     for line in logs:
-        by_job[attempt_jobs[line.attempt_id]]["logs"].append(line.model_dump())
+        by_job[attempt_jobs[line["attempt_id"]]]["logs"].append(line)
     for event in events:
         by_job[attempt_jobs[event.attempt_id]]["events"].append(event.model_dump())
     deltas: list[Delta] = [

@@ -1,0 +1,81 @@
+"""Series query: 10 runs x 1,000,000 points, each downsampled to 2,000 points (SQLite).
+
+    python -m benchmarks.series_query [--runs 10] [--points 1000000]
+
+Baseline: the pre-existing per-step SQL series (backend/telemetry/series.py) of every run,
+not downsampled. Cold: the series cache is empty. Warm: the cache holds the runs and only
+asks the database for each run's newest row id.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from backend.db import Database
+from backend.migrate import upgrade
+from backend.telemetry import series
+from backend.telemetry.cache import SeriesCache
+from backend.telemetry.curves import downsample
+from backend.telemetry.queries import job_curve
+from tests.telemetry.helpers import add_attempt
+
+BUDGET = 2000
+
+
+def fill(db: Database, attempt: int, count: int, seed: int) -> None:
+    values = np.random.default_rng(seed).standard_normal(count).cumsum()
+    rows = ((attempt, 0, step, "loss", float(v), 1.7e9 + step) for step, v in enumerate(values))
+    with db.engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO metric_points (attempt_id, rank, step, name, value, time)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            list(rows),
+        )
+
+
+def query_all(db: Database, cache: SeriesCache, jobs: list[int]) -> float:
+    started = time.perf_counter()
+    with db.session() as session:
+        for job in jobs:
+            curve = downsample(job_curve(session, cache, job_id=job, name="loss"), BUDGET)
+            assert len(curve.step) == BUDGET
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--points", type=int, default=1_000_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{Path(tmp) / 'series.db'}"
+        upgrade(url)
+        db = Database(url)
+        jobs = []
+        for run in range(args.runs):
+            job, attempt = add_attempt(db)
+            fill(db, attempt, args.points, seed=run)
+            jobs.append(job)
+        started = time.perf_counter()
+        with db.session() as session:
+            for job in jobs:
+                series.series(session, job_id=job, name="loss")
+        baseline = time.perf_counter() - started
+        cache = SeriesCache(max_points=args.runs * args.points)
+        cold = query_all(db, cache, jobs)
+        warm = statistics.median(query_all(db, cache, jobs) for _ in range(5))
+        print(f"{args.runs} runs x {args.points:,} points -> {BUDGET} points each (SQLite)")
+        print(f"  baseline SQL per-step series, raw  {baseline * 1000:>9.0f} ms  (1.00x)")
+        for label, took in (("cold cache + LTTB", cold), ("warm cache + LTTB (median of 5)", warm)):
+            print(f"  {label:34s} {took * 1000:>9.0f} ms  ({baseline / took:.1f}x faster)")
+        db.dispose()
+
+
+if __name__ == "__main__":
+    main()
