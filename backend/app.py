@@ -96,6 +96,7 @@ def _start_loops(
             celery=make_celery(settings.redis_url),
             interval=settings.scheduler_interval,
             heartbeat_timeout=settings.heartbeat_timeout,
+            claim_timeout=settings.claim_timeout,
         )
         loops.append(("scheduler", lambda: scheduler.run(stop)))
     if settings.run_ingest:

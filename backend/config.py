@@ -31,6 +31,9 @@ class Settings(BaseSettings):
     run_ingest: bool = Field(True, description="run the telemetry ingest in this process")
     scheduler_interval: float = Field(0.5, gt=0, le=60)
     heartbeat_timeout: float = Field(15.0, gt=0, description="seconds before a node is lost")
+    claim_timeout: float = Field(
+        60.0, gt=0, description="seconds before an unclaimed attempt is withdrawn and requeued"
+    )
     session_days: float = Field(7.0, gt=0)
     cookie_secure: bool = Field(False, description="mark the session cookie Secure (TLS)")
     frontend_dir: Path = Field(Path(__file__).resolve().parent.parent / "frontend" / "dist")

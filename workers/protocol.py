@@ -99,7 +99,6 @@ class Batch(BaseModel):
     seq: int = Field(description="per-producer sequence number, from 0, so gaps are detectable")
     items: list[dict[str, object]]
     dropped: int = Field(0, ge=0, description="items a lossy producer dropped before this batch")
-    dropped: int = Field(0, ge=0, description="items a lossy producer dropped before this batch")
 
 
 class NodeDevice(BaseModel):

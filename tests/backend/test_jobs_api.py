@@ -90,7 +90,10 @@ def test_invalid_spec_gets_422_naming_the_field(
 def test_valid_but_unsupported_spec_is_refused_as_not_supported_yet(
     api: TestClient, tokens: dict[str, str]
 ) -> None:
-    spec = _with("precision", "bf16")
+    spec = {
+        **_with("precision", "fp16"),
+        "parallelism": {"strategy": "model", "devices": 2, "microbatches": 4},
+    }
     response = api.post("/api/jobs", json=spec, headers=bearer(tokens["alice"]))
     assert response.status_code == 422
     assert "not supported yet" in response.json()["detail"][0]["msg"]
