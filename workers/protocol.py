@@ -5,7 +5,7 @@ The backend may import this module (like ``workers.spec``); it never imports tor
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -52,43 +52,51 @@ class AttemptOrder(BaseModel):
     resume_from: str | None = Field(None, description="checkpoint directory to resume from")
 
 
+#: every integer a producer sends must fit the database's 32-bit INTEGER columns;
+#: an item out of bounds is refused alone instead of failing its whole batch
+MAX_INT = 2**31 - 1
+Id = Annotated[int, Field(ge=1, le=MAX_INT)]
+Count = Annotated[int, Field(ge=0, le=MAX_INT)]
+Bytes = Annotated[int, Field(ge=0, le=2**63 - 1)]
+
+
 class MetricPoint(BaseModel):
-    attempt_id: int
-    rank: int
-    step: int
-    name: str = Field(max_length=128)
+    attempt_id: Id
+    rank: Count
+    step: Count
+    name: str = Field(min_length=1, max_length=128)
     value: float
     time: float = Field(description="unix seconds")
 
 
 class DeviceSample(BaseModel):
-    node: str
-    device: int
+    node: str = Field(max_length=64)
+    device: Count
     kind: Literal["gpu", "cpu"]
     time: float
     util: float | None = Field(None, description="percent; a CPU slot reports its process CPU %")
-    mem_used: int | None = Field(None, description="bytes; a CPU slot reports its process RSS")
-    mem_total: int | None = None
+    mem_used: Bytes | None = Field(None, description="bytes; a CPU slot reports its process RSS")
+    mem_total: Bytes | None = None
     temperature: float | None = None
     power: float | None = Field(None, description="watts")
-    attempt_id: int | None = None
-    rank: int | None = None
+    attempt_id: Id | None = None
+    rank: Count | None = None
 
 
 class LogLine(BaseModel):
-    attempt_id: int
-    rank: int
+    attempt_id: Id
+    rank: Count
     stream: Literal["stdout", "stderr"] = "stdout"
-    seq: int = Field(description="line number within this rank's stream")
+    seq: Count = Field(description="line number within this rank's stream")
     line: str = Field(max_length=8192)
     time: float
 
 
 class AttemptEvent(BaseModel):
-    attempt_id: int
+    attempt_id: Id
     kind: str = Field(max_length=64, description="e.g. checkpoint, started, warning")
     message: str = Field("", max_length=4096)
-    step: int | None = None
+    step: Count | None = None
     time: float
 
 

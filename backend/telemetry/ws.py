@@ -12,7 +12,7 @@ from starlette.websockets import WebSocketState
 
 from backend.auth.service import Principal, authenticate
 from backend.db import Database
-from backend.deps import credentials_from, same_origin
+from backend.deps import credentials_from, origin_allowed
 from backend.telemetry import live
 from backend.telemetry.hub import Client, Hub, delta_text, encode
 from backend.telemetry.snapshots import TopicRefused, current_state, snapshot
@@ -47,7 +47,8 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
 
 async def _authenticate(websocket: WebSocket) -> Principal | None:
     origin = websocket.headers.get("origin")
-    if origin is not None and not same_origin(origin, websocket.headers.get("host")):
+    settings = websocket.app.state.settings
+    if origin is not None and not origin_allowed(origin, websocket.headers.get("host"), settings):
         await websocket.close(code=4403, reason="foreign origin")
         return None
     secret, _ = credentials_from(websocket.headers, websocket.cookies)

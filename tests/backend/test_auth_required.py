@@ -8,6 +8,8 @@ import pytest
 from fastapi.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
+from backend.app import create_app
+from backend.config import Settings
 from tests.backend.conftest import bearer
 
 PUBLIC = {("GET", "/api/health"), ("POST", "/api/login")}
@@ -78,3 +80,21 @@ def test_cross_origin_cookie_write_is_refused(api: TestClient, tokens: dict[str,
     spec = {"name": "x", "template": "mlp"}
     response = api.post("/api/jobs", json=spec, headers={"Origin": "http://evil.example"})
     assert response.status_code == 403
+
+
+def test_websocket_admits_a_configured_cors_origin_and_still_refuses_others(
+    settings: Settings, tokens: dict[str, str]
+) -> None:
+    configured = settings.model_copy(update={"cors_origins": "http://dash.example"})
+    with TestClient(create_app(configured)) as api:
+        headers = {**bearer(tokens["admin"]), "Origin": "http://dash.example"}
+        with api.websocket_connect("/api/ws", headers=headers) as ws:
+            ws.send_json({"op": "subscribe", "topic": "jobs"})
+            assert ws.receive_json()["type"] == "snapshot"
+        foreign = {**bearer(tokens["admin"]), "Origin": "http://evil.example"}
+        with (
+            pytest.raises(WebSocketDisconnect) as refused,
+            api.websocket_connect("/api/ws", headers=foreign),
+        ):
+            pass
+        assert refused.value.code == 4403
