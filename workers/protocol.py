@@ -58,13 +58,15 @@ MAX_INT = 2**31 - 1
 Id = Annotated[int, Field(ge=1, le=MAX_INT)]
 Count = Annotated[int, Field(ge=0, le=MAX_INT)]
 Bytes = Annotated[int, Field(ge=0, le=2**63 - 1)]
+#: the longest metric name stored; producers truncate, the ingest refuses longer ones
+MAX_METRIC_NAME = 128
 
 
 class MetricPoint(BaseModel):
     attempt_id: Id
     rank: Count
     step: Count
-    name: str = Field(min_length=1, max_length=128)
+    name: str = Field(min_length=1, max_length=MAX_METRIC_NAME)
     value: float
     time: float = Field(description="unix seconds")
 

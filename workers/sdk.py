@@ -26,12 +26,16 @@ import warnings
 from pathlib import Path
 
 from workers.checkpoints import step_of
-from workers.protocol import EVENTS_STREAM, METRICS_STREAM, AttemptEvent, MetricPoint
+from workers.protocol import (
+    EVENTS_STREAM,
+    MAX_METRIC_NAME,
+    METRICS_STREAM,
+    AttemptEvent,
+)
 from workers.rank_env import RankEnv
 from workers.telemetry import StreamPublisher, producer_name
 
 log = logging.getLogger(__name__)
-MAX_METRIC_NAME = MetricPoint.model_fields["name"].metadata[0].max_length
 
 
 class _Session:

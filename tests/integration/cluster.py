@@ -138,12 +138,12 @@ def rank_processes(job_id: int) -> list[psutil.Process]:
 
 
 @contextlib.contextmanager
-def two_node_cluster(tmp: Path, redis_base: str) -> Iterator[Cluster]:
+def two_node_cluster(tmp: Path) -> Iterator[Cluster]:
     """Node `local` (2 CPU slots, from `trainboard up`) and node `n2` (2 CPU slots)."""
     scripts = tmp / "scripts"
     scripts.mkdir()
     env = {**CLUSTER_ENV, "TRAINBOARD_SCRIPT_ROOTS": str(scripts)}
-    with trainboard_up(tmp, redis_base, cpu_slots=2, extra_env=env) as stack:
+    with trainboard_up(tmp, cpu_slots=2, extra_env=env) as stack:
         database = Database(stack.database_url)
         with database.session() as session:
             _, token = issue_token(session, user=ensure_admin(session), scopes="node", name="n2")

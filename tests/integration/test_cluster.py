@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REDIS_BASE
 from tests.integration.cluster import Cluster, rank_processes, two_node_cluster
 from tests.stack import wait_for
 from workers.celery_app import direct_queue, make_celery
@@ -19,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with two_node_cluster(tmp_path_factory.mktemp("cluster"), REDIS_BASE) as running:
+    with two_node_cluster(tmp_path_factory.mktemp("cluster")) as running:
         yield running
 
 

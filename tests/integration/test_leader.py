@@ -16,8 +16,7 @@ from backend.auth.service import bootstrap_admin_token, bootstrap_node_token
 from backend.db import Database
 from backend.migrate import upgrade
 from backend.scheduler.leader import LEADER_KEY
-from tests.conftest import REDIS_BASE, STACK_REDIS_DB
-from tests.stack import ADMIN_TOKEN, free_port, wait_for
+from tests.stack import ADMIN_TOKEN, free_port, private_redis, wait_for
 from workers.protocol import NodeDevice, NodeRegistration
 
 pytestmark = pytest.mark.slow
@@ -54,8 +53,6 @@ def _healthy(url: str) -> bool:
 @pytest.fixture
 def shared_state(tmp_path: Path) -> Iterator[tuple[dict[str, str], str]]:
     """Environment for API processes sharing one database and one Redis; and a node token."""
-    redis_url = f"{REDIS_BASE}/{STACK_REDIS_DB}"
-    redis.Redis.from_url(redis_url).flushdb()
     db_url = f"sqlite:///{tmp_path / 'shared.db'}"
     upgrade(db_url)
     database = Database(db_url)
@@ -63,16 +60,16 @@ def shared_state(tmp_path: Path) -> Iterator[tuple[dict[str, str], str]]:
         bootstrap_admin_token(session, configured=ADMIN_TOKEN)
         node_token = bootstrap_node_token(session)
     database.dispose()
-    env = {
-        **os.environ,
-        "TRAINBOARD_DATABASE_URL": db_url,
-        "TRAINBOARD_REDIS_URL": redis_url,
-        "TRAINBOARD_DATA_DIR": str(tmp_path / "data"),
-        "TRAINBOARD_HEARTBEAT_TIMEOUT": "600",
-        "TRAINBOARD_CLAIM_TIMEOUT": "600",
-    }
-    yield env, node_token
-    redis.Redis.from_url(redis_url).flushdb()
+    with private_redis(tmp_path) as redis_url:
+        env = {
+            **os.environ,
+            "TRAINBOARD_DATABASE_URL": db_url,
+            "TRAINBOARD_REDIS_URL": redis_url,
+            "TRAINBOARD_DATA_DIR": str(tmp_path / "data"),
+            "TRAINBOARD_HEARTBEAT_TIMEOUT": "600",
+            "TRAINBOARD_CLAIM_TIMEOUT": "600",
+        }
+        yield env, node_token
 
 
 def test_standby_backend_takes_over_scheduling_when_the_leader_dies(

@@ -8,7 +8,6 @@ import psutil
 import pytest
 import redis
 
-from tests.conftest import REDIS_BASE
 from tests.integration.cluster import Cluster, rank_processes, two_node_cluster
 from tests.stack import wait_for
 
@@ -17,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with two_node_cluster(tmp_path_factory.mktemp("recovery"), REDIS_BASE) as running:
+    with two_node_cluster(tmp_path_factory.mktemp("recovery")) as running:
         yield running
 
 
