@@ -31,6 +31,9 @@ class Job(Base):
     wait_reason: Mapped[str | None] = mapped_column(String(256), comment="why it is still queued")
     total_steps: Mapped[int | None]
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(
+        default=utcnow, onupdate=utcnow, comment="any change, progress included; orders job views"
+    )
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
 

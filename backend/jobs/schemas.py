@@ -44,6 +44,7 @@ class JobOut(BaseModel):
     total_steps: int | None
     parent_id: int | None
     created_at: datetime
+    updated_at: datetime = Field(description="changes on every update: a newer view wins")
     started_at: datetime | None
     finished_at: datetime | None
 

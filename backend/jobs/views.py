@@ -79,6 +79,7 @@ def _view(job: Job, owner: str, attempt: Attempt | None, placement: list[SliceOu
         total_steps=job.total_steps,
         parent_id=job.parent_id,
         created_at=job.created_at,
+        updated_at=job.updated_at,
         started_at=job.started_at,
         finished_at=job.finished_at,
     )

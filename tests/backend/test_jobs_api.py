@@ -110,6 +110,7 @@ def test_submit_list_get_and_cancel_a_queued_job(api: TestClient, tokens: dict[s
     assert [j["id"] for j in api.get("/api/jobs", headers=alice).json()["jobs"]] == [job["id"]]
     cancelled = api.post(f"/api/jobs/{job['id']}/cancel", headers=alice).json()
     assert cancelled["state"] == "cancelled"
+    assert cancelled["updated_at"] > job["updated_at"]  # a newer view of the job wins
     again = api.post(f"/api/jobs/{job['id']}/cancel", headers=alice)
     assert again.status_code == 409
     kinds = [e["kind"] for e in api.get(f"/api/jobs/{job['id']}/events", headers=alice).json()]

@@ -34,3 +34,32 @@ def test_upgrade_head_matches_orm_and_downgrade_empties(
     assert tables == set()
     upgrade(url)
     assert _schema_diff(url) == []
+
+
+@pytest.mark.parametrize("db", ["sqlite_url", "postgres_url"])
+def test_job_updated_at_is_filled_for_jobs_that_existed_before(
+    db: str, request: pytest.FixtureRequest
+) -> None:
+    url = request.getfixturevalue(db)
+    upgrade(url, "0003")
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO users (id, username, role, created_at) VALUES (1, 'u', 'user', :t)"
+            ),
+            {"t": "2026-01-02 03:04:05+00:00"},
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO jobs (id, name, owner_id, state, spec, priority_rank,"
+                " devices_requested, attempt, restarts, step, created_at)"
+                " VALUES (1, 'old', 1, 'queued', '{}', 1, 1, 0, 0, 0, :t)"
+            ),
+            {"t": "2026-01-02 03:04:05+00:00"},
+        )
+    upgrade(url)
+    with engine.connect() as conn:
+        created, updated = conn.execute(sa.text("SELECT created_at, updated_at FROM jobs")).one()
+    engine.dispose()
+    assert updated == created

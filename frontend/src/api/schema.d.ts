@@ -427,6 +427,86 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/series/attempts/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Attempt Series
+         * @description A metric of any attempts (of jobs the caller may read), each downsampled.
+         */
+        get: operations["series-attempt_series"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/series/compare": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Compare Jobs
+         * @description Spec differences, final/min/max/best of each metric, and aligned downsampled curves.
+         */
+        get: operations["series-compare_jobs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/series/jobs/{job_id}.csv": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Export Csv
+         * @description Every raw point of the job (optionally only some metrics) as CSV.
+         */
+        get: operations["series-export_csv"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/series/jobs/{job_id}/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Job Series
+         * @description A job's metric over all its attempts, one value per step, downsampled to `points`.
+         */
+        get: operations["series-job_series"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/templates": {
         parameters: {
             query?: never;
@@ -536,6 +616,18 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /**
+         * AlignedCurves
+         * @description One shared x column; per job id a value column with null where it has no point.
+         */
+        AlignedCurves: {
+            /** Values */
+            values: {
+                [key: string]: (number | null)[];
+            };
+            /** X */
+            x: number[];
+        };
         /** AttemptOut */
         AttemptOut: {
             /** Claimed At */
@@ -586,6 +678,21 @@ export interface components {
             /** Reason */
             reason?: string | null;
         };
+        /** AttemptSeries */
+        AttemptSeries: {
+            /** Attempt Id */
+            attempt_id: number;
+            /** Job Id */
+            job_id: number;
+            /** Number */
+            number: number;
+            /** Step */
+            step: number[];
+            /** Time */
+            time: number[];
+            /** Value */
+            value: number[];
+        };
         /** Checkpointing */
         Checkpointing: {
             /** Every Minutes */
@@ -607,6 +714,55 @@ export interface components {
         ClaimOut: {
             /** Claimed */
             claimed: boolean;
+        };
+        /** ComparedJob */
+        ComparedJob: {
+            /** Id */
+            id: number;
+            /** Name */
+            name: string;
+            /** State */
+            state: string;
+        };
+        /** Comparison */
+        Comparison: {
+            /**
+             * Curves
+             * @description metric → aligned curves
+             */
+            curves: {
+                [key: string]: components["schemas"]["AlignedCurves"];
+            };
+            /** Jobs */
+            jobs: components["schemas"]["ComparedJob"][];
+            /**
+             * Spec Diff
+             * @description dotted spec key → one value per job
+             */
+            spec_diff: {
+                [key: string]: unknown[];
+            };
+            /**
+             * Summary
+             * @description metric → job id → summary
+             */
+            summary: {
+                [key: string]: {
+                    [key: string]: components["schemas"]["MetricSummary"];
+                };
+            };
+        };
+        /**
+         * Curve
+         * @description Columnar points of one curve.
+         */
+        Curve: {
+            /** Step */
+            step: number[];
+            /** Time */
+            time: number[];
+            /** Value */
+            value: number[];
         };
         /** DeviceOut */
         DeviceOut: {
@@ -766,6 +922,12 @@ export interface components {
             /** Total Steps */
             total_steps: number | null;
             /**
+             * Updated At
+             * Format: date-time
+             * @description changes on every update: a newer view wins
+             */
+            updated_at: string;
+            /**
              * Wait Reason
              * @description why a queued job has not started yet
              */
@@ -876,6 +1038,24 @@ export interface components {
             /** Names */
             names: string[];
         };
+        /** MetricSummary */
+        MetricSummary: {
+            /**
+             * Best
+             * @description min for loss-like names, else max
+             */
+            best: number | null;
+            /** Best Step */
+            best_step: number | null;
+            /** Final */
+            final: number | null;
+            /** Final Step */
+            final_step: number | null;
+            /** Max */
+            max: number | null;
+            /** Min */
+            min: number | null;
+        };
         /** NanPolicy */
         NanPolicy: {
             /**
@@ -899,7 +1079,10 @@ export interface components {
              * @enum {string}
              */
             kind: "gpu" | "cpu";
-            /** Memory Total */
+            /**
+             * Memory Total
+             * @description bytes
+             */
             memory_total?: number | null;
             /** Name */
             name: string;
@@ -1160,6 +1343,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description a row id */
                 attempt_id: number;
             };
             cookie?: never;
@@ -1195,6 +1379,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description a row id */
                 attempt_id: number;
             };
             cookie?: never;
@@ -1315,6 +1500,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description a row id */
                 job_id: number;
             };
             cookie?: never;
@@ -1346,6 +1532,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description a row id */
                 job_id: number;
             };
             cookie?: never;
@@ -1377,6 +1564,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description a row id */
                 job_id: number;
             };
             cookie?: never;
@@ -1408,6 +1596,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description a row id */
                 job_id: number;
             };
             cookie?: never;
@@ -1445,6 +1634,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description a row id */
                 job_id: number;
             };
             cookie?: never;
@@ -1478,6 +1668,7 @@ export interface operations {
             };
             header?: never;
             path: {
+                /** @description a row id */
                 job_id: number;
             };
             cookie?: never;
@@ -1509,6 +1700,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description a row id */
                 job_id: number;
             };
             cookie?: never;
@@ -1542,6 +1734,7 @@ export interface operations {
             };
             header?: never;
             path: {
+                /** @description a row id */
                 job_id: number;
                 name: string;
             };
@@ -1574,6 +1767,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description a row id */
                 job_id: number;
             };
             cookie?: never;
@@ -1605,6 +1799,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description a row id */
                 job_id: number;
             };
             cookie?: never;
@@ -1852,6 +2047,153 @@ export interface operations {
             };
         };
     };
+    "series-attempt_series": {
+        parameters: {
+            query: {
+                attempt: number[];
+                /** @description LTTB point budget; 0 = raw */
+                points?: number;
+                /** @description x axis the downsampling follows */
+                x?: "step" | "time";
+                /** @description one rank; default: mean */
+                rank?: number | null;
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AttemptSeries"][];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "series-compare_jobs": {
+        parameters: {
+            query: {
+                job: number[];
+                metric: string[];
+                /** @description LTTB point budget; 0 = raw */
+                points?: number;
+                /** @description x axis the downsampling follows */
+                x?: "step" | "time";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Comparison"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "series-export_csv": {
+        parameters: {
+            query?: {
+                name?: string[] | null;
+            };
+            header?: never;
+            path: {
+                /** @description a row id */
+                job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "series-job_series": {
+        parameters: {
+            query?: {
+                /** @description LTTB point budget; 0 = raw */
+                points?: number;
+                /** @description x axis the downsampling follows */
+                x?: "step" | "time";
+                /** @description one rank; default: mean */
+                rank?: number | null;
+            };
+            header?: never;
+            path: {
+                /** @description a row id */
+                job_id: number;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Curve"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
     "meta-templates": {
         parameters: {
             query?: never;
@@ -1930,6 +2272,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description a row id */
                 token_id: number;
             };
             cookie?: never;
@@ -2012,6 +2355,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description a row id */
                 user_id: number;
             };
             cookie?: never;

@@ -1,15 +1,8 @@
 /** Reducers for the `jobs` topic and a job's log tail. */
 import type { Job, LogLine } from "../api/types";
 
-/**
- * JobOut has no version today, so every copy is taken as newest (a delta the hub held during the
- * snapshot read may briefly show an older state until the next one). If the API adds
- * `updated_at`, provably older copies are dropped.
- */
-const updatedAt = (job: Job): number => {
-  const stamp = (job as Job & { updated_at?: string | null }).updated_at;
-  return stamp ? Date.parse(stamp) : Number.NaN;
-};
+/** A job view's `updated_at` (changes on every update, progress included) as a number. */
+const updatedAt = (job: Job): number => Date.parse(job.updated_at);
 
 /** Replace a job unless the incoming copy is provably older. */
 export function upsertJob(jobs: Map<number, Job>, job: Job): boolean {
