@@ -9,13 +9,13 @@ older than what it still holds gets a fresh snapshot instead.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import redis
+from pydantic_core import to_json
 
 from backend.telemetry.streams import as_text
 
@@ -33,7 +33,8 @@ RawSink = Callable[[str, str, str], None]
 def append(pipe: Any, deltas: Iterable[tuple[str, dict[str, Any]]]) -> None:
     """Queue XADDs of the deltas on a pipeline (sent with the batch's XACKs)."""
     for topic, data in deltas:
-        payload = json.dumps(data, separators=(",", ":"))
+        # pydantic-core's serializer: ~5x json.dumps; NaN/Infinity become null (valid JSON)
+        payload = to_json(data)
         pipe.xadd(LIVE_STREAM, {"t": topic, "d": payload}, maxlen=LIVE_MAXLEN, approximate=True)
 
 

@@ -17,44 +17,46 @@ from workers.protocol import (
     EVENTS_STREAM,
     LOGS_STREAM,
     METRICS_STREAM,
-    AttemptEvent,
-    MetricPoint,
 )
 
 #: PostgreSQL advisory lock key held by each ingest transaction ("tbingest")
 INGEST_LOCK = 0x7462696E67657374
 Delta = tuple[str, dict[str, Any]]
+#: one validated stream item (a dict with every field of its workers.protocol model)
+Item = dict[str, Any]
 SAMPLE_COLUMNS = [c.name for c in rows.DeviceSample.__table__.columns if c.name != "id"]
 
 
-def write_batch(session: Session, items: dict[str, list[Any]]) -> tuple[list[Delta], set[int]]:
-    """Insert the items idempotently (not committed); the deltas and the jobs whose step moved."""
+def write_batch(session: Session, items: dict[str, list[Item]]) -> tuple[list[Delta], set[int]]:
+    """Insert validated item dicts idempotently (uncommitted); the deltas and the jobs moved."""
     if session.get_bind().dialect.name == "postgresql":
         # ingest transactions commit in the order they take ids (the series cache relies on it)
         session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": INGEST_LOCK})
     attempt_jobs = _attempt_jobs(session, items)
-    metrics = [
-        m for m in items[METRICS_STREAM] if m.attempt_id in attempt_jobs and math.isfinite(m.value)
+    # the ingest refuses non-finite values already; the checks stay for direct callers
+    metric_rows = [
+        m
+        for m in items[METRICS_STREAM]
+        if m["attempt_id"] in attempt_jobs and math.isfinite(m["value"])
     ]
-    metric_rows = [m.model_dump() for m in metrics]
     insert_ignoring_duplicates(session, rows.MetricPoint, metric_rows)
-    logs = [line.model_dump() for line in items[LOGS_STREAM] if line.attempt_id in attempt_jobs]
+    logs = [line for line in items[LOGS_STREAM] if line["attempt_id"] in attempt_jobs]
     insert_ignoring_duplicates(session, rows.LogLine, logs)
-    samples = [s.model_dump() for s in items[DEVICES_STREAM] if math.isfinite(s.time)]
+    samples = [s for s in items[DEVICES_STREAM] if math.isfinite(s["time"])]
     insert_ignoring_duplicates(
         session, rows.DeviceSample, [{c: s[c] for c in SAMPLE_COLUMNS} for s in samples]
     )
-    events = [e for e in items[EVENTS_STREAM] if e.attempt_id in attempt_jobs]
+    events = [e for e in items[EVENTS_STREAM] if e["attempt_id"] in attempt_jobs]
     for event in events:
-        _write_event(session, event, attempt_jobs[event.attempt_id])
-    progressed = _advance_steps(session, metrics, attempt_jobs)
+        _write_event(session, event, attempt_jobs[event["attempt_id"]])
+    progressed = _advance_steps(session, metric_rows, attempt_jobs)
     by_job: dict[int, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for metric in metric_rows:
         by_job[attempt_jobs[metric["attempt_id"]]]["metrics"].append(metric)
     for line in logs:
         by_job[attempt_jobs[line["attempt_id"]]]["logs"].append(line)
     for event in events:
-        by_job[attempt_jobs[event.attempt_id]]["events"].append(event.model_dump())
+        by_job[attempt_jobs[event["attempt_id"]]]["events"].append(event)
     deltas: list[Delta] = [
         (f"job:{job_id}", {key: values})
         for job_id, parts in by_job.items()
@@ -65,12 +67,12 @@ def write_batch(session: Session, items: dict[str, list[Any]]) -> tuple[list[Del
     return deltas, progressed
 
 
-def _write_event(session: Session, event: AttemptEvent, job_id: int) -> None:
+def _write_event(session: Session, event: Item, job_id: int) -> None:
     duplicate = session.scalars(
         select(JobEvent.id).where(
-            JobEvent.attempt_id == event.attempt_id,
-            JobEvent.kind == event.kind,
-            JobEvent.step == event.step,
+            JobEvent.attempt_id == event["attempt_id"],
+            JobEvent.kind == event["kind"],
+            JobEvent.step == event["step"],
         )
     ).first()
     if duplicate is not None:
@@ -78,34 +80,35 @@ def _write_event(session: Session, event: AttemptEvent, job_id: int) -> None:
     session.add(
         JobEvent(
             job_id=job_id,
-            attempt_id=event.attempt_id,
-            kind=event.kind,
-            message=event.message,
-            step=event.step,
+            attempt_id=event["attempt_id"],
+            kind=event["kind"],
+            message=event["message"],
+            step=event["step"],
         )
     )
-    if event.kind == "checkpoint" and event.message:
+    if event["kind"] == "checkpoint" and event["message"]:
         session.execute(
             update(Attempt)
-            .where(Attempt.id == event.attempt_id)
-            .values(last_checkpoint=event.message)
+            .where(Attempt.id == event["attempt_id"])
+            .values(last_checkpoint=event["message"])
         )
 
 
-def _advance_steps(
-    session: Session, metrics: list[MetricPoint], attempt_jobs: dict[int, int]
-) -> set[int]:
+def _advance_steps(session: Session, metrics: list[Item], attempt_jobs: dict[int, int]) -> set[int]:
     newest: dict[int, int] = {}
     for metric in metrics:
-        job_id = attempt_jobs[metric.attempt_id]
-        newest[job_id] = max(newest.get(job_id, 0), metric.step)
+        job_id = attempt_jobs[metric["attempt_id"]]
+        step = metric["step"]
+        if step > newest.get(job_id, -1):
+            newest[job_id] = step
     for job_id, step in newest.items():
         session.execute(update(Job).where(Job.id == job_id, Job.step < step).values(step=step))
     return set(newest)
 
 
-def _attempt_jobs(session: Session, items: dict[str, list[Any]]) -> dict[int, int]:
-    ids = {i.attempt_id for key in (METRICS_STREAM, LOGS_STREAM, EVENTS_STREAM) for i in items[key]}
+def _attempt_jobs(session: Session, items: dict[str, list[Item]]) -> dict[int, int]:
+    keys = (METRICS_STREAM, LOGS_STREAM, EVENTS_STREAM)
+    ids = {i["attempt_id"] for key in keys for i in items[key]}
     if not ids:
         return {}
     found = session.execute(select(Attempt.id, Attempt.job_id).where(Attempt.id.in_(ids))).all()
