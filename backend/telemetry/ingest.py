@@ -50,6 +50,11 @@ ITEM_MODELS: dict[str, type[BaseModel]] = {
 }
 
 
+#: a diverged run's NaN/inf loss is routine: it passes validation (so its batch stays on the
+#: fast path and no warning is logged per point) and the writer drops it without storing it
+NON_FINITE_DROPPED_BY_WRITER = {(MetricPoint, "value")}
+
+
 def _finite(annotation: Any) -> Any:
     """float (or float | None) refusing NaN and ±Infinity; other annotations unchanged."""
     if annotation is float:
@@ -73,7 +78,8 @@ def item_dict(model: type[BaseModel]) -> Any:
     """
     fields: dict[str, Any] = {}
     for name, info in model.model_fields.items():
-        annotation = _bounded(_finite(info.annotation), info.metadata)
+        kept = (model, name) in NON_FINITE_DROPPED_BY_WRITER
+        annotation = _bounded(info.annotation if kept else _finite(info.annotation), info.metadata)
         fields[name] = annotation if info.is_required() else NotRequired[annotation]
     return TypedDict(f"{model.__name__}Item", fields)  # type: ignore[operator]
 

@@ -72,6 +72,20 @@ def test_every_entry_is_acknowledged_after_commit_and_its_deltas_go_live(
     assert live["cluster"]["samples"][0]["util"] == 50.0
 
 
+def test_non_finite_values_and_hostile_items_are_not_stored_and_the_rest_is(
+    database: Database, client: redis.Redis, ingest: Ingest, new_attempt: NewAttempt
+) -> None:
+    _, attempt = new_attempt()
+    diverged = [point(attempt, s) for s in range(6)]
+    diverged[1]["value"] = float("nan")  # json.dumps writes NaN / Infinity, as publishers do
+    diverged[2]["value"] = float("inf")
+    diverged[3]["step"] = 2**31  # out of the column's range: refused alone
+    diverged[4]["time"] = float("nan")
+    add_batch(client, METRICS_STREAM, diverged)
+    assert ingest.consume() == 1
+    assert stored_steps(database, attempt) == [0, 5]
+
+
 def test_trimming_keeps_every_unacknowledged_entry(
     database: Database, client: redis.Redis, ingest: Ingest, new_attempt: NewAttempt
 ) -> None:

@@ -58,8 +58,7 @@ HOSTILE_METRICS = [
     {"attempt_id": 10**30},
     {"name": ""},
     {"name": "x" * 129},
-    {"value": float("nan")},
-    {"value": float("inf")},
+    {"time": float("nan")},
     {"time": float("-inf")},
     {"value": "not a number"},
 ]
