@@ -22,7 +22,9 @@ CHROMIUM_ARGS = [
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 
-@pytest.fixture(scope="session")
+# module scope, not session: Playwright's sync API keeps an asyncio loop running in the
+# main thread while it is open, and later tests that call asyncio.run() would fail
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     assert Path(CHROMIUM).exists(), "install Debian's chromium (apt-get install chromium)"
     with sync_playwright() as playwright:
