@@ -71,6 +71,15 @@ class MetricPoint(BaseModel):
     time: float = Field(description="unix seconds")
 
 
+class GpuProcess(BaseModel):
+    """One process holding memory on a GPU, attributed to the rank that owns its pid."""
+
+    pid: Count
+    mem_used: Bytes | None = Field(None, description="bytes; None where the driver hides it")
+    attempt_id: Id | None = None
+    rank: Count | None = None
+
+
 class DeviceSample(BaseModel):
     node: str = Field(max_length=64)
     device: Count
@@ -83,6 +92,14 @@ class DeviceSample(BaseModel):
     power: float | None = Field(None, description="watts")
     attempt_id: Id | None = None
     rank: Count | None = None
+    processes: list[GpuProcess] | None = Field(
+        None, max_length=1024, description="GPU only: processes with memory on it (live only)"
+    )
+    ecc_corrected: Bytes | None = Field(None, description="volatile ECC errors since driver load")
+    ecc_uncorrected: Bytes | None = None
+    xids: list[Count] | None = Field(
+        None, max_length=64, description="Xid errors since the previous sample; None: not watched"
+    )
 
 
 class LogLine(BaseModel):

@@ -96,6 +96,15 @@ def test_optional_device_fields_get_their_defaults_and_keep_their_bounds() -> No
     ingest = Ingest(db=None, client=None, consumer="t")  # type: ignore[arg-type]
     (parsed,) = ingest._parse(DEVICES_STREAM, {BATCH_FIELD.encode(): entry.encode()})
     assert parsed == DeviceSample.model_validate(sample).model_dump()
-    for bad in ({"mem_used": -1}, {"util": float("nan")}, {"rank": 2**31}, {"kind": "tpu"}):
+    hostile = (
+        {"mem_used": -1},
+        {"util": float("nan")},
+        {"rank": 2**31},
+        {"kind": "tpu"},
+        {"processes": [{"pid": -1}]},
+        {"processes": [{"pid": 1, "attempt_id": 2**31}]},
+        {"xids": list(range(65))},
+    )
+    for bad in hostile:
         with pytest.raises(ValidationError):
             ITEM_ADAPTERS[DEVICES_STREAM].validate_python({**sample, **bad})

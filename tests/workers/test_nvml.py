@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from types import SimpleNamespace
 from typing import Any
 
@@ -11,7 +14,8 @@ import pytest
 from workers.agent import detect_devices
 from workers.devices.host import HostProbe
 from workers.devices.nvml import NvmlProbe
-from workers.devices.registry import DeviceRegistry
+from workers.devices.registry import DeviceRegistry, Occupant
+from workers.devices.sampler import attribute
 from workers.settings import WorkerSettings
 
 GIB = 1024**3
@@ -27,14 +31,36 @@ H100 = {
 }
 
 
-def recorded_nvml(monkeypatch: pytest.MonkeyPatch, gpus: list[dict[str, Any]]) -> None:
-    """Replace the pynvml calls the adapter makes with answers recorded per GPU."""
+ECC_FIELDS = {
+    pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED: "ecc_corrected",
+    pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED: "ecc_uncorrected",
+}
+
+
+def recorded_nvml(
+    monkeypatch: pytest.MonkeyPatch, gpus: list[dict[str, Any]], events: list[Any] | None = None
+) -> None:
+    """Replace the pynvml calls the adapter makes with answers recorded per GPU.
+
+    events: Xid events queued in the event set, handed out one per nvmlEventSetWait.
+    """
+    events = events if events is not None else []
 
     def answer(index: int, field: str) -> Any:
-        value = gpus[index][field]
+        # a field not recorded is one this GPU's driver does not support
+        value = gpus[index].get(field, pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED))
         if isinstance(value, pynvml.NVMLError):
             raise value
         return value
+
+    def wait(event_set: object, timeout_ms: int) -> Any:
+        if not events:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_TIMEOUT)
+        return events.pop(0)
+
+    def register(h: int, kinds: int, event_set: object) -> None:
+        assert kinds == pynvml.nvmlEventTypeXidCriticalError
+        answer(h, "xid_events")
 
     def handle(index: int) -> int:
         return answer(index, "handle") if "handle" in gpus[index] else index
@@ -50,6 +76,14 @@ def recorded_nvml(monkeypatch: pytest.MonkeyPatch, gpus: list[dict[str, Any]]) -
         "nvmlDeviceGetUtilizationRates": lambda h: answer(h, "util"),
         "nvmlDeviceGetTemperature": lambda h, sensor: answer(h, "temperature"),
         "nvmlDeviceGetPowerUsage": lambda h: answer(h, "power_mw"),
+        "nvmlDeviceGetComputeRunningProcesses": lambda h: answer(h, "compute"),
+        "nvmlDeviceGetGraphicsRunningProcesses": lambda h: answer(h, "graphics"),
+        "nvmlDeviceGetTotalEccErrors": lambda h, kind, counter: answer(h, ECC_FIELDS[kind]),
+        "nvmlDeviceGetIndex": lambda h: h,
+        "nvmlEventSetCreate": lambda: "event-set",
+        "nvmlEventSetFree": lambda event_set: None,
+        "nvmlDeviceRegisterEvents": register,
+        "nvmlEventSetWait": wait,
     }
     for name, fake in calls.items():
         monkeypatch.setattr(pynvml, name, fake)
@@ -133,3 +167,101 @@ def test_a_gpu_that_fell_off_the_bus_reads_as_empty_and_sampling_goes_on(
             None,
         )
     assert [d.name for d in probe.devices()] == ["NVIDIA H100 80GB HBM3", "GPU 1", "GPU 2"]
+
+
+def process(pid: int, used: int | None) -> SimpleNamespace:
+    """A c_nvmlProcessInfo_t as pynvml returns it (usedGpuMemory None: not available)."""
+    return SimpleNamespace(pid=pid, usedGpuMemory=used, gpuInstanceId=0xFFFFFFFF)
+
+
+#: a training node's H100: two ranks' processes, ECC counters, Xid events supported
+BUSY_H100 = {
+    **H100,
+    "compute": [process(4242, 9 * GIB), process(5151, 512 * 1024**2)],
+    "graphics": [],
+    "ecc_corrected": 3,
+    "ecc_uncorrected": 0,
+    "xid_events": None,
+}
+
+
+def test_sample_lists_gpu_processes_ecc_counters_and_xids(monkeypatch: pytest.MonkeyPatch) -> None:
+    xid_79 = SimpleNamespace(device=0, eventType=pynvml.nvmlEventTypeXidCriticalError, eventData=79)
+    events = [xid_79]
+    recorded_nvml(monkeypatch, [BUSY_H100, H100], events)
+    probe = NvmlProbe.create()
+    assert probe is not None
+    busy, idle = probe.sample("gpu-node", now=1.0)
+    assert [(p.pid, p.mem_used) for p in busy.processes or []] == [
+        (4242, 9 * GIB),
+        (5151, 512 * 1024**2),
+    ]
+    assert (busy.ecc_corrected, busy.ecc_uncorrected) == (3, 0)
+    assert busy.xids == [79]  # the GPU fell off the bus
+    # the second GPU's driver reports neither processes, ECC nor Xid events
+    assert (idle.processes, idle.ecc_corrected, idle.ecc_uncorrected, idle.xids) == (
+        None,
+        None,
+        None,
+        None,
+    )
+    (again, _) = probe.sample("gpu-node", now=2.0)
+    assert again.xids == []  # each Xid is reported once; [] means watched and none seen
+
+
+def test_hidden_memory_and_a_process_in_both_lists_are_counted_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gpu = {
+        **BUSY_H100,
+        "compute": [process(10, 2 * GIB), process(11, None)],  # no permission for pid 11
+        "graphics": [process(10, 2 * GIB)],
+    }
+    recorded_nvml(monkeypatch, [gpu])
+    probe = NvmlProbe.create()
+    assert probe is not None
+    (sample,) = probe.sample("n", now=1.0)
+    assert [(p.pid, p.mem_used) for p in sample.processes or []] == [(10, 2 * GIB), (11, None)]
+
+
+def test_gpu_memory_is_attributed_to_the_rank_owning_each_pid(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a real rank process (this test) and its real child (a data-loader worker, say)
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        me = os.getpid()
+        gpu = {
+            **BUSY_H100,
+            "compute": [process(me, 6 * GIB), process(worker.pid, GIB), process(2**22 + 7, GIB)],
+        }
+        recorded_nvml(monkeypatch, [gpu])
+        probe = NvmlProbe.create()
+        assert probe is not None
+        registry = DeviceRegistry()
+        registry.assign(0, Occupant(attempt_id=7, rank=3, pid=me))
+        (sample,) = probe.sample("n", now=1.0)
+        attributed = attribute(sample, registry)
+    finally:
+        worker.kill()
+        worker.wait()
+    assert (attributed.attempt_id, attributed.rank) == (7, 3)
+    owners = [(p.pid, p.mem_used, p.attempt_id, p.rank) for p in attributed.processes or []]
+    assert owners == [
+        (me, 6 * GIB, 7, 3),
+        (worker.pid, GIB, 7, 3),
+        (2**22 + 7, GIB, None, None),  # not a rank's process: unattributed
+    ]
+
+
+def test_a_rank_on_another_slot_owns_its_process_on_this_gpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    recorded_nvml(monkeypatch, [BUSY_H100, BUSY_H100])
+    probe = NvmlProbe.create()
+    assert probe is not None
+    registry = DeviceRegistry()
+    registry.assign(1, Occupant(attempt_id=9, rank=1, pid=5151))  # 5151 runs on GPU 1
+    first, _ = [attribute(s, registry) for s in probe.sample("n", now=1.0)]
+    assert (first.attempt_id, first.rank) == (None, None)  # GPU 0's slot is idle
+    assert [(p.pid, p.attempt_id, p.rank) for p in first.processes or []][1] == (5151, 9, 1)

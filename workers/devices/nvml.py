@@ -10,7 +10,7 @@ from typing import Any
 
 import pynvml
 
-from workers.protocol import DeviceSample, NodeDevice
+from workers.protocol import DeviceSample, GpuProcess, NodeDevice
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +26,10 @@ class NvmlProbe:
         self._lock = threading.Lock()
         self._count = 0
         self._broken: set[int] = set()
+        #: NVML event set receiving Xid critical errors; None where the driver refuses it
+        self._events: Any = None
+        #: GPUs whose Xid errors are watched (their samples carry `xids`, [] when none)
+        self._xid_watched: set[int] = set()
 
     @classmethod
     def create(cls) -> NvmlProbe | None:
@@ -40,10 +44,35 @@ class NvmlProbe:
         if probe._count == 0:
             probe.shutdown()
             return None
+        probe._watch_xids()
         return probe
+
+    def _watch_xids(self) -> None:
+        """Register every GPU that allows it for Xid critical error events."""
+        try:
+            self._events = pynvml.nvmlEventSetCreate()
+        except pynvml.NVMLError as err:
+            log.info("NVML events unavailable (%s); no Xid reporting", err)
+            return
+        for index in range(self._count):
+            handle = self._handle(index)
+            if handle is None:
+                continue
+            try:
+                pynvml.nvmlDeviceRegisterEvents(
+                    handle, pynvml.nvmlEventTypeXidCriticalError, self._events
+                )
+            except pynvml.NVMLError as err:  # NOT_SUPPORTED on some boards and in some VMs
+                log.info("GPU %d: no Xid events (%s)", index, err)
+                continue
+            self._xid_watched.add(index)
 
     def shutdown(self) -> None:
         """Release NVML."""
+        if self._events is not None:
+            with contextlib.suppress(pynvml.NVMLError):
+                pynvml.nvmlEventSetFree(self._events)
+            self._events = None
         with contextlib.suppress(pynvml.NVMLError):
             pynvml.nvmlShutdown()
 
@@ -69,9 +98,53 @@ class NvmlProbe:
     def sample(self, node: str, now: float) -> list[DeviceSample]:
         """Utilisation, memory, temperature and power of every GPU, each read on its own."""
         with self._lock:
-            return [self._sample_one(node, index, now) for index in range(self._count)]
+            xids = self._pending_xids()
+            return [
+                self._sample_one(node, index, now, xids.get(index)) for index in range(self._count)
+            ]
 
-    def _sample_one(self, node: str, index: int, now: float) -> DeviceSample:
+    def _pending_xids(self) -> dict[int, list[int]]:
+        """Xid errors reported since the last call, per watched GPU ([] when none)."""
+        found: dict[int, list[int]] = {index: [] for index in self._xid_watched}
+        while self._events is not None:
+            try:
+                event = pynvml.nvmlEventSetWait(self._events, 0)
+            except pynvml.NVMLError as err:
+                if err.value != pynvml.NVML_ERROR_TIMEOUT:  # TIMEOUT: nothing more queued
+                    log.warning("NVML event wait failed: %s", err)
+                break
+            try:
+                index = int(pynvml.nvmlDeviceGetIndex(event.device))
+            except pynvml.NVMLError:
+                continue
+            if index in found and len(found[index]) < 64:
+                found[index].append(int(event.eventData))
+        return found
+
+    def _processes(self, index: int, handle: Any) -> list[GpuProcess] | None:
+        """Compute and graphics processes with their GPU memory; None when NVML hides them."""
+        compute = self._field(index, pynvml.nvmlDeviceGetComputeRunningProcesses, handle)
+        graphics = self._field(index, pynvml.nvmlDeviceGetGraphicsRunningProcesses, handle)
+        if compute is None and graphics is None:
+            return None
+        used: dict[int, int | None] = {}
+        for process in [*(compute or []), *(graphics or [])]:
+            memory = getattr(process, "usedGpuMemory", None)  # None: not available (no perms)
+            memory = int(memory) if memory is not None and memory >= 0 else None
+            earlier = used.get(int(process.pid))
+            # a process in both lists is reported with the same memory: count it once
+            used[int(process.pid)] = max(earlier or 0, memory) if memory is not None else earlier
+        return [GpuProcess(pid=pid, mem_used=memory) for pid, memory in sorted(used.items())]
+
+    def _ecc(self, index: int, handle: Any, kind: int) -> int | None:
+        count = self._field(
+            index, pynvml.nvmlDeviceGetTotalEccErrors, handle, kind, pynvml.NVML_VOLATILE_ECC
+        )
+        return int(count) if count is not None else None
+
+    def _sample_one(
+        self, node: str, index: int, now: float, xids: list[int] | None = None
+    ) -> DeviceSample:
         handle = self._handle(index)
         util = self._field(index, pynvml.nvmlDeviceGetUtilizationRates, handle)
         memory = self._field(index, pynvml.nvmlDeviceGetMemoryInfo, handle)
@@ -89,6 +162,10 @@ class NvmlProbe:
             mem_total=int(memory.total) if memory is not None else None,
             temperature=float(temperature) if temperature is not None else None,
             power=power_mw / 1000.0 if power_mw is not None else None,
+            processes=self._processes(index, handle),
+            ecc_corrected=self._ecc(index, handle, pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED),
+            ecc_uncorrected=self._ecc(index, handle, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED),
+            xids=xids,
         )
 
     def _handle(self, index: int) -> Any:

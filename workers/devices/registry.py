@@ -5,6 +5,11 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+import psutil
+
+#: how far up the process tree a GPU process is traced to a rank (rank → its workers)
+MAX_ANCESTORS = 8
+
 
 @dataclass(frozen=True)
 class Occupant:
@@ -43,3 +48,19 @@ class DeviceRegistry:
         """A copy of the whole map."""
         with self._lock:
             return dict(self._slots)
+
+    def owner_of(self, pid: int) -> Occupant | None:
+        """The rank process that is pid or one of its ancestors (a rank's workers count)."""
+        ranks = {occupant.pid: occupant for occupant in self.snapshot().values()}
+        if not ranks:
+            return None
+        for _ in range(MAX_ANCESTORS + 1):
+            if pid in ranks:
+                return ranks[pid]
+            try:
+                pid = psutil.Process(pid).ppid()
+            except (psutil.Error, ValueError):
+                return None
+            if pid <= 1:
+                return None
+        return None

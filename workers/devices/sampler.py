@@ -51,10 +51,7 @@ class DeviceSampler:
         return samples
 
     def _attribute(self, sample: DeviceSample) -> DeviceSample:
-        occupant = self._registry.get(sample.device)
-        if occupant is None:
-            return sample
-        return sample.model_copy(update={"attempt_id": occupant.attempt_id, "rank": occupant.rank})
+        return attribute(sample, self._registry)
 
     def _run(self) -> None:
         next_at = time.monotonic()
@@ -65,3 +62,27 @@ class DeviceSampler:
                 log.exception("device sampling failed")
             next_at = max(next_at + self._interval, time.monotonic())
             self._stop.wait(max(0.0, next_at - time.monotonic()))
+
+
+def attribute(sample: DeviceSample, registry: DeviceRegistry) -> DeviceSample:
+    """The sample with its slot's rank, and each GPU process with the rank owning its pid.
+
+    A process is attributed to a rank when its pid is the rank's or a descendant's (a
+    rank's data-loader workers); a process of another rank (NCCL contexts on a peer's
+    GPU) counts for that rank; an unknown pid keeps attempt_id and rank None.
+    """
+    update: dict[str, object] = {}
+    occupant = registry.get(sample.device)
+    if occupant is not None:
+        update = {"attempt_id": occupant.attempt_id, "rank": occupant.rank}
+    if sample.processes:
+        processes = []
+        for process in sample.processes:
+            owner = registry.owner_of(process.pid)
+            if owner is not None:
+                process = process.model_copy(
+                    update={"attempt_id": owner.attempt_id, "rank": owner.rank}
+                )
+            processes.append(process)
+        update["processes"] = processes
+    return sample.model_copy(update=update) if update else sample
