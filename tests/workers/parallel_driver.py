@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -45,6 +46,11 @@ def main(spec_file: str, out_dir: str) -> None:
         trainer.resume(Path(resume.read_text()))
     trainer.run()
     dist.destroy_process_group()
+    # exit before the trainer (and its DDP reducer, holding the gloo group) is freed: that
+    # destructor can deadlock on the GIL (see workers/engine/__main__.py `_exit`)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

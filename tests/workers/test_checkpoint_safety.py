@@ -7,6 +7,7 @@ import pickle
 from pathlib import Path
 
 import pytest
+import torch
 from worker_helpers import mlp_spec
 
 from workers.engine import checkpoint
@@ -44,3 +45,35 @@ def test_crafted_metadata_pickle_is_refused_without_running_it(tmp_path: Path) -
     with pytest.raises(pickle.UnpicklingError):
         checkpoint.read_progress(path)
     assert not marker.exists()
+
+
+def test_a_checkpoint_with_list_shaped_optimizer_state_still_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checkpoints from before optimizer state was keyed by parameter name resume as before."""
+    spec = mlp_spec(hyperparameters={"steps": 2})
+
+    def trainer() -> Trainer:
+        task = build_task("mlp", spec.hyperparameters)
+        return Trainer(spec, task, ParallelContext(), checkpoint_dir=tmp_path / "checkpoints")
+
+    old = trainer()
+    old.train_step()
+    with monkeypatch.context() as patch:
+        patch.setattr(checkpoint, "_OPTIONS", checkpoint._LEGACY_OPTIONS)
+        path = old.save()
+    assert path is not None
+    saved = checkpoint.SafeReader(path).read_metadata().state_dict_metadata
+    assert checkpoint._LEGACY_KEY in saved  # the old shape was written
+    new = trainer()
+    new.resume(path)
+    assert new.step == 1
+    for mine, theirs in zip(new.optimizer.param_groups, old.optimizer.param_groups, strict=True):
+        assert {k: v for k, v in mine.items() if k != "params"} == {
+            k: v for k, v in theirs.items() if k != "params"
+        }
+    for p_new, p_old in zip(new.params, old.params, strict=True):
+        assert torch.equal(p_new, p_old)
+        assert torch.equal(
+            new.optimizer.state[p_new]["exp_avg"], old.optimizer.state[p_old]["exp_avg"]
+        )

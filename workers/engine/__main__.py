@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from workers import sdk
@@ -11,6 +12,9 @@ from workers.engine.errors import EngineFailure
 from workers.engine.templates import build_task
 from workers.engine.train import Trainer
 from workers.rank_env import EXIT_EXPLAINED, RankEnv, failure_file
+
+#: the trainer outlives main(): see _exit
+_kept: list[object] = []
 
 
 def main() -> int:
@@ -35,12 +39,14 @@ def main() -> int:
                     f"{trainer.accum} accumulation x {ctx.dp_size} replicas)",
                     flush=True,
                 )
+        _kept.append(trainer)
         result = trainer.run()
         if ctx.is_leader:
             how = "stopped" if result.stopped else "finished"
             print(
                 f"{how} at step {result.step}/{trainer.total_steps} "
-                f"(training loop {trainer.loop_seconds:.3f} s)",
+                f"(training loop {trainer.loop_seconds:.3f} s, of which checkpoints "
+                f"{trainer.checkpoint_seconds:.3f} s)",
                 flush=True,
             )
     finally:
@@ -57,8 +63,24 @@ def explain(env: RankEnv | None, failure: EngineFailure) -> int:
     return EXIT_EXPLAINED
 
 
+def _exit(code: int) -> None:
+    """Leave without running destructors.
+
+    Freeing the DDP module frees its reducer, which holds the last reference to the (already
+    destroyed) gloo process group; its destructor joins gloo's worker thread while holding
+    the GIL, and that thread can be waiting for the GIL to drop a tensor of its last work:
+    the rank hung forever after "finished" (seen in a supervisor test here, and on torchrun
+    ranks that test runs left behind). Everything that matters is flushed by then
+    (checkpoints are written synchronously, `sdk.flush()` ran), so skip the teardown.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
     try:
-        sys.exit(main())
+        code = main()
     except EngineFailure as failure:
-        sys.exit(explain(RankEnv.from_env(), failure))
+        code = explain(RankEnv.from_env(), failure)
+    _exit(code)

@@ -15,12 +15,23 @@ from torch import nn
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 from torch.distributed.checkpoint.metadata import Metadata
 from torch.distributed.checkpoint.planner import ReadItem
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_state_dict,
+    set_state_dict,
+)
 
 from workers.checkpoints import checkpoint_path, complete_checkpoints
 
 #: numbers saved beside the weights: step, epoch, global_batch, data_offset, lr_scale, ...
 Progress = dict[str, float]
+
+#: optimizer state and hyperparameters keyed by parameter name ("param_groups.3.0.weight.lr"),
+#: not by group index: pipeline stages each have their own group 0, which a list-shaped
+#: state would save under one shared key (one stage's copy wins) and load into every stage
+_OPTIONS = StateDictOptions(flatten_optimizer_state_dict=True)
+#: how checkpoints written before that were shaped (still loaded: fine for `data` jobs)
+_LEGACY_OPTIONS, _LEGACY_KEY = StateDictOptions(), "optim.param_groups.0.params"
 
 #: modules whose classes a checkpoint's metadata may name; anything else is refused
 _SAFE_MODULES = ("torch.distributed.checkpoint.", "pathlib")
@@ -69,9 +80,14 @@ class SafeLoadPlanner(DefaultLoadPlanner):
             self.state_dict[read_item.dest_index.fqn] = loaded
 
 
-def _state(model: nn.Module, optimizer: torch.optim.Optimizer, progress: Progress) -> dict:
+def _state(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    progress: Progress,
+    options: StateDictOptions | None = None,
+) -> dict:
     """The state to save or load into: unwrapped model and optimizer, progress, RNG."""
-    model_state, optim_state = get_state_dict(model, optimizer)
+    model_state, optim_state = get_state_dict(model, optimizer, options=options or _OPTIONS)
     state: dict[str, Any] = {
         "model": model_state,
         "optim": optim_state,
@@ -130,12 +146,17 @@ def load(path: Path, *, model: nn.Module, optimizer: torch.optim.Optimizer) -> P
     reader = SafeReader(path)
     saved = reader.read_metadata().state_dict_metadata
     progress = {k.removeprefix("progress."): 0.0 for k in saved if k.startswith("progress.")}
-    state = _state(model, optimizer, progress)
+    options = _LEGACY_OPTIONS if _LEGACY_KEY in saved else _OPTIONS
+    state = _state(model, optimizer, progress, options)
     if "rng.cuda" not in saved:
         state["rng"].pop("cuda", None)
     dcp.load(state, storage_reader=reader, planner=SafeLoadPlanner())
     set_state_dict(
-        model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"]
+        model,
+        optimizer,
+        model_state_dict=state["model"],
+        optim_state_dict=state["optim"],
+        options=options,
     )
     torch.set_rng_state(state["rng"]["cpu"])
     if "cuda" in state["rng"]:

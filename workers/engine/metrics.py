@@ -34,10 +34,7 @@ class MetricBuffer:
             return []
         self._rows[-1][1].update(extra)
         tensors = [
-            v.detach().float().reshape(())
-            for _, row in self._rows
-            for v in row.values()
-            if isinstance(v, torch.Tensor)
+            _scalar(v) for _, row in self._rows for v in row.values() if isinstance(v, torch.Tensor)
         ]
         numbers = iter(torch.stack(tensors).tolist() if tensors else [])
         rows: list[Row] = []
@@ -47,6 +44,13 @@ class MetricBuffer:
             rows.append((step, plain))
         self._rows.clear()
         return rows
+
+
+def _scalar(value: torch.Tensor) -> torch.Tensor:
+    """A detached 0-d float32 tensor; the engine's own values already are (no extra ops)."""
+    if value.dtype is torch.float32 and value.dim() == 0 and not value.requires_grad:
+        return value
+    return value.detach().float().reshape(())
 
 
 def _plain(value: Value, numbers: object) -> float:

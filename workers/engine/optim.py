@@ -31,3 +31,16 @@ def lr_at(step: int, *, peak: float, total_steps: int, schedule: LRSchedule) -> 
     progress = min(1.0, (step - schedule.warmup_steps) / decay_steps)
     floor = peak * schedule.min_lr_ratio
     return floor + (peak - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def total_norm(grads: list[torch.Tensor]) -> torch.Tensor:
+    """The 2-norm of all gradients as one vector, on their device (no host sync).
+
+    The same ops as `clip_grad_norm_` (one `_foreach_norm`, then the norm of the stacked
+    norms), so the value is bit-identical to it, without its per-call grouping and copies.
+    """
+    if not grads:
+        return torch.zeros(())
+    if len({(g.device, g.dtype) for g in grads}) > 1:
+        return torch.nn.utils.get_total_norm(grads).float()
+    return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0).float()

@@ -11,6 +11,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from workers.engine.distributed import ParallelContext
+from workers.engine.optim import total_norm
 from workers.engine.pipeline import Batch, PipelineRunner
 from workers.spec import JobSpec, Strategy
 
@@ -48,6 +49,8 @@ class DataParallelRunner:
     ) -> None:
         self.ctx, self.loss_fn, self.autocast, self.scale_loss = ctx, loss_fn, autocast, scale_loss
         self.model = model.to(ctx.device)
+        #: fixed for the run: walking the module tree every step costs more than the norm
+        self.params = list(self.model.parameters())
         self.wrapped: nn.Module = self.model
         if ctx.world_size > 1:
             self.wrapped = DistributedDataParallel(
@@ -57,25 +60,31 @@ class DataParallelRunner:
             )
 
     def forward_backward(self, batches: list[Batch]) -> torch.Tensor:
-        """Mean loss over the micro-batches; gradients hold their mean over every rank."""
-        total = torch.zeros((), device=self.ctx.device)
+        """Mean loss over the micro-batches; gradients hold their mean over every rank.
+
+        The loss stays on the device (no host sync); one micro-batch costs no extra tensor op.
+        """
+        count = len(batches)
+        total: torch.Tensor | None = None
         no_sync = getattr(self.wrapped, "no_sync", None)
         for i, (inputs, targets) in enumerate(batches):
             inputs = inputs.to(self.ctx.device, non_blocking=True)
             targets = targets.to(self.ctx.device, non_blocking=True)
             # sync gradients only at the last micro-step: earlier ones just accumulate locally
-            last = i == len(batches) - 1
+            last = i == count - 1
             with contextlib.nullcontext() if last or no_sync is None else no_sync():
                 with self.autocast():
                     loss = self.loss_fn(self.wrapped(inputs), targets)
-                self.scale_loss(loss / len(batches)).backward()
-            total += loss.detach().float()
-        return total / len(batches)
+                # x / 1 is exact, so skipping it for one micro-batch changes no bit
+                self.scale_loss(loss / count if count > 1 else loss).backward()
+            held = loss.detach().float()
+            total = held if total is None else total + held
+        assert total is not None, "an optimizer step has at least one micro-batch"
+        return total / count if count > 1 else total
 
     def grad_norm(self) -> torch.Tensor:
         """Norm of the (already averaged) gradients."""
-        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
-        return torch.nn.utils.get_total_norm(grads).float()
+        return total_norm([p.grad for p in self.params if p.grad is not None])
 
 
 def parallelize(

@@ -69,6 +69,8 @@ class Trainer:
             scale_loss=scaler.scale if scaler is not None else None,
         )
         self.model = self.runner.model
+        #: fixed for the run (walking the module tree every step is measurable on small models)
+        self.params = list(self.model.parameters())
         self.optimizer = build_optimizer(
             self.model.parameters(),
             name=hp["optimizer"],
@@ -83,7 +85,8 @@ class Trainer:
         self._reshape(hp["batch_size"], spec.grad_accum)
         self.metrics = MetricBuffer(sdk.report)
         self.clock = StepClock(ctx.device)
-        self.loop_seconds = 0.0
+        #: the training loop's seconds, and the part of them spent writing checkpoints
+        self.loop_seconds = self.checkpoint_seconds = 0.0
         self.report_every = 1  # until the first report has measured a step
 
     @property
@@ -162,9 +165,10 @@ class Trainer:
         scaler, clip = self.precision.scaler, self.spec.grad_clip
         if scaler is not None:
             scaler.unscale_(self.optimizer)
+        # one norm pass serves telemetry and clipping; it stays on the device until a report
         grad_norm = self.runner.grad_norm()
-        params = [p for p in self.model.parameters() if p.grad is not None]
         if clip is not None:
+            params = [p for p in self.params if p.grad is not None]
             torch.nn.utils.clip_grads_with_norm_(params, clip, grad_norm)
         if scaler is not None:
             scaler.step(self.optimizer)
@@ -205,6 +209,7 @@ class Trainer:
         """Checkpoint the current step (all ranks take part); announce it from rank 0."""
         if self.checkpoint_dir is None:
             return None
+        began = time.perf_counter()
         progress = {
             "step": self.step,
             "epoch": self.batches.epoch_of((self.step + self.data_offset) * self.accum),
@@ -224,6 +229,7 @@ class Trainer:
         if self.ctx.is_leader:
             sdk.event("checkpoint", message=str(path), step=self.step)
             print(f"checkpoint step {self.step} saved to {path}", flush=True)
+        self.checkpoint_seconds += time.perf_counter() - began
         return path
 
     def _report(self, stop: bool, time_due: bool) -> tuple[bool, bool, bool]:
