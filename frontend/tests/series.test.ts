@@ -52,6 +52,20 @@ describe("DeviceStore", () => {
     expect(store.count("n1", 0)).toBe(2);
     expect(store.latest("n1", 0)?.util).toBe(20);
     expect(store.data("n1", 0)).toEqual([[1, 2], [10, 20], [1024, 1024]]);
+    expect(store.sensors("n1", 0)).toEqual([[1, 2], [null, null], [null, null]]);
+    expect(store.hasSensors("n1", 0)).toBe(false);
+  });
+
+  it("keeps a GPU's temperature and power beside utilization and memory", () => {
+    const store = new DeviceStore();
+    store.apply([
+      { node: "g", device: 1, kind: "gpu", time: 2, util: 90, mem_used: 8, temperature: 71, power: 250.5 },
+      { node: "g", device: 1, kind: "gpu", time: 1, util: 80, mem_used: 7, temperature: 70, power: null },
+    ]);
+    expect(store.hasSensors("g", 1)).toBe(true);
+    expect(store.data("g", 1)).toEqual([[1, 2], [80, 90], [7, 8]]);
+    expect(store.sensors("g", 1)).toEqual([[1, 2], [70, 71], [null, 250.5]]);
+    expect(store.sensors("g", 9)).toEqual([[], [], []]);
   });
 });
 

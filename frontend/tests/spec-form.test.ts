@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { Template } from "../src/api/types";
 import { parseRoute } from "../src/router";
-import { formFromSpec, formImplications, initialForm, toSpec } from "../src/lib/specForm";
+import { formatArgs, formFromSpec, formImplications, initialForm, parseArgs, toSpec } from "../src/lib/specForm";
 
 const mlp: Template = {
   name: "mlp",
@@ -43,6 +43,67 @@ describe("submit form → JobSpec", () => {
     const form = formFromSpec({ name: "p", parallelism: { devices: 3 }, hyperparameters: { steps: 5 }, tags: ["a"] }, initialForm(mlp));
     expect(form).toMatchObject({ name: "p", devices: "3", tags: "a" });
     expect(form.hyperparameters.steps).toBe("5");
+  });
+});
+
+describe("submit form in script mode → JobSpec", () => {
+  const script = { ...initialForm(mlp), mode: "script" as const, name: "s", devices: "2" };
+
+  it("sends the entrypoint and no template or hyperparameters", () => {
+    const spec = toSpec({ ...script, script: " train.py ", args: "--epochs 3\n--lr 0.1" }, mlp);
+    expect(spec).toEqual({
+      name: "s",
+      entrypoint: { script: "train.py", args: ["--epochs", "3", "--lr", "0.1"] },
+      parallelism: { strategy: "data", devices: 2 },
+      precision: "fp32",
+      grad_accum: 1,
+      checkpoint: { every_steps: null },
+      priority: "normal",
+      tags: [],
+    });
+    expect(spec).not.toHaveProperty("template");
+    expect(spec).not.toHaveProperty("hyperparameters");
+  });
+
+  it("a module instead of a script; strategy fields as in template mode", () => {
+    const spec = toSpec({ ...script, module: "pkg.train", strategy: "model", microbatches: "8" }, mlp);
+    expect(spec.entrypoint).toEqual({ module: "pkg.train", args: [] });
+    expect(spec.parallelism).toEqual({ strategy: "model", devices: 2, microbatches: 8 });
+  });
+
+  it("leaves both or neither target for the server to name", () => {
+    expect(toSpec({ ...script, script: "a.py", module: "b" }, mlp).entrypoint).toEqual({ script: "a.py", module: "b", args: [] });
+    expect(toSpec(script, mlp).entrypoint).toEqual({ args: [] });
+    expect(toSpec({ ...script, script: "../escape.py" }, mlp).entrypoint).toEqual({ script: "../escape.py", args: [] });
+  });
+
+  it("switching back to template mode sends the template's hyperparameters again", () => {
+    const spec = toSpec({ ...script, script: "train.py", mode: "template" }, mlp);
+    expect(spec.template).toBe("mlp");
+    expect(spec).not.toHaveProperty("entrypoint");
+    expect(spec.hyperparameters).toMatchObject({ steps: 200 });
+  });
+
+  it("implies no global batch for a script (its batch size is unknown)", () => {
+    expect(formImplications(script)?.global_batch ?? null).toBeNull();
+    expect(formImplications(script)?.data_parallel_degree).toBe(2);
+  });
+
+  it("parses arguments one per line or as a shell-like list", () => {
+    expect(parseArgs("")).toEqual([]);
+    expect(parseArgs("--a\n\n  --b  \r\n")).toEqual(["--a", "--b"]);
+    expect(parseArgs(`--name "my run" --tag 'a b' x\\ y ""`)).toEqual(["--name", "my run", "--tag", "a b", "x y", ""]);
+    expect(parseArgs(`--msg "say \\"hi\\"" 'it''s'`)).toEqual(["--msg", 'say "hi"', "its"]);
+    expect(parseArgs(`--open "unterminated\nnext`)).toEqual(["--open", "unterminated", "next"]);
+  });
+
+  it("a cloned script job fills script mode, and its arguments read back the same", () => {
+    const args = ["--name", "my run", "it's", "", "plain"];
+    const form = formFromSpec({ name: "c", entrypoint: { script: "train.py", args } }, initialForm(mlp));
+    expect(form).toMatchObject({ mode: "script", script: "train.py", module: "" });
+    expect(parseArgs(form.args)).toEqual(args);
+    expect(parseArgs(formatArgs(args))).toEqual(args);
+    expect(formFromSpec({ name: "t", template: "mlp" }, form).mode).toBe("template");
   });
 });
 

@@ -1,10 +1,17 @@
-/** One chart per device of a job: utilization % (fixed 0–100) and memory in bytes. */
+/**
+ * One chart per device: utilization % (fixed 0–100) and memory in bytes; under it, for a
+ * device that reports them (GPUs through NVML), temperature in °C and power in W. CPU slots
+ * have no such sensors: their caption says so instead of drawing empty axes.
+ */
+import { useEffect, useState } from "preact/hooks";
 import type uPlot from "uplot";
 import type { Device } from "../api/types";
 import { formatBytes } from "../lib/format";
 import { deviceLabel } from "./bits";
 import { axis, Chart, type ChartColors } from "./Chart";
 import type { Cluster } from "./ClusterSummary";
+
+const SYNC = { key: "job-devices" };
 
 function deviceOptions(kind: string | undefined, memoryTotal: number | null | undefined) {
   const cpu = kind === "cpu";
@@ -17,13 +24,13 @@ function deviceOptions(kind: string | undefined, memoryTotal: number | null | un
       mem: { range: (_u, _min, max) => [0, !cpu && memoryTotal ? memoryTotal : Math.max(max * 1.1, 1)] },
     },
     axes: [
-      axis(c),
-      axis(c, { scale: "util", label: cpu ? "process CPU %" : "utilization %", values: (_u, ticks) => ticks.map((t) => `${t}%`) }),
+      axis(c, { label: "local time" }),
+      axis(c, { scale: "util", label: cpu ? "process CPU (%)" : "utilization (%)", values: (_u, ticks) => ticks.map((t) => `${t}%`) }),
       axis(c, {
         scale: "mem",
         side: 1,
         size: 72,
-        label: cpu ? "process RSS" : "memory used",
+        label: cpu ? "process RSS (bytes)" : "memory used (bytes)",
         grid: { show: false },
         values: (_u, ticks) => ticks.map((t) => formatBytes(t)),
       }),
@@ -33,15 +40,44 @@ function deviceOptions(kind: string | undefined, memoryTotal: number | null | un
       { label: cpu ? "CPU %" : "util %", scale: "util", stroke: c.series[0], width: 1.5, value: (_u, v) => (v == null ? "—" : `${v.toFixed(0)}%`) },
       { label: "memory", scale: "mem", stroke: c.series[1], width: 1.5, value: (_u, v) => formatBytes(v) },
     ],
-    cursor: { sync: { key: "job-devices" } },
+    cursor: { sync: SYNC },
   });
+}
+
+function sensorOptions(c: ChartColors): Omit<uPlot.Options, "width" | "height"> {
+  return {
+    scales: {
+      x: { time: true },
+      temp: { range: (_u, min, max) => [Math.min(20, min ?? 20), Math.max(100, (max ?? 0) + 5)] },
+      power: { range: (_u, _min, max) => [0, Math.max(50, (max ?? 0) * 1.1)] },
+    },
+    axes: [
+      axis(c, { label: "local time" }),
+      axis(c, { scale: "temp", label: "temperature (°C)", values: (_u, ticks) => ticks.map((t) => `${t}°C`) }),
+      axis(c, { scale: "power", side: 1, size: 72, label: "power (W)", grid: { show: false }, values: (_u, ticks) => ticks.map((t) => `${t} W`) }),
+    ],
+    series: [
+      {},
+      { label: "temperature", scale: "temp", stroke: c.series[2], width: 1.5, value: (_u, v) => (v == null ? "—" : `${v.toFixed(0)} °C`) },
+      { label: "power", scale: "power", stroke: c.series[3], width: 1.5, value: (_u, v) => (v == null ? "—" : `${v.toFixed(0)} W`) },
+    ],
+    cursor: { sync: SYNC },
+  };
+}
+
+/** Samples with a temperature or power reading: what the sensor chart draws. */
+function countReadings(data: (number | null)[][]): number {
+  const [, temp = [], power = []] = data;
+  let n = 0;
+  for (let i = 0; i < temp.length; i += 1) if (temp[i] != null || power[i] != null) n += 1;
+  return n;
 }
 
 interface Props {
   cluster: Cluster;
   node: string;
   devices: number[];
-  /** Test id of each chart: `${testIdPrefix}${index}`. */
+  /** Test id of each chart: `${testIdPrefix}${index}`; the sensor chart adds `-sensors`. */
   testIdPrefix?: string;
   height?: number;
 }
@@ -58,20 +94,60 @@ export function DeviceCharts({ cluster, node, devices, testIdPrefix = "device-ch
         const key = `${node}\u0000${index}`;
         const label = deviceLabel(kind, index);
         const named = device?.name && device.name !== label ? ` — ${device.name}` : "";
+        const note = kind === "cpu" ? " · no temperature or power sensors" : "";
         return (
-          <Chart
-            key={`${node}:${index}:${kind}`}
-            testId={`${testIdPrefix}${index}`}
-            title={`${label}${named} on ${node}`}
-            options={deviceOptions(kind, device?.memory_total ?? cluster.store.latest(node, index)?.mem_total)}
-            data={() => cluster.store.data(node, index)}
-            subscribe={(fn) => cluster.changed.on((keys) => keys.has(key) && fn())}
-            countAttr="data-samples"
-            count={(data) => data[0].length}
-            height={height}
-          />
+          <div class="device-chart-group" key={`${node}:${index}:${kind}`}>
+            <Chart
+              testId={`${testIdPrefix}${index}`}
+              title={`${label}${named} on ${node}${note}`}
+              options={deviceOptions(kind, device?.memory_total ?? cluster.store.latest(node, index)?.mem_total)}
+              data={() => cluster.store.data(node, index)}
+              subscribe={(fn) => cluster.changed.on((keys) => keys.has(key) && fn())}
+              countAttr="data-samples"
+              count={(data) => data[0].length}
+              height={height}
+            />
+            {kind !== "cpu" && (
+              <DeviceSensors cluster={cluster} node={node} index={index} label={label} testId={`${testIdPrefix}${index}-sensors`} height={height} />
+            )}
+          </div>
         );
       })}
     </div>
+  );
+}
+
+/** Temperature and power of a device, drawn once it has reported either (a GPU without NVML readings says so). */
+function DeviceSensors({ cluster, node, index, label, testId, height }: { cluster: Cluster; node: string; index: number; label: string; testId: string; height: number }) {
+  const key = `${node}\u0000${index}`;
+  const [sensing, setSensing] = useState(() => cluster.store.hasSensors(node, index));
+  useEffect(() => {
+    if (sensing) return;
+    if (cluster.store.hasSensors(node, index)) {
+      setSensing(true);
+      return;
+    }
+    return cluster.changed.on((keys) => {
+      if (keys.has(key) && cluster.store.hasSensors(node, index)) setSensing(true);
+    });
+  }, [cluster, key, sensing]);
+  if (!sensing) {
+    return (
+      <p class="muted small device-sensors-note" data-testid={`${testId}-none`}>
+        {label} has reported no temperature or power yet.
+      </p>
+    );
+  }
+  return (
+    <Chart
+      testId={testId}
+      title={`${label} on ${node}: temperature and power`}
+      options={sensorOptions}
+      data={() => cluster.store.sensors(node, index)}
+      subscribe={(fn) => cluster.changed.on((keys) => keys.has(key) && fn())}
+      countAttr="data-samples"
+      count={countReadings}
+      height={height}
+    />
   );
 }

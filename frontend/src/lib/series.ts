@@ -116,10 +116,12 @@ export class MetricStore {
   }
 }
 
-/** Device samples per (node, device): time → [util %, memory used bytes]. */
+/** Device samples per (node, device): time → [util %, memory used bytes, temperature °C, power W]. */
 export class DeviceStore {
   private readonly series = new Map<string, KeyedSeries>();
   private readonly latestSample = new Map<string, DeviceSample>();
+  /** Devices that have reported a temperature or a power reading at least once. */
+  private readonly sensing = new Set<string>();
 
   constructor(private readonly capacity = 3_600) {}
 
@@ -134,11 +136,14 @@ export class DeviceStore {
       const key = DeviceStore.key(s.node, s.device);
       let series = this.series.get(key);
       if (!series) {
-        series = new KeyedSeries(this.capacity, 2);
+        series = new KeyedSeries(this.capacity, 4);
         this.series.set(key, series);
       }
-      if (series.add(s.time, s.util ?? null, s.mem_used ?? null)) {
+      const temperature = s.temperature ?? null;
+      const power = s.power ?? null;
+      if (series.add(s.time, s.util ?? null, s.mem_used ?? null, temperature, power)) {
         changed.add(key);
+        if (temperature !== null || power !== null) this.sensing.add(key);
         const prev = this.latestSample.get(key);
         if (!prev || prev.time <= s.time) this.latestSample.set(key, s);
       }
@@ -152,7 +157,19 @@ export class DeviceStore {
 
   /** uPlot data: [times (unix s), util %, memory bytes]. */
   data(node: string, device: number): AlignedData {
-    return this.series.get(DeviceStore.key(node, device))?.buffer.columns() ?? [[], [], []];
+    const columns = this.series.get(DeviceStore.key(node, device))?.buffer.columns();
+    return columns ? [columns[0], columns[1]!, columns[2]!] : [[], [], []];
+  }
+
+  /** uPlot data: [times (unix s), temperature °C, power W] (null where a sample had none). */
+  sensors(node: string, device: number): AlignedData {
+    const columns = this.series.get(DeviceStore.key(node, device))?.buffer.columns();
+    return columns ? [columns[0], columns[3]!, columns[4]!] : [[], [], []];
+  }
+
+  /** Whether the device has reported a temperature or power reading (GPUs do; CPU slots never). */
+  hasSensors(node: string, device: number): boolean {
+    return this.sensing.has(DeviceStore.key(node, device));
   }
 
   count(node: string, device: number): number {

@@ -2,9 +2,18 @@
 import type { HyperParameter, Precision, Priority, Strategy, Template } from "../api/types";
 import { implications, type ParallelInput } from "./implications";
 
+/** What the job runs: one of the server's templates, or the user's own script or module. */
+export type SubmitMode = "template" | "script";
+
 export interface SpecForm {
   name: string;
+  mode: SubmitMode;
   template: string;
+  /** Script mode: a path under the server's TRAINBOARD_SCRIPT_ROOTS, or a dotted module name. */
+  script: string;
+  module: string;
+  /** Script mode: arguments, one per line or a shell-like list (see parseArgs). */
+  args: string;
   strategy: Strategy;
   devices: string;
   pipelineStages: string;
@@ -29,7 +38,11 @@ export function defaultHyperparameters(template: Template | undefined): Record<s
 export function initialForm(template: Template | undefined): SpecForm {
   return {
     name: "",
+    mode: "template",
     template: template?.name ?? "",
+    script: "",
+    module: "",
+    args: "",
     strategy: "data",
     devices: "1",
     pipelineStages: "2",
@@ -55,6 +68,47 @@ function hpValue(hp: HyperParameter | undefined, value: string | boolean): unkno
   return numberOrText(value);
 }
 
+/**
+ * Arguments as typed → the argv list. Each line is split like a shell would (whitespace
+ * separates; '...' keeps everything literally; "..." and a backslash escape), so one argument
+ * per line and `--lr 0.1 --name "my run"` both work. A quote left open closes at the line's end.
+ */
+export function parseArgs(text: string): string[] {
+  const out: string[] = [];
+  for (const line of text.split(/\r?\n/)) {
+    let current = "";
+    let started = false;
+    let quote: "'" | '"' | null = null;
+    for (let i = 0; i < line.length; i += 1) {
+      const ch = line[i]!;
+      if (quote === "'") {
+        if (ch === "'") quote = null;
+        else current += ch;
+      } else if (quote === '"') {
+        if (ch === '"') quote = null;
+        else if (ch === "\\" && i + 1 < line.length && /["\\$`]/.test(line[i + 1]!)) current += line[++i];
+        else current += ch;
+      } else if (/\s/.test(ch)) {
+        if (started) out.push(current);
+        current = "";
+        started = false;
+      } else {
+        started = true;
+        if (ch === "'" || ch === '"') quote = ch;
+        else if (ch === "\\" && i + 1 < line.length) current += line[++i];
+        else current += ch;
+      }
+    }
+    if (started) out.push(current);
+  }
+  return out;
+}
+
+/** An argv list → text that parseArgs reads back: one argument per line, quoted when needed. */
+export function formatArgs(args: readonly string[]): string {
+  return args.map((a) => (a !== "" && /^[^\s'"\\]+$/.test(a) ? a : `'${a.replace(/'/g, `'"'"'`)}'`)).join("\n");
+}
+
 /** The JobSpec JSON to POST; fields the strategy ignores are left at their defaults. */
 export function toSpec(form: SpecForm, template: Template | undefined): Record<string, unknown> {
   const hps = new Map((template?.hyperparameters ?? []).map((hp) => [hp.name, hp]));
@@ -65,19 +119,36 @@ export function toSpec(form: SpecForm, template: Template | undefined): Record<s
     .split(/[,\s]+/)
     .map((t) => t.trim())
     .filter(Boolean);
+  // A script job names no template and sends no hyperparameters (the spec checks those only
+  // against a template; the program reads its own settings from its arguments).
+  const target =
+    form.mode === "script"
+      ? { entrypoint: entrypointOf(form) }
+      : {
+          template: form.template || null,
+          hyperparameters: Object.fromEntries(
+            Object.entries(form.hyperparameters).map(([name, value]) => [name, hpValue(hps.get(name), value)]),
+          ),
+        };
   return {
     name: form.name,
-    template: form.template || null,
+    ...target,
     parallelism,
-    hyperparameters: Object.fromEntries(
-      Object.entries(form.hyperparameters).map(([name, value]) => [name, hpValue(hps.get(name), value)]),
-    ),
     precision: form.precision,
     grad_accum: numberOrText(form.gradAccum),
     checkpoint: { every_steps: form.checkpointEvery.trim() === "" ? null : numberOrText(form.checkpointEvery) },
     priority: form.priority,
     tags,
   };
+}
+
+/** Script mode's entrypoint: whichever of script / module is filled (both or neither: the server says which to give). */
+function entrypointOf(form: SpecForm): Record<string, unknown> {
+  const entrypoint: Record<string, unknown> = {};
+  if (form.script.trim() !== "") entrypoint.script = form.script.trim();
+  if (form.module.trim() !== "") entrypoint.module = form.module.trim();
+  entrypoint.args = parseArgs(form.args);
+  return entrypoint;
 }
 
 const asInt = (text: string): number | null => (/^\s*\d+\s*$/.test(text) ? Number(text) : null);
@@ -88,7 +159,8 @@ export function formImplications(form: SpecForm) {
   const microbatches = form.strategy === "data" ? 1 : asInt(form.microbatches);
   const stages = form.strategy === "hybrid" ? asInt(form.pipelineStages) : null;
   const gradAccum = asInt(form.gradAccum);
-  const batch = form.hyperparameters.batch_size;
+  // A script's batch size is its own business: the global batch is unknown in script mode.
+  const batch = form.mode === "script" ? undefined : form.hyperparameters.batch_size;
   if (devices === null || devices < 1 || microbatches === null || microbatches < 1 || gradAccum === null) return null;
   if (form.strategy === "hybrid" && (stages === null || stages < 1)) return null;
   const input: ParallelInput = {
@@ -108,10 +180,15 @@ export function formFromSpec(spec: Record<string, unknown>, base: SpecForm): Spe
   const checkpoint = (spec.checkpoint ?? {}) as Record<string, unknown>;
   const text = (v: unknown, fallback: string) => (v === undefined || v === null ? fallback : String(v));
   const hps = (spec.hyperparameters ?? {}) as Record<string, unknown>;
+  const entry = spec.entrypoint && typeof spec.entrypoint === "object" ? (spec.entrypoint as Record<string, unknown>) : null;
   return {
     ...base,
     name: text(spec.name, base.name),
+    mode: entry ? "script" : spec.template ? "template" : base.mode,
     template: text(spec.template, base.template),
+    script: entry ? text(entry.script, "") : base.script,
+    module: entry ? text(entry.module, "") : base.module,
+    args: entry ? (Array.isArray(entry.args) ? formatArgs(entry.args.map(String)) : "") : base.args,
     strategy: (par.strategy as Strategy | undefined) ?? base.strategy,
     devices: text(par.devices, base.devices),
     pipelineStages: text(par.pipeline_stages, base.pipelineStages),

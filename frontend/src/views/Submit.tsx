@@ -6,13 +6,25 @@ import type { Job, Node, Template } from "../api/types";
 import { FieldError } from "../components/bits";
 import { fieldErrors } from "../lib/errors";
 import { formatPercent } from "../lib/format";
-import { defaultHyperparameters, formFromSpec, formImplications, initialForm, toSpec, type SpecForm } from "../lib/specForm";
+import {
+  defaultHyperparameters,
+  formFromSpec,
+  formImplications,
+  initialForm,
+  parseArgs,
+  toSpec,
+  type SpecForm,
+} from "../lib/specForm";
 import { Link, navigate } from "../router";
 import { HyperparameterFields } from "./HyperparameterFields";
 
 const FIELDS = [
   "name",
   "template",
+  "entrypoint",
+  "entrypoint.script",
+  "entrypoint.module",
+  "entrypoint.args",
   "parallelism",
   "parallelism.strategy",
   "parallelism.devices",
@@ -145,21 +157,52 @@ export function SubmitView({ clone }: { clone: number | null }) {
             <label for="f-name">Name</label>
             <input id="f-name" data-testid="submit-name" value={form.name} onInput={(e) => set("name", e.currentTarget.value)} />
             <FieldError field="name" errors={errors} />
-            <label for="f-template">Template</label>
-            <select
-              id="f-template"
-              data-testid="submit-template"
-              value={form.template}
-              onChange={(e) => {
-                const name = e.currentTarget.value;
-                setForm((f) => ({ ...f, template: name, hyperparameters: defaultHyperparameters(templates.find((t) => t.name === name)) }));
-              }}
-            >
-              {templates.map((t) => (
-                <option value={t.name}>{t.name}</option>
-              ))}
-            </select>
-            <FieldError field="template" errors={errors} />
+            <span class="label" id="f-mode-label">Runs</span>
+            <div class="mode-switch" role="radiogroup" aria-labelledby="f-mode-label">
+              <label class="inline">
+                <input
+                  type="radio"
+                  name="mode"
+                  value="template"
+                  data-testid="submit-mode-template"
+                  checked={form.mode === "template"}
+                  onChange={() => set("mode", "template")}
+                />
+                a template
+              </label>
+              <label class="inline">
+                <input
+                  type="radio"
+                  name="mode"
+                  value="script"
+                  data-testid="submit-mode-script"
+                  checked={form.mode === "script"}
+                  onChange={() => set("mode", "script")}
+                />
+                my script or module
+              </label>
+            </div>
+            {form.mode === "template" ? (
+              <>
+                <label for="f-template">Template</label>
+                <select
+                  id="f-template"
+                  data-testid="submit-template"
+                  value={form.template}
+                  onChange={(e) => {
+                    const name = e.currentTarget.value;
+                    setForm((f) => ({ ...f, template: name, hyperparameters: defaultHyperparameters(templates.find((t) => t.name === name)) }));
+                  }}
+                >
+                  {templates.map((t) => (
+                    <option value={t.name}>{t.name}</option>
+                  ))}
+                </select>
+                <FieldError field="template" errors={errors} />
+              </>
+            ) : (
+              <ScriptFields form={form} set={set} errors={errors} />
+            )}
             <label for="f-priority">Priority</label>
             <select id="f-priority" data-testid="submit-priority" value={form.priority} onChange={(e) => set("priority", e.currentTarget.value as SpecForm["priority"])}>
               <option value="high">high</option>
@@ -223,12 +266,14 @@ export function SubmitView({ clone }: { clone: number | null }) {
             <FieldError field="checkpoint" errors={errors} />
           </fieldset>
 
-          <HyperparameterFields
-            template={template}
-            values={form.hyperparameters}
-            errors={errors}
-            onChange={(name, value) => setForm((f) => ({ ...f, hyperparameters: { ...f.hyperparameters, [name]: value } }))}
-          />
+          {form.mode === "template" && (
+            <HyperparameterFields
+              template={template}
+              values={form.hyperparameters}
+              errors={errors}
+              onChange={(name, value) => setForm((f) => ({ ...f, hyperparameters: { ...f.hyperparameters, [name]: value } }))}
+            />
+          )}
         </div>
 
         <Implied implied={implied} fit={fitsCluster(nodes, Number(form.devices))} />
@@ -282,6 +327,67 @@ export function SubmitView({ clone }: { clone: number | null }) {
         </div>
       </details>
     </section>
+  );
+}
+
+/** Script mode: the program to start on every rank (torchrun-style) and its arguments. */
+function ScriptFields({
+  form,
+  set,
+  errors,
+}: {
+  form: SpecForm;
+  set: <K extends keyof SpecForm>(key: K, value: SpecForm[K]) => void;
+  errors: Map<string, string[]>;
+}) {
+  const args = parseArgs(form.args);
+  return (
+    <>
+      <label for="f-script">Script path</label>
+      <input
+        id="f-script"
+        data-testid="submit-script"
+        placeholder="train.py"
+        spellcheck={false}
+        aria-describedby="f-script-help"
+        value={form.script}
+        onInput={(e) => set("script", e.currentTarget.value)}
+      />
+      <small id="f-script-help" class="muted">
+        relative to the server's script roots (TRAINBOARD_SCRIPT_ROOTS); no “..”
+      </small>
+      <FieldError field="entrypoint.script" errors={errors} />
+      <label for="f-module">or module</label>
+      <input
+        id="f-module"
+        data-testid="submit-module"
+        placeholder="pkg.train"
+        spellcheck={false}
+        value={form.module}
+        onInput={(e) => set("module", e.currentTarget.value)}
+      />
+      <FieldError field="entrypoint.module" errors={errors} />
+      <label for="f-args">Arguments</label>
+      <textarea
+        id="f-args"
+        data-testid="submit-args"
+        rows={4}
+        spellcheck={false}
+        placeholder={"one per line, or a shell-like list:\n--epochs 3 --name 'my run'"}
+        aria-describedby="f-args-preview"
+        value={form.args}
+        onInput={(e) => set("args", e.currentTarget.value)}
+      />
+      <small id="f-args-preview" class="muted" data-testid="submit-args-preview" data-count={args.length}>
+        {args.length === 0 ? "no arguments" : `${args.length} argument${args.length === 1 ? "" : "s"}: `}
+        {args.map((a) => (
+          <code class="arg">{a}</code>
+        ))}
+      </small>
+      <FieldError field="entrypoint.args" errors={errors} />
+      <FieldError field="entrypoint" errors={errors} />
+      <p class="muted small">No template hyperparameters: the program reads its own settings from its arguments.</p>
+    </>
   );
 }
 
