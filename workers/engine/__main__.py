@@ -46,7 +46,8 @@ def main() -> int:
             print(
                 f"{how} at step {result.step}/{trainer.total_steps} "
                 f"(training loop {trainer.loop_seconds:.3f} s, of which checkpoints "
-                f"{trainer.checkpoint_seconds:.3f} s)",
+                f"{trainer.checkpoint_seconds:.3f} s; cpu {trainer.loop_cpu_seconds:.3f} s, "
+                f"of which checkpoints {trainer.checkpoint_cpu_seconds:.3f} s)",
                 flush=True,
             )
     finally:
