@@ -24,13 +24,13 @@ function deviceOptions(kind: string | undefined, memoryTotal: number | null | un
       mem: { range: (_u, _min, max) => [0, !cpu && memoryTotal ? memoryTotal : Math.max(max * 1.1, 1)] },
     },
     axes: [
-      axis(c, { label: "local time" }),
-      axis(c, { scale: "util", label: cpu ? "process CPU (%)" : "utilization (%)", values: (_u, ticks) => ticks.map((t) => `${t}%`) }),
+      axis(c),
+      axis(c, { scale: "util", label: cpu ? "CPU (%)" : "util (%)", values: (_u, ticks) => ticks.map((t) => `${t}%`) }),
       axis(c, {
         scale: "mem",
         side: 1,
-        size: 72,
-        label: cpu ? "process RSS (bytes)" : "memory used (bytes)",
+        size: 92,
+        label: cpu ? "RSS (bytes)" : "memory (bytes)",
         grid: { show: false },
         values: (_u, ticks) => ticks.map((t) => formatBytes(t)),
       }),
@@ -52,9 +52,9 @@ function sensorOptions(c: ChartColors): Omit<uPlot.Options, "width" | "height"> 
       power: { range: (_u, _min, max) => [0, Math.max(50, (max ?? 0) * 1.1)] },
     },
     axes: [
-      axis(c, { label: "local time" }),
-      axis(c, { scale: "temp", label: "temperature (°C)", values: (_u, ticks) => ticks.map((t) => `${t}°C`) }),
-      axis(c, { scale: "power", side: 1, size: 72, label: "power (W)", grid: { show: false }, values: (_u, ticks) => ticks.map((t) => `${t} W`) }),
+      axis(c),
+      axis(c, { scale: "temp", label: "temp (°C)", values: (_u, ticks) => ticks.map((t) => `${t}°C`) }),
+      axis(c, { scale: "power", side: 1, size: 70, label: "power (W)", grid: { show: false }, values: (_u, ticks) => ticks.map((t) => `${t} W`) }),
     ],
     series: [
       {},

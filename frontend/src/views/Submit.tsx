@@ -276,7 +276,7 @@ export function SubmitView({ clone }: { clone: number | null }) {
           )}
         </div>
 
-        <Implied implied={implied} fit={fitsCluster(nodes, Number(form.devices))} />
+        <Implied implied={implied} fit={fitsCluster(nodes, Number(form.devices))} script={form.mode === "script"} />
         <FieldError field="" errors={errors} />
         <button type="submit" data-testid="submit-button" disabled={busy}>
           {busy ? "Submitting…" : parent ? "Submit the clone" : "Submit job"}
@@ -422,7 +422,7 @@ function fitsCluster(nodes: Node[] | null, devices: number): string | null {
   return `no: the largest node that is up has ${largest} devices; this job would wait forever`;
 }
 
-function Implied({ implied, fit }: { implied: ReturnType<typeof formImplications>; fit: string | null }) {
+function Implied({ implied, fit, script }: { implied: ReturnType<typeof formImplications>; fit: string | null; script: boolean }) {
   if (!implied) return <p class="implications muted">Fill in the numbers to see what this spec implies.</p>;
   return (
     <div class="implications" data-testid="implications" aria-live="polite">
@@ -432,7 +432,9 @@ function Implied({ implied, fit }: { implied: ReturnType<typeof formImplications
         <dt>Pipeline stages</dt>
         <dd>{implied.pipeline_stages}</dd>
         <dt>Global batch</dt>
-        <dd data-testid="implied-global-batch">{implied.global_batch ?? "—"} samples / optimizer step</dd>
+        <dd data-testid="implied-global-batch">
+          {implied.global_batch === null && script ? "set by the script" : `${implied.global_batch ?? "—"} samples / optimizer step`}
+        </dd>
         <dt>Pipeline bubble</dt>
         <dd data-testid="implied-bubble">{formatPercent(implied.bubble_fraction, 1)}</dd>
         {fit && (
