@@ -9,13 +9,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, HTTPException, Query, Request, status
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.auth.service import Principal
 from backend.deps import ObjectId, ReaderDep, SessionDep, SettingsDep, SubmitterDep
 from backend.jobs import service
-from backend.jobs.models import Attempt, Job, JobEvent
+from backend.jobs.models import Job
 from backend.jobs.schemas import (
     AttemptOut,
     EventOut,
@@ -27,7 +26,7 @@ from backend.jobs.schemas import (
     Series,
 )
 from backend.jobs.states import IllegalTransition
-from backend.jobs.views import describe_job, describe_jobs
+from backend.jobs.views import attempt_view, describe_job, describe_jobs, event_view
 from backend.telemetry import series
 from workers.spec import JobSpec
 
@@ -159,45 +158,14 @@ def clone_job(
 @router.get("/{job_id}/attempts", response_model=list[AttemptOut])
 def list_attempts(job_id: ObjectId, principal: ReaderDep, session: SessionDep) -> list[AttemptOut]:
     job = _job(session, principal, job_id)
-    attempts = session.scalars(
-        select(Attempt).where(Attempt.job_id == job.id).order_by(Attempt.number)
-    )
-    return [
-        AttemptOut(
-            id=a.id,
-            number=a.number,
-            node=a.node_name,
-            devices=list(a.devices),
-            state=a.state,
-            resume_from=a.resume_from,
-            last_checkpoint=a.last_checkpoint,
-            exit_reason=a.exit_reason,
-            created_at=a.created_at,
-            claimed_at=a.claimed_at,
-            finished_at=a.finished_at,
-        )
-        for a in attempts
-    ]
+    return [attempt_view(a) for a in service.attempts_of(session, job=job)]
 
 
 @router.get("/{job_id}/events", response_model=list[EventOut])
 def list_events(job_id: ObjectId, principal: ReaderDep, session: SessionDep) -> list[EventOut]:
     """The job's timeline, oldest first."""
     job = _job(session, principal, job_id)
-    events = session.scalars(
-        select(JobEvent).where(JobEvent.job_id == job.id).order_by(JobEvent.id)
-    )
-    return [
-        EventOut(
-            id=e.id,
-            kind=e.kind,
-            message=e.message,
-            step=e.step,
-            attempt_id=e.attempt_id,
-            time=e.time,
-        )
-        for e in events
-    ]
+    return [event_view(e) for e in service.events_of(session, job=job)]
 
 
 @router.get("/{job_id}/metrics", response_model=MetricNames)

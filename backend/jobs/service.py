@@ -102,6 +102,18 @@ def get_job(session: Session, *, principal: Principal, job_id: int) -> Job:
     return job
 
 
+def attempts_of(session: Session, *, job: Job) -> Sequence[Attempt]:
+    """Every attempt of a job, first to last."""
+    query = select(Attempt).where(Attempt.job_id == job.id).order_by(Attempt.number)
+    return session.scalars(query).all()
+
+
+def events_of(session: Session, *, job: Job) -> Sequence[JobEvent]:
+    """The job's timeline, oldest first."""
+    query = select(JobEvent).where(JobEvent.job_id == job.id).order_by(JobEvent.id)
+    return session.scalars(query).all()
+
+
 def current_attempt(session: Session, job: Job) -> Attempt | None:
     if not job.attempt:
         return None

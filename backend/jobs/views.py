@@ -8,8 +8,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.auth.models import User
-from backend.jobs.models import Attempt, AttemptSlice, Job
-from backend.jobs.schemas import Implications, JobOut, SliceOut
+from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
+from backend.jobs.schemas import AttemptOut, EventOut, Implications, JobOut, SliceOut
 from workers.spec import JobSpec
 
 PRIORITY_NAMES = ("high", "normal", "low")
@@ -82,4 +82,33 @@ def _view(job: Job, owner: str, attempt: Attempt | None, placement: list[SliceOu
         updated_at=job.updated_at,
         started_at=job.started_at,
         finished_at=job.finished_at,
+    )
+
+
+def attempt_view(attempt: Attempt) -> AttemptOut:
+    """An attempt as the API returns it."""
+    return AttemptOut(
+        id=attempt.id,
+        number=attempt.number,
+        node=attempt.node_name,
+        devices=list(attempt.devices),
+        state=attempt.state,
+        resume_from=attempt.resume_from,
+        last_checkpoint=attempt.last_checkpoint,
+        exit_reason=attempt.exit_reason,
+        created_at=attempt.created_at,
+        claimed_at=attempt.claimed_at,
+        finished_at=attempt.finished_at,
+    )
+
+
+def event_view(event: JobEvent) -> EventOut:
+    """A timeline event as the API returns it."""
+    return EventOut(
+        id=event.id,
+        kind=event.kind,
+        message=event.message,
+        step=event.step,
+        attempt_id=event.attempt_id,
+        time=event.time,
     )
