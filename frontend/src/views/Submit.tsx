@@ -5,18 +5,19 @@ import { api, ApiError } from "../api/http";
 import type { Job, Node, Template } from "../api/types";
 import { FieldError } from "../components/bits";
 import { fieldErrors } from "../lib/errors";
-import { formatPercent } from "../lib/format";
 import {
   defaultHyperparameters,
   formFromSpec,
   formImplications,
   initialForm,
-  parseArgs,
   toSpec,
   type SpecForm,
 } from "../lib/specForm";
 import { Link, navigate } from "../router";
 import { HyperparameterFields } from "./HyperparameterFields";
+import { CloneFrom } from "./submit/CloneFrom";
+import { fitsCluster, Implied } from "./submit/Implied";
+import { ScriptFields } from "./submit/ScriptFields";
 
 const FIELDS = [
   "name",
@@ -327,128 +328,5 @@ export function SubmitView({ clone }: { clone: number | null }) {
         </div>
       </details>
     </section>
-  );
-}
-
-/** Script mode: the program to start on every rank (torchrun-style) and its arguments. */
-function ScriptFields({
-  form,
-  set,
-  errors,
-}: {
-  form: SpecForm;
-  set: <K extends keyof SpecForm>(key: K, value: SpecForm[K]) => void;
-  errors: Map<string, string[]>;
-}) {
-  const args = parseArgs(form.args);
-  return (
-    <>
-      <label for="f-script">Script path</label>
-      <input
-        id="f-script"
-        data-testid="submit-script"
-        placeholder="train.py"
-        spellcheck={false}
-        aria-describedby="f-script-help"
-        value={form.script}
-        onInput={(e) => set("script", e.currentTarget.value)}
-      />
-      <small id="f-script-help" class="muted">
-        relative to the server's script roots (TRAINBOARD_SCRIPT_ROOTS); no “..”
-      </small>
-      <FieldError field="entrypoint.script" errors={errors} />
-      <label for="f-module">or module</label>
-      <input
-        id="f-module"
-        data-testid="submit-module"
-        placeholder="pkg.train"
-        spellcheck={false}
-        value={form.module}
-        onInput={(e) => set("module", e.currentTarget.value)}
-      />
-      <FieldError field="entrypoint.module" errors={errors} />
-      <label for="f-args">Arguments</label>
-      <textarea
-        id="f-args"
-        data-testid="submit-args"
-        rows={4}
-        spellcheck={false}
-        placeholder={"one per line, or a shell-like list:\n--epochs 3 --name 'my run'"}
-        aria-describedby="f-args-preview"
-        value={form.args}
-        onInput={(e) => set("args", e.currentTarget.value)}
-      />
-      <small id="f-args-preview" class="muted" data-testid="submit-args-preview" data-count={args.length}>
-        {args.length === 0 ? "no arguments" : `${args.length} argument${args.length === 1 ? "" : "s"}: `}
-        {args.map((a) => (
-          <code class="arg">{a}</code>
-        ))}
-      </small>
-      <FieldError field="entrypoint.args" errors={errors} />
-      <FieldError field="entrypoint" errors={errors} />
-      <p class="muted small">No template hyperparameters: the program reads its own settings from its arguments.</p>
-    </>
-  );
-}
-
-/** "Clone from job N": reloads the form with that job's spec. */
-function CloneFrom({ current }: { current: number | null }) {
-  const [text, setText] = useState(current === null ? "" : String(current));
-  return (
-    <form
-      class="inline-form"
-      onSubmit={(e) => {
-        e.preventDefault();
-        if (/^\d+$/.test(text.trim())) navigate(`/submit?clone=${text.trim()}`);
-      }}
-    >
-      <label for="clone-from" class="inline">
-        Clone from job #
-      </label>
-      <input id="clone-from" class="narrow" inputMode="numeric" data-testid="clone-from" value={text} onInput={(e) => setText(e.currentTarget.value)} />
-      <button type="submit" class="secondary" data-testid="clone-from-go">
-        Load
-      </button>
-    </form>
-  );
-}
-
-/** Whether a one-node gang of `devices` can ever be placed: some node that is not drained has that many. */
-function fitsCluster(nodes: Node[] | null, devices: number): string | null {
-  if (!nodes || !Number.isInteger(devices) || devices < 1) return null;
-  const open = nodes.filter((n) => !n.drained && n.state !== "lost");
-  const largest = Math.max(0, ...open.map((n) => n.devices.length));
-  if (devices <= largest) return `yes: the largest node has ${largest} devices`;
-  return `no: the largest node that is up has ${largest} devices; this job would wait forever`;
-}
-
-function Implied({ implied, fit, script }: { implied: ReturnType<typeof formImplications>; fit: string | null; script: boolean }) {
-  if (!implied) return <p class="implications muted">Fill in the numbers to see what this spec implies.</p>;
-  return (
-    <div class="implications" data-testid="implications" aria-live="polite">
-      <dl>
-        <dt>Data-parallel degree</dt>
-        <dd data-testid="implied-dp">{implied.data_parallel_degree}</dd>
-        <dt>Pipeline stages</dt>
-        <dd>{implied.pipeline_stages}</dd>
-        <dt>Global batch</dt>
-        <dd data-testid="implied-global-batch">
-          {implied.global_batch === null && script ? "set by the script" : `${implied.global_batch ?? "—"} samples / optimizer step`}
-        </dd>
-        <dt>Pipeline bubble</dt>
-        <dd data-testid="implied-bubble">{formatPercent(implied.bubble_fraction, 1)}</dd>
-        {fit && (
-          <>
-            <dt>Fits the cluster</dt>
-            <dd data-testid="implied-fits" class={fit.startsWith("no") ? "problem" : undefined}>
-              {fit}
-            </dd>
-          </>
-        )}
-      </dl>
-      {[...implied.problems.map((p) => ["problem", p]), ...implied.warnings.map((w) => ["warning", w])].map(([kind, text]) => (
-        <p class={kind}>{text}</p>
-      ))}
-    </div>
   );
 }
