@@ -8,6 +8,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -96,3 +97,30 @@ class DeviceRollup(Base):
     temperature_max: Mapped[float | None] = mapped_column(Float)
     power_mean: Mapped[float | None] = mapped_column(Float)
     power_max: Mapped[float | None] = mapped_column(Float)
+
+
+class CurveRollup(Base):
+    """A finished job's per-step metric curve as min/max buckets, so long runs read back fast.
+
+    One row per (job, metric, bucket width in steps). `data` holds six little-endian
+    float64 columns of `buckets` values each: min step, min time, min value, max step,
+    max time, max value (see backend/telemetry/rollups.py).
+    """
+
+    __tablename__ = "curve_rollups"
+    __table_args__ = (UniqueConstraint("job_id", "name", "width"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(128))
+    width: Mapped[int] = mapped_column(comment="steps per bucket")
+    through_attempt_id: Mapped[int] = mapped_column(comment="newest attempt the curve covers")
+    steps: Mapped[int] = mapped_column(comment="points of the full per-step curve")
+    buckets: Mapped[int]
+    first_step: Mapped[int]
+    first_time: Mapped[float] = mapped_column(Float)
+    first_value: Mapped[float] = mapped_column(Float)
+    last_step: Mapped[int]
+    last_time: Mapped[float] = mapped_column(Float)
+    last_value: Mapped[float] = mapped_column(Float)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
