@@ -33,6 +33,7 @@ from backend.telemetry.hub import Hub
 from backend.telemetry.ingest import Ingest
 from backend.telemetry.relay import relay_announcements
 from backend.telemetry.retention import run_retention
+from backend.telemetry.rollup_builder import run_rollups
 from workers.celery_app import make_celery
 
 log = logging.getLogger(__name__)
@@ -110,6 +111,8 @@ def _start_loops(
                 lambda: run_retention(db=db, retention_hours=hours, bucket=bucket, stop=stop),
             )
         )
+        grace = settings.curve_rollup_grace_seconds
+        loops.append(("rollups", lambda: run_rollups(db=db, grace=grace, stop=stop)))
     threads = [
         threading.Thread(target=target, name=f"trainboard-{name}", daemon=True)
         for name, target in loops

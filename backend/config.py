@@ -40,6 +40,11 @@ class Settings(BaseSettings):
     series_cache_points: int = Field(
         5_000_000, ge=0, description="raw metric points the series cache holds (~24 bytes each)"
     )
+    curve_rollup_grace_seconds: float = Field(
+        30.0,
+        ge=0,
+        description="a job's curves are rolled up this long after its last attempt finished",
+    )
     device_raw_retention_hours: float = Field(
         24.0, gt=0, description="raw device samples older than this are rolled up, then deleted"
     )

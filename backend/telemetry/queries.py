@@ -12,6 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.jobs.models import Attempt, Job
+from backend.telemetry import rollups
 from backend.telemetry.cache import SeriesCache
 from backend.telemetry.curves import Curve, XAxis, downsample, merge_attempts, per_step, summary
 from backend.telemetry.models import MetricPoint
@@ -37,6 +38,31 @@ def job_curve(
     return merge_attempts(curves)
 
 
+def job_view(
+    session: Session,
+    cache: SeriesCache,
+    *,
+    job_id: int,
+    name: str,
+    points: int,
+    x: XAxis = "step",
+    rank: int | None = None,
+) -> tuple[Curve, dict[str, float | int | None]]:
+    """A job's metric downsampled to `points` (0: raw), and its summary over every step.
+
+    A settled job's long curves are read from their rollups (rank means only).
+    """
+    stored = None
+    if rank is None and points > 0:
+        stored = rollups.load(session, job_id=job_id, name=name, points=points)
+    full = (
+        stored
+        if stored is not None
+        else job_curve(session, cache, job_id=job_id, name=name, rank=rank)
+    )
+    return downsample(full, points, x), summary(name, full)
+
+
 def attempt_curve(
     session: Session, cache: SeriesCache, *, attempt_id: int, name: str, rank: int | None = None
 ) -> Curve:
@@ -58,9 +84,9 @@ def compare(
     summaries: dict[str, dict[str, Any]] = {}
     curves: dict[str, dict[str, Any]] = {}
     for name in metrics:
-        full = {job.id: job_curve(session, cache, job_id=job.id, name=name) for job in jobs}
-        summaries[name] = {str(i): summary(name, full[i]) for i in ids}
-        curves[name] = aligned({i: downsample(full[i], points, x) for i in ids}, x)
+        views = {i: job_view(session, cache, job_id=i, name=name, points=points, x=x) for i in ids}
+        summaries[name] = {str(i): views[i][1] for i in ids}
+        curves[name] = aligned({i: views[i][0] for i in ids}, x)
     return {
         "jobs": [{"id": j.id, "name": j.name, "state": j.state} for j in jobs],
         "spec_diff": spec_diff([j.spec for j in jobs]),

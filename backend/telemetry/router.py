@@ -51,8 +51,10 @@ def job_series(
 ) -> dict[str, Any]:
     """A job's metric over all its attempts, one value per step, downsampled to `points`."""
     job = _job(session, principal, job_id)
-    curve = queries.job_curve(session, cache, job_id=job.id, name=name, rank=rank)
-    return downsample(curve, points, x).as_columns()
+    curve, _ = queries.job_view(
+        session, cache, job_id=job.id, name=name, points=points, x=x, rank=rank
+    )
+    return curve.as_columns()
 
 
 @router.get("/attempts/{name}", response_model=list[AttemptSeries])
