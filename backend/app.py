@@ -29,6 +29,7 @@ from backend.security import install as install_security
 from backend.security.exposure import warn_if_exposed
 from backend.telemetry import live, prometheus, ws
 from backend.telemetry import router as series_router
+from backend.telemetry.cache import SeriesCache
 from backend.telemetry.hub import Hub
 from backend.telemetry.ingest import Ingest
 from backend.telemetry.relay import relay_announcements
@@ -75,6 +76,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         generate_unique_id_function=_operation_id,
     )
     app.state.settings = settings
+    app.state.series_cache = SeriesCache(settings.series_cache_points)
     routers = (meta_router, auth_router, jobs_router, nodes_router, series_router, prometheus, ws)
     for module in routers:
         app.include_router(module.router)

@@ -8,15 +8,18 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.jobs.models import Attempt, Job
-from backend.telemetry import rollups
+from backend.telemetry import rollups, series
 from backend.telemetry.cache import SeriesCache
 from backend.telemetry.curves import Curve, XAxis, downsample, merge_attempts, per_step, summary
 from backend.telemetry.models import MetricPoint
 
+#: steps per metric a job topic's snapshot holds (all ranks at each), downsampled
+SNAPSHOT_STEPS = 2000
 CSV_COLUMNS = ["job_id", "attempt", "rank", "step", "name", "value", "time"]
 #: spec keys that name a run rather than change how it trains
 IDENTITY_KEYS = frozenset({"name"})
@@ -68,6 +71,36 @@ def attempt_curve(
 ) -> Curve:
     """One attempt's metric, one value per step."""
     return per_step(cache.raw(session, attempt_id=attempt_id, name=name), rank)
+
+
+def snapshot_series(
+    session: Session, cache: SeriesCache, *, job_id: int, steps: int = SNAPSHOT_STEPS
+) -> dict[str, dict[str, list[Any]]]:
+    """Every metric of a job, per rank, at no more than about `steps` steps of its whole run.
+
+    The steps are the union of each rank's LTTB picks (each rank gets its share of the
+    budget), and every rank's value is given at each of them, so a straggler's or a
+    diverging rank's extremes survive and the ranks' lines share their x values.
+    """
+    attempts = [a.id for a in attempts_of(session, job_id)]
+    out: dict[str, dict[str, list[Any]]] = {}
+    for name in series.metric_names(session, job_id=job_id):
+        raws = [cache.raw(session, attempt_id=a, name=name) for a in attempts]
+        ranks = sorted({int(r) for raw in raws for r in np.unique(raw.rank)})
+        by_rank = {r: merge_attempts([per_step(raw, r) for raw in raws]) for r in ranks}
+        share = max(100, steps // max(1, len(ranks)))
+        if max((len(c.step) for c in by_rank.values()), default=0) <= steps:
+            share = 0  # every point
+        picked = np.unique(np.concatenate([downsample(c, share).step for c in by_rank.values()]))
+        columns: dict[str, list[Any]] = {"step": [], "time": [], "value": [], "rank": []}
+        for rank, curve in by_rank.items():
+            keep = np.isin(curve.step, picked)
+            columns["step"] += curve.step[keep].tolist()
+            columns["time"] += curve.time[keep].tolist()
+            columns["value"] += curve.value[keep].tolist()
+            columns["rank"] += [rank] * int(keep.sum())
+        out[name] = columns
+    return out
 
 
 def compare(

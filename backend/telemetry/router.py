@@ -27,11 +27,8 @@ X = Annotated[XAxis, Query(description="x axis the downsampling follows")]
 
 
 def get_cache(request: Request) -> SeriesCache:
-    """The process's series cache, made on first use."""
-    state = request.app.state
-    if getattr(state, "series_cache", None) is None:
-        state.series_cache = SeriesCache(state.settings.series_cache_points)
-    cache: SeriesCache = state.series_cache
+    """The process's series cache (made with the app)."""
+    cache: SeriesCache = request.app.state.series_cache
     return cache
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
 from sqlalchemy import func, select
@@ -11,7 +10,6 @@ from sqlalchemy.orm import Session
 from backend.jobs.models import Attempt
 from backend.telemetry.models import DeviceSample, LogLine, MetricPoint
 
-SNAPSHOT_POINTS = 20_000
 SNAPSHOT_LOG_LINES = 300
 
 
@@ -58,35 +56,6 @@ def series(
         "time": [by_step[s][0] for s in steps],
         "value": [by_step[s][1] for s in steps],
     }
-
-
-def raw_points(
-    session: Session, *, job_id: int, limit: int = SNAPSHOT_POINTS
-) -> dict[str, dict[str, list[Any]]]:
-    """Every metric of a job as per-rank columnar points (newest `limit` per job)."""
-    query = (
-        select(
-            MetricPoint.name,
-            MetricPoint.rank,
-            MetricPoint.step,
-            MetricPoint.time,
-            MetricPoint.value,
-        )
-        .join(Attempt, Attempt.id == MetricPoint.attempt_id)
-        .where(Attempt.job_id == job_id)
-        .order_by(MetricPoint.id.desc())
-        .limit(limit)
-    )
-    out: dict[str, dict[str, list[Any]]] = defaultdict(
-        lambda: {"step": [], "time": [], "value": [], "rank": []}
-    )
-    for name, rank, step, moment, value in reversed(session.execute(query).all()):
-        cols = out[name]
-        cols["step"].append(step)
-        cols["time"].append(moment)
-        cols["value"].append(value)
-        cols["rank"].append(rank)
-    return dict(out)
 
 
 def recent_logs(

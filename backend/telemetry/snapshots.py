@@ -10,15 +10,22 @@ from backend.auth.service import Principal
 from backend.jobs import service as jobs
 from backend.jobs.views import describe_job, describe_jobs
 from backend.nodes.service import describe_nodes
-from backend.telemetry import series
+from backend.telemetry import queries, series
+from backend.telemetry.cache import SeriesCache
 
 
 class TopicRefused(LookupError):
     """The topic does not exist or the caller may not read it."""
 
 
-def snapshot(session: Session, *, principal: Principal, topic: str) -> dict[str, Any]:
-    """The current state of a topic, read from the database."""
+def snapshot(
+    session: Session, *, principal: Principal, topic: str, cache: SeriesCache | None = None
+) -> dict[str, Any]:
+    """The current state of a topic, read from the database (through the series cache).
+
+    A job's metrics are downsampled over the whole run (queries.snapshot_series); the
+    deltas that follow carry every new point.
+    """
     if topic == "jobs":
         listed = jobs.visible_jobs(session, principal=principal)
         return {"jobs": [j.model_dump(mode="json") for j in describe_jobs(session, listed)]}
@@ -34,7 +41,7 @@ def snapshot(session: Session, *, principal: Principal, topic: str) -> dict[str,
             raise TopicRefused(str(err)) from None
         return {
             "job": describe_job(session, job).model_dump(mode="json"),
-            "metrics": series.raw_points(session, job_id=job.id),
+            "metrics": queries.snapshot_series(session, cache or SeriesCache(), job_id=job.id),
             "logs": series.recent_logs(session, job_id=job.id),
         }
     raise TopicRefused(f"unknown topic {topic[:80]!r}")
