@@ -18,20 +18,19 @@ class HostProbe:
         self._registry = registry
         self._processes: dict[int, psutil.Process] = {}
         self._lock = threading.Lock()
+        self._memory_total = psutil.virtual_memory().total  # read once: it does not change
 
     def devices(self) -> list[NodeDevice]:
         """The CPU slots, for registration."""
-        total = psutil.virtual_memory().total
         return [
-            NodeDevice(index=i, kind="cpu", name=f"CPU slot {i}", memory_total=total)
+            NodeDevice(index=i, kind="cpu", name=f"CPU slot {i}", memory_total=self._memory_total)
             for i in range(self.slots)
         ]
 
     def sample(self, node: str, now: float) -> list[DeviceSample]:
         """One reading per slot: 0 % and 0 bytes when the slot is idle."""
-        total = psutil.virtual_memory().total
         with self._lock:
-            return [self._read_slot(node, i, now, total) for i in range(self.slots)]
+            return [self._read_slot(node, i, now, self._memory_total) for i in range(self.slots)]
 
     def _read_slot(self, node: str, slot: int, now: float, total: int) -> DeviceSample:
         occupant = self._registry.get(slot)

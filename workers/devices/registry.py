@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 
 import psutil
 
 #: how far up the process tree a GPU process is traced to a rank (rank → its workers)
 MAX_ANCESTORS = 8
+#: pids whose owner is remembered at once, and for how long
+MAX_TRACED = 4096
+TRACE_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -26,11 +30,16 @@ class DeviceRegistry:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._slots: dict[int, Occupant] = {}
+        #: pid → its owner as last traced; cleared whenever a slot changes hands
+        self._owners: dict[int, Occupant | None] = {}
+        self._generation = 0  # slot changes so far: a trace across one is not kept
+        self._traced_since = time.monotonic()
 
     def assign(self, slot: int, occupant: Occupant) -> None:
         """Record that a rank process now runs on slot."""
         with self._lock:
             self._slots[slot] = occupant
+            self._forget_owners()
 
     def release(self, slot: int, pid: int | None = None) -> None:
         """Free slot (only if it still belongs to pid, when given)."""
@@ -38,6 +47,7 @@ class DeviceRegistry:
             current = self._slots.get(slot)
             if current is not None and (pid is None or current.pid == pid):
                 del self._slots[slot]
+                self._forget_owners()
 
     def get(self, slot: int) -> Occupant | None:
         """The rank process on slot, or None when it is idle."""
@@ -50,10 +60,32 @@ class DeviceRegistry:
             return dict(self._slots)
 
     def owner_of(self, pid: int) -> Occupant | None:
-        """The rank process that is pid or one of its ancestors (a rank's workers count)."""
-        ranks = {occupant.pid: occupant for occupant in self.snapshot().values()}
-        if not ranks:
-            return None
+        """The rank process that is pid or one of its ancestors (a rank's workers count).
+
+        Traced once per pid while the slots stay as they are: a process's ancestry does
+        not change, and walking /proc for every GPU process at every sample cost more than
+        the NVML calls themselves (benchmarks/sampling_cost.py).
+        """
+        with self._lock:
+            if time.monotonic() - self._traced_since > TRACE_SECONDS:
+                self._forget_owners()  # pids are reused, eventually
+            if pid in self._owners:
+                return self._owners[pid]
+            ranks = {occupant.pid: occupant for occupant in self._slots.values()}
+            generation = self._generation
+        owner = self._trace(pid, ranks) if ranks else None
+        with self._lock:
+            if generation == self._generation and len(self._owners) < MAX_TRACED:
+                self._owners[pid] = owner
+        return owner
+
+    def _forget_owners(self) -> None:
+        self._owners.clear()
+        self._generation += 1
+        self._traced_since = time.monotonic()
+
+    @staticmethod
+    def _trace(pid: int, ranks: dict[int, Occupant]) -> Occupant | None:
         for _ in range(MAX_ANCESTORS + 1):
             if pid in ranks:
                 return ranks[pid]
