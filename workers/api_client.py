@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from workers.protocol import AttemptOutcome, NodeRegistration
+from workers.protocol import AttemptOutcome, HostStats, NodeRegistration
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +33,12 @@ class NodeApiClient:
         body = registration.model_dump(mode="json")
         return self._post("/api/nodes/register", body, retry_for=retry_for).json()
 
-    def heartbeat(self, node: str, *, retry_for: float = 5.0) -> bool:
-        """Send one heartbeat; return whether the node is drained."""
-        answer = self._post(f"/api/nodes/{node}/heartbeat", {}, retry_for=retry_for).json()
+    def heartbeat(
+        self, node: str, *, host: HostStats | None = None, retry_for: float = 5.0
+    ) -> bool:
+        """Send one heartbeat (with the machine's load); return whether the node is drained."""
+        body = {"host": host.model_dump(mode="json")} if host is not None else {}
+        answer = self._post(f"/api/nodes/{node}/heartbeat", body, retry_for=retry_for).json()
         return bool(answer.get("drained", False))
 
     def claim(self, attempt_id: int, node: str) -> bool:

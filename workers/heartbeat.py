@@ -7,12 +7,13 @@ import threading
 from collections.abc import Callable
 
 from workers.api_client import ApiError, NodeApiClient
+from workers.devices.host import host_stats
 
 log = logging.getLogger(__name__)
 
 
 class Heartbeat:
-    """Posts a heartbeat every `interval` seconds until stopped."""
+    """Posts a heartbeat, with the machine's CPU and memory, every `interval` seconds."""
 
     def __init__(
         self, api: NodeApiClient, node: str, interval: float, reregister: Callable[[], object]
@@ -35,7 +36,9 @@ class Heartbeat:
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
             try:
-                drained = self._api.heartbeat(self._node, retry_for=self._interval)
+                drained = self._api.heartbeat(
+                    self._node, host=host_stats(), retry_for=self._interval
+                )
             except ApiError as err:
                 log.warning("heartbeat failed (%s); registering again", err)
                 try:

@@ -150,6 +150,19 @@ class NodeRegistration(BaseModel):
         return devices
 
 
+class HostStats(BaseModel):
+    """The whole machine, sent with each heartbeat (what the node's CPU slots share)."""
+
+    cpu_percent: float = Field(ge=0, le=100, description="all cores, since the previous beat")
+    cpus: int = Field(ge=1, le=65535, description="logical CPUs")
+    memory_used: Bytes = Field(description="bytes in use (total − available)")
+    memory_total: Bytes = Field(description="bytes")
+
+
+class Heartbeat(BaseModel):
+    host: HostStats | None = Field(None, description="machine load; absent from older agents")
+
+
 class AttemptOutcome(BaseModel):
     """What a worker reports when an attempt's ranks have all exited."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, ForeignKey, String, UniqueConstraint
+from sqlalchemy import BigInteger, Float, ForeignKey, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from backend.db import Base, utcnow
@@ -21,6 +21,12 @@ class Node(Base):
     drained: Mapped[bool] = mapped_column(default=False)
     registered_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_heartbeat: Mapped[datetime] = mapped_column(default=utcnow)
+    host_cpu_percent: Mapped[float | None] = mapped_column(
+        Float, comment="machine CPU use at the last heartbeat, all cores"
+    )
+    host_cpus: Mapped[int | None]
+    host_memory_used: Mapped[int | None] = mapped_column(BigInteger)
+    host_memory_total: Mapped[int | None] = mapped_column(BigInteger)
     devices: Mapped[list[Device]] = relationship(
         back_populates="node", cascade="all, delete-orphan", order_by="Device.index"
     )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Request, status
+from typing import Annotated
+
+from fastapi import APIRouter, Body, HTTPException, Request, status
 
 from backend.deps import AdminDep, NodeDep, ObjectId, ReaderDep, SessionDep
 from backend.jobs import attempts
@@ -10,7 +12,8 @@ from backend.jobs.schemas import ClaimIn, ClaimOut, FinishOut
 from backend.nodes import control, service
 from backend.nodes.schemas import HeartbeatOut, NodeList, NodeOut
 from backend.signals import announce_jobs, announce_nodes, wake_scheduler
-from workers.protocol import AttemptOutcome, NodeRegistration
+from backend.telemetry.live import publish_live
+from workers.protocol import AttemptOutcome, Heartbeat, NodeRegistration
 
 router = APIRouter(prefix="/api", tags=["nodes"])
 
@@ -55,11 +58,23 @@ def register_node(
 
 
 @router.post("/nodes/{name}/heartbeat", response_model=HeartbeatOut)
-def heartbeat(name: str, _: NodeDep, session: SessionDep) -> HeartbeatOut:
+def heartbeat(
+    name: str,
+    request: Request,
+    _: NodeDep,
+    session: SessionDep,
+    body: Annotated[Heartbeat | None, Body()] = None,
+) -> HeartbeatOut:
+    """A node agent is alive; its machine's CPU and memory go live to the `cluster` topic."""
+    host = body.host if body is not None else None
     try:
-        node = service.heartbeat(session, name=name)
+        node = service.heartbeat(session, name=name, host=host)
     except service.NodeNotFound as err:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(err)) from None
+    view = service.host_view(node)
+    if view is not None:
+        update = {"node": name, "time": node.last_heartbeat.timestamp(), **view.model_dump()}
+        publish_live(request.app.state.redis, "cluster", {"hosts": [update]})
     return HeartbeatOut(drained=node.drained)
 
 

@@ -17,6 +17,15 @@ class DeviceOut(BaseModel):
     rank: int | None = None
 
 
+class HostOut(BaseModel):
+    """The machine's load at its last heartbeat."""
+
+    cpu_percent: float
+    cpus: int | None
+    memory_used: int | None
+    memory_total: int | None
+
+
 class NodeOut(BaseModel):
     name: str
     hostname: str
@@ -24,6 +33,7 @@ class NodeOut(BaseModel):
     state: str
     drained: bool
     last_heartbeat: datetime
+    host: HostOut | None = None
     devices: list[DeviceOut]
 
 

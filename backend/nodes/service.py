@@ -10,8 +10,8 @@ from sqlalchemy.orm import Session, selectinload
 from backend.db import utcnow
 from backend.jobs.models import Attempt, AttemptSlice
 from backend.nodes.models import Device, Node
-from backend.nodes.schemas import DeviceOut, NodeOut
-from workers.protocol import NodeRegistration
+from backend.nodes.schemas import DeviceOut, HostOut, NodeOut
+from workers.protocol import HostStats, NodeRegistration
 
 BUSY_SLICE_STATES = ("scheduled", "running")
 
@@ -47,12 +47,15 @@ def register(session: Session, *, registration: NodeRegistration) -> Node:
     return node
 
 
-def heartbeat(session: Session, *, name: str) -> Node:
+def heartbeat(session: Session, *, name: str, host: HostStats | None = None) -> Node:
     node = session.scalars(select(Node).where(Node.name == name)).first()
     if node is None:
         raise NodeNotFound(f"node {name!r} is not registered")
     node.last_heartbeat = utcnow()
     node.state = "up"
+    if host is not None:
+        node.host_cpu_percent, node.host_cpus = host.cpu_percent, host.cpus
+        node.host_memory_used, node.host_memory_total = host.memory_used, host.memory_total
     session.commit()
     return node
 
@@ -61,6 +64,18 @@ def all_nodes(session: Session) -> Sequence[Node]:
     return session.scalars(
         select(Node).options(selectinload(Node.devices)).order_by(Node.name)
     ).all()
+
+
+def host_view(node: Node) -> HostOut | None:
+    """The node's machine load as last reported (None before an agent sent any)."""
+    if node.host_cpu_percent is None:
+        return None
+    return HostOut(
+        cpu_percent=node.host_cpu_percent,
+        cpus=node.host_cpus,
+        memory_used=node.host_memory_used,
+        memory_total=node.host_memory_total,
+    )
 
 
 def describe_nodes(session: Session) -> list[NodeOut]:
@@ -85,6 +100,7 @@ def describe_nodes(session: Session) -> list[NodeOut]:
             state=n.state,
             drained=n.drained,
             last_heartbeat=n.last_heartbeat,
+            host=host_view(n),
             devices=[
                 DeviceOut(
                     index=d.index,

@@ -38,6 +38,19 @@ def append(pipe: Any, deltas: Iterable[tuple[str, dict[str, Any]]]) -> None:
         pipe.xadd(LIVE_STREAM, {"t": topic, "d": payload}, maxlen=LIVE_MAXLEN, approximate=True)
 
 
+def publish_live(client: redis.Redis, topic: str, data: dict[str, Any]) -> None:
+    """Append one delta that is not part of an ingest batch (e.g. a node's heartbeat).
+
+    Best effort: with Redis away the delta is skipped (logged), the caller goes on.
+    """
+    try:
+        with client.pipeline(transaction=False) as pipe:
+            append(pipe, [(topic, data)])
+            pipe.execute()
+    except redis.RedisError as err:
+        log.warning("live delta for %s not published: %s", topic, err)
+
+
 def parse_position(position: object) -> tuple[int, int] | None:
     """A stream id as (ms, seq), or None when it is not one."""
     if not isinstance(position, str):

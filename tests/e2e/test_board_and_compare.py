@@ -52,6 +52,9 @@ def test_the_board_reorders_when_a_high_priority_job_is_submitted(
 
         page.get_by_test_id("nav-cluster").click()
         expect(page.get_by_test_id("node-local")).to_contain_text(f"#{blocker}")
+        # the machine's own load, from the agent's heartbeats (every 2 s), labelled as such
+        expect(page.get_by_test_id("host-local")).to_contain_text("Machine CPU")
+        expect(page.get_by_test_id("host-local")).to_contain_text("Machine memory")
         page.screenshot(path=str(SCREENSHOTS / "cluster.png"), full_page=True)
     finally:
         cancel_quietly(stack, *[j for j in (urgent, first, second, blocker) if j])

@@ -7,7 +7,18 @@ import threading
 import psutil
 
 from workers.devices.registry import DeviceRegistry
-from workers.protocol import DeviceSample, NodeDevice
+from workers.protocol import DeviceSample, HostStats, NodeDevice
+
+
+def host_stats() -> HostStats:
+    """The machine's CPU use since the previous call (all cores) and its memory in use."""
+    memory = psutil.virtual_memory()
+    return HostStats(
+        cpu_percent=min(100.0, psutil.cpu_percent(interval=None)),
+        cpus=psutil.cpu_count() or 1,
+        memory_used=memory.total - memory.available,
+        memory_total=memory.total,
+    )
 
 
 class HostProbe:

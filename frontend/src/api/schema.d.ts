@@ -399,7 +399,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Heartbeat */
+        /**
+         * Heartbeat
+         * @description A node agent is alive; its machine's CPU and memory go live to the `cluster` topic.
+         */
         post: operations["nodes-heartbeat"];
         delete?: never;
         options?: never;
@@ -843,10 +846,55 @@ export interface components {
             /** Status */
             status: string;
         };
+        /** Heartbeat */
+        Heartbeat: {
+            /** @description machine load; absent from older agents */
+            host?: components["schemas"]["HostStats"] | null;
+        };
         /** HeartbeatOut */
         HeartbeatOut: {
             /** Drained */
             drained: boolean;
+        };
+        /**
+         * HostOut
+         * @description The machine's load at its last heartbeat.
+         */
+        HostOut: {
+            /** Cpu Percent */
+            cpu_percent: number;
+            /** Cpus */
+            cpus: number | null;
+            /** Memory Total */
+            memory_total: number | null;
+            /** Memory Used */
+            memory_used: number | null;
+        };
+        /**
+         * HostStats
+         * @description The whole machine, sent with each heartbeat (what the node's CPU slots share).
+         */
+        HostStats: {
+            /**
+             * Cpu Percent
+             * @description all cores, since the previous beat
+             */
+            cpu_percent: number;
+            /**
+             * Cpus
+             * @description logical CPUs
+             */
+            cpus: number;
+            /**
+             * Memory Total
+             * @description bytes
+             */
+            memory_total: number;
+            /**
+             * Memory Used
+             * @description bytes in use (total − available)
+             */
+            memory_used: number;
         };
         /**
          * Implications
@@ -1102,6 +1150,7 @@ export interface components {
             devices: components["schemas"]["DeviceOut"][];
             /** Drained */
             drained: boolean;
+            host?: components["schemas"]["HostOut"] | null;
             /** Hostname */
             hostname: string;
             /**
@@ -1994,7 +2043,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["Heartbeat"] | null;
+            };
+        };
         responses: {
             /** @description Successful Response */
             200: {

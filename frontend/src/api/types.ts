@@ -84,7 +84,10 @@ export interface JobTopicData {
   logs?: LogLine[];
   events?: AttemptEvent[];
 }
+/** A node's machine load from one heartbeat, live on `cluster`. */
+export type HostUpdate = Schemas["HostOut"] & { node: string; time: number };
 export interface ClusterData {
   nodes?: Node[];
   samples?: DeviceSample[];
+  hosts?: HostUpdate[];
 }

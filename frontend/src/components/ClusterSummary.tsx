@@ -3,6 +3,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { api } from "../api/http";
 import type { ClusterData, Node } from "../api/types";
 import { DeviceStore } from "../lib/series";
+import { withHosts } from "../lib/stores";
 import { Signal, useTopic } from "../live";
 import { deviceLabel } from "./bits";
 
@@ -45,6 +46,10 @@ export function useCluster(): Cluster {
               a.name.localeCompare(b.name),
             ),
       );
+    }
+    if (data.hosts?.length) {
+      const hosts = data.hosts;
+      setNodes((held) => (held ? withHosts(held, hosts) : held));
     }
     if (data.samples?.length) {
       const keys = store.apply(data.samples);

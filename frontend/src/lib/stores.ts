@@ -1,5 +1,5 @@
-/** Reducers for the `jobs` topic and a job's log tail. */
-import type { Job, LogLine } from "../api/types";
+/** Reducers for the `jobs` and `cluster` topics and a job's log tail. */
+import type { HostUpdate, Job, LogLine, Node } from "../api/types";
 
 /** A job view's `updated_at` (changes on every update, progress included) as a number. */
 const updatedAt = (job: Job): number => Date.parse(job.updated_at);
@@ -86,4 +86,15 @@ export class LogTail {
     }
     return true;
   }
+}
+
+/** Nodes with each heartbeat's machine load (and its time) applied. */
+export function withHosts(nodes: Node[], hosts: HostUpdate[]): Node[] {
+  const latest = new Map(hosts.map((h) => [h.node, h]));
+  return nodes.map((node) => {
+    const update = latest.get(node.name);
+    if (!update) return node;
+    const { node: _name, time, ...host } = update;
+    return { ...node, host, last_heartbeat: new Date(time * 1000).toISOString() };
+  });
 }

@@ -41,6 +41,7 @@ export function ClusterView({ me }: { me: Me }) {
           <p class="muted small">
             {node.hostname} · {node.address} · last heartbeat {formatTime(node.last_heartbeat)}
           </p>
+          <HostLoad node={node} />
           <table>
             <thead>
               <tr>
@@ -124,6 +125,24 @@ function DrainControl({ node, onChanged }: { node: Node; onChanged: (node: Node)
       </button>
       {error && <span class="error small">{error}</span>}
     </>
+  );
+}
+
+/** The whole machine (all cores, all memory): what CPU slots share, labelled as such. */
+function HostLoad({ node }: { node: Node }) {
+  const host = node.host;
+  if (!host) return null;
+  const memory = host.memory_total ? (100 * (host.memory_used ?? 0)) / host.memory_total : null;
+  return (
+    <p class="host-load small" data-testid={`host-${node.name}`}>
+      <span>
+        Machine CPU{host.cpus ? ` (${host.cpus} cores)` : ""} <Meter percent={host.cpu_percent} />
+      </span>
+      <span>
+        Machine memory <Meter percent={memory} /> {formatBytes(host.memory_used)}
+        {host.memory_total ? ` / ${formatBytes(host.memory_total)}` : ""}
+      </span>
+    </p>
   );
 }
 
