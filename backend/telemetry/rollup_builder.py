@@ -7,6 +7,7 @@ import threading
 import time
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from backend.db import Database
@@ -41,10 +42,15 @@ def sweep(db: Database, *, grace: float, limit: int = JOBS_PER_SWEEP) -> int:
     """Build the rollups of up to `limit` settled jobs, one transaction each; jobs built."""
     with db.session() as session:
         due = rollups.settled_jobs(session, grace=grace, limit=limit)
+    built = 0
     for job_id, through in due:
-        with db.session() as session:
-            build(session, job_id=job_id, through=through)
-    return len(due)
+        try:
+            with db.session() as session:
+                build(session, job_id=job_id, through=through)
+            built += 1
+        except IntegrityError:  # another API process built this job's rollups just now
+            log.info("rollups of job %d were built elsewhere", job_id)
+    return built
 
 
 def run_rollups(db: Database, *, grace: float, stop: threading.Event) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import time
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -13,12 +15,14 @@ from sqlalchemy import select, update
 
 from backend.db import Database, utcnow
 from backend.jobs.models import Attempt
+from backend.migrate import upgrade
 from backend.telemetry import rollups
 from backend.telemetry.cache import SeriesCache
 from backend.telemetry.curves import Curve, downsample, summary
 from backend.telemetry.models import CurveRollup
 from backend.telemetry.queries import job_curve, job_view, snapshot_series
 from backend.telemetry.rollup_builder import build, sweep
+from tests.telemetry.helpers import add_attempt
 
 STEPS = 60_000
 
@@ -213,3 +217,28 @@ def test_a_short_job_snapshot_holds_every_point(
     with database.session() as session:
         got = snapshot_series(session, SeriesCache(), job_id=job, steps=2000)["loss"]
     assert len(got["step"]) == 4500
+
+
+def test_two_processes_building_one_job_leave_one_set_of_rollups(
+    postgres_url: str,
+) -> None:
+    upgrade(postgres_url)
+    database = Database(postgres_url)
+    try:
+        job, attempt = add_attempt(database, state="succeeded")
+        fill(database, attempt, walk(rollups.MIN_STEPS))
+        finish(database, attempt)
+        first = database.sessions()
+        build(first, job_id=job, through=attempt)  # written, not committed yet
+        racer = concurrent.futures.ThreadPoolExecutor(1).submit(sweep, database, grace=0)
+        time.sleep(0.5)  # the racer waits on the first builder's uncommitted rows
+        first.commit()
+        first.close()
+        assert racer.result(timeout=60) == 0  # it lost the race and says so, no error
+        with database.session() as session:
+            widths = list(
+                session.scalars(select(CurveRollup.width).where(CurveRollup.job_id == job))
+            )
+        assert widths == [16]
+    finally:
+        database.dispose()
