@@ -20,6 +20,7 @@ from backend.auth.service import bootstrap_admin_token, bootstrap_node_token
 from backend.config import Settings
 from backend.db import Database
 from backend.migrate import upgrade
+from backend.telemetry.direct import WS_PROTOCOL
 
 STOP_GRACE_SECONDS = 20.0
 
@@ -122,6 +123,8 @@ def up(settings: Settings, *, cpu_slots: int, node_name: str = "local") -> int:
                 str(settings.port),
                 "--log-level",
                 "warning",
+                "--ws",
+                WS_PROTOCOL,
             ],
             env,
         )

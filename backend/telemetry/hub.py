@@ -1,17 +1,22 @@
-"""The websocket hub: topics, bounded per-client queues, snapshot-then-delta ordering.
+"""The websocket hub: topics, bounded per-client backlogs, snapshot-then-delta ordering.
 
 Messages are encoded once per delta and shared by every subscriber. A delta that
 came through the live stream carries its position (`pos`); a client that held
 deltas while its snapshot (or replay) was read drops those at or before the
 snapshot's position, so a reconnect with `since` is exact.
+
+A client whose connection offers an `Outlet` (direct.py) is written to from the
+fan-out loop itself while it keeps up; only a client whose connection pushes back
+gets a backlog, which its pump task sends in order once the connection drains.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections import defaultdict
-from typing import Any
+from collections import defaultdict, deque
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 from backend.auth.service import Principal
 from backend.telemetry.live import parse_position
@@ -19,8 +24,35 @@ from backend.telemetry.live import parse_position
 #: messages a client may lag behind before it is told to resync
 CLIENT_QUEUE = 5000
 
-#: (position or None, encoded message)
-Frame = tuple[tuple[int, int] | None, str]
+
+class Message:
+    """One encoded message; `frames` caches its websocket frame per connection format."""
+
+    __slots__ = ("frames", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.frames: dict[object, bytes] = {}
+
+
+#: (position or None, message)
+Frame = tuple[tuple[int, int] | None, Message]
+
+
+class Outlet(Protocol):
+    """A connection the hub may write a message to synchronously."""
+
+    @property
+    def open(self) -> bool: ...
+
+    @property
+    def ready(self) -> bool:
+        """Open, and its transport is not pushing back."""
+
+    def write(self, message: Message) -> None: ...
+
+    async def writable(self) -> None:
+        """Return once the transport takes writes again (or the connection is gone)."""
 
 
 def encode(message: dict[str, Any]) -> str:
@@ -29,11 +61,16 @@ def encode(message: dict[str, Any]) -> str:
 
 
 class Client:
-    """One websocket connection's outbox and subscriptions."""
+    """One websocket connection's subscriptions and, while it lags, its backlog."""
 
-    def __init__(self, principal: Principal, queue_size: int = CLIENT_QUEUE) -> None:
+    def __init__(
+        self, principal: Principal, queue_size: int | None = None, outlet: Outlet | None = None
+    ) -> None:
         self.principal = principal
-        self.outbox: asyncio.Queue[str] = asyncio.Queue(queue_size)
+        self.queue_size = queue_size or CLIENT_QUEUE
+        self.outlet = outlet
+        self.backlog: deque[Message] = deque()
+        self._lagging = asyncio.Event()  # set while the backlog is not empty
         #: topic → frames held back until the topic's snapshot is queued (None when live)
         self.held: dict[str, list[Frame] | None] = {}
 
@@ -45,30 +82,62 @@ class Client:
         if held is not None:
             held.append(frame)
             return
-        self.send(frame[1])
+        self.put(frame[1])
 
     def send(self, text: str) -> None:
-        """Queue one encoded message; a full queue makes the client resync."""
-        try:
-            self.outbox.put_nowait(text)
-        except asyncio.QueueFull:
+        """Send one encoded message to this client alone."""
+        self.put(Message(text))
+
+    def put(self, message: Message) -> None:
+        """Write message now if nothing is waiting before it, else queue it (full: resync)."""
+        outlet = self.outlet
+        if outlet is not None and not self.backlog:
+            if outlet.ready:
+                outlet.write(message)
+                return
+            if not outlet.open:
+                return  # the connection is gone; the endpoint drops this client
+        if len(self.backlog) >= self.queue_size:
             self._fall_behind()
+            return
+        self.backlog.append(message)
+        self._lagging.set()
+
+    async def pump(self, send_text: Callable[[str], Awaitable[None]]) -> None:
+        """Send the backlog in order: through the outlet when it drains, else by send_text."""
+        outlet = self.outlet
+        while True:
+            await self._lagging.wait()
+            if outlet is None:
+                message = self.backlog.popleft()
+                if not self.backlog:
+                    self._lagging.clear()
+                await send_text(message.text)
+                continue
+            await outlet.writable()
+            if not outlet.open:
+                return
+            # no await between taking a message and writing it: put() cannot overtake
+            while self.backlog and outlet.ready:
+                outlet.write(self.backlog.popleft())
+            if not self.backlog:
+                self._lagging.clear()
 
     def go_live(self, topic: str, first: list[str], position: str | None) -> None:
-        """Queue first (a snapshot or a replay), then held frames after position."""
+        """Send first (a snapshot or a replay), then held frames after position."""
         held = self.held.get(topic) or []
         self.held[topic] = None
         after = parse_position(position) if position else None
         for text in first:
             self.send(text)
-        for frame_position, text in held:
+        for frame_position, message in held:
             if after is None or frame_position is None or frame_position > after:
-                self.send(text)
+                self.put(message)
 
     def _fall_behind(self) -> None:
-        while not self.outbox.empty():
-            self.outbox.get_nowait()
-        self.outbox.put_nowait(encode({"type": "resync", "topics": sorted(self.held)}))
+        self.backlog.clear()
+        self.backlog.append(Message(encode({"type": "resync", "topics": sorted(self.held)})))
+        self._lagging.set()
 
 
 class Hub:
@@ -100,18 +169,18 @@ class Hub:
             self.unsubscribe(client, topic)
 
     def _fanout(self, topic: str, data: dict[str, Any]) -> None:
-        text = encode({"type": "delta", "topic": topic, "data": data})
+        message = Message(encode({"type": "delta", "topic": topic, "data": data}))
         owner = data.get("job", {}).get("owner") if topic == "jobs" else None
         for client in list(self.topics.get(topic, ())):
             if topic == "jobs" and not client.can_see_owner(owner):
                 continue
-            client.deliver(topic, (None, text))
+            client.deliver(topic, (None, message))
 
     def _fanout_raw(self, topic: str, position: str, data: str) -> None:
         subscribers = self.topics.get(topic)
         if not subscribers:
             return
-        frame = (parse_position(position), delta_text(topic, position, data))
+        frame = (parse_position(position), Message(delta_text(topic, position, data)))
         for client in list(subscribers):
             client.deliver(topic, frame)
 

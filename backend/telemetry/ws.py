@@ -8,12 +8,12 @@ from typing import Any
 
 import redis
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
-from starlette.websockets import WebSocketState
 
 from backend.auth.service import Principal, authenticate
 from backend.db import Database
 from backend.deps import credentials_from, origin_allowed
 from backend.telemetry import live
+from backend.telemetry.direct import EXTENSION
 from backend.telemetry.hub import Client, Hub, delta_text, encode
 from backend.telemetry.snapshots import TopicRefused, current_state, snapshot
 
@@ -30,8 +30,9 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
         return
     await websocket.accept()
     hub: Hub = websocket.app.state.hub
-    client = Client(principal)
-    sender = asyncio.create_task(_send_loop(websocket, client))
+    outlet = websocket.scope.get("extensions", {}).get(EXTENSION)  # direct.py's protocol
+    client = Client(principal, outlet=outlet)
+    sender = asyncio.create_task(_pump(websocket, client))
     try:
         while True:
             message = await websocket.receive_json()
@@ -110,7 +111,6 @@ def _first_messages(
     return [encode({"type": "snapshot", "topic": topic, "pos": position, "data": data})], position
 
 
-async def _send_loop(websocket: WebSocket, client: Client) -> None:
-    while websocket.client_state is WebSocketState.CONNECTED:
-        text = await client.outbox.get()
-        await websocket.send_text(text)
+async def _pump(websocket: WebSocket, client: Client) -> None:
+    with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
+        await client.pump(websocket.send_text)

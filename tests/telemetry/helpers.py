@@ -20,6 +20,7 @@ from backend.config import Settings
 from backend.db import Database
 from backend.jobs.models import Attempt, Job
 from backend.migrate import upgrade
+from backend.telemetry.direct import WS_PROTOCOL
 from backend.telemetry.models import MetricPoint
 from tests.workers.worker_helpers import free_port, wait_for
 
@@ -96,7 +97,7 @@ class LiveServer:
             host="127.0.0.1",
             port=server.port,
             log_level="warning",
-            ws="websockets-sansio",
+            ws=WS_PROTOCOL,
         )
         uv = uvicorn.Server(config)
         thread = threading.Thread(target=uv.run, daemon=True)

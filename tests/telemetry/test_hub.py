@@ -6,7 +6,7 @@ import asyncio
 import json
 
 from backend.auth.service import Principal
-from backend.telemetry.hub import Client, Hub, encode
+from backend.telemetry.hub import Client, Hub, Message, encode
 
 ADMIN = Principal(
     user_id=1, username="admin", role="admin", scopes=frozenset({"read"}), token_id=1, kind="api"
@@ -14,9 +14,8 @@ ADMIN = Principal(
 
 
 def drain(client: Client) -> list[dict[str, object]]:
-    found = []
-    while not client.outbox.empty():
-        found.append(json.loads(client.outbox.get_nowait()))
+    found = [json.loads(message.text) for message in client.backlog]
+    client.backlog.clear()
     return found
 
 
@@ -54,3 +53,65 @@ def test_deltas_held_during_a_snapshot_are_released_after_its_position_only() ->
     messages = asyncio.run(scenario())
     assert [m["type"] for m in messages] == ["snapshot", "delta", "delta", "delta"]
     assert [m.get("pos") for m in messages[1:]] == ["3-0", "4-0", None]  # the job view has none
+
+
+class FakeOutlet:
+    """A connection whose transport pushes back while paused; records what was written."""
+
+    def __init__(self) -> None:
+        self.written: list[dict[str, object]] = []
+        self.paused = False
+        self.open = True
+        self.resumed = asyncio.Event()
+
+    @property
+    def ready(self) -> bool:
+        return self.open and not self.paused
+
+    def write(self, message: Message) -> None:
+        assert self.ready, "written to while pushing back"
+        self.written.append(json.loads(message.text))
+
+    async def writable(self) -> None:
+        await self.resumed.wait()
+
+    def resume(self) -> None:
+        self.paused = False
+        self.resumed.set()
+
+
+def test_a_client_that_keeps_up_is_written_in_order_and_a_backlog_is_never_overtaken() -> None:
+    async def scenario() -> tuple[list[object], int]:
+        hub = Hub(asyncio.get_running_loop())
+        outlet = FakeOutlet()
+        client = Client(ADMIN, outlet=outlet)
+        pump = asyncio.create_task(client.pump(send_text=lambda text: asyncio.sleep(0)))
+        hub.subscribe(client, "cluster")
+        client.go_live("cluster", ['{"type":"snapshot","pos":"0-0"}'], "0-0")
+        hub._fanout_raw("cluster", "1-0", "{}")  # written at once: no task switch
+        written_at_once = len(outlet.written)
+        outlet.paused = True
+        for i in (2, 3):
+            hub._fanout_raw("cluster", f"{i}-0", "{}")  # held back in the backlog
+        outlet.resume()
+        hub._fanout_raw("cluster", "4-0", "{}")  # writable again, but behind the backlog
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        hub._fanout_raw("cluster", "5-0", "{}")  # backlog sent: direct again
+        pump.cancel()
+        return [m["pos"] for m in outlet.written], written_at_once
+
+    positions, written_at_once = asyncio.run(scenario())
+    assert written_at_once == 2  # the snapshot and the first delta
+    assert positions == ["0-0", "1-0", "2-0", "3-0", "4-0", "5-0"]
+
+
+def test_a_closed_connection_is_not_queued_for() -> None:
+    async def scenario() -> int:
+        outlet = FakeOutlet()
+        client = Client(ADMIN, outlet=outlet)
+        outlet.open = False
+        client.send(encode({"type": "delta"}))
+        return len(client.backlog)
+
+    assert asyncio.run(scenario()) == 0
