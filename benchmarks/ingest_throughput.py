@@ -3,7 +3,8 @@
     python -m benchmarks.ingest_throughput [--points 400000]
 
 Baseline: SQLAlchemy Core executemany of plain INSERTs (no duplicate handling).
-Store: the ingest's idempotent bulk path alone (COPY + ON CONFLICT / INSERT OR IGNORE).
+Store: the ingest's idempotent bulk path alone (PostgreSQL: binary COPY straight into the
+table, ON CONFLICT only after a unique violation; SQLite: INSERT OR IGNORE).
 Ingest: the whole path from Redis entries (500-point batches) to commit, XACK and live append.
 """
 
@@ -24,7 +25,7 @@ from backend.db import Database
 from backend.migrate import upgrade
 from backend.telemetry.ingest import Ingest
 from backend.telemetry.models import MetricPoint
-from backend.telemetry.store import insert_ignoring_duplicates
+from backend.telemetry.store import insert_metric_points
 from tests.telemetry.helpers import add_attempt
 from workers.protocol import BATCH_FIELD, METRICS_STREAM
 
@@ -69,7 +70,7 @@ def bench(url: str, count: int) -> dict[str, float]:
         rows = points(attempt, count, offset=count * 8)
         for start in range(0, count, CHUNK):
             with db.session() as session:
-                insert_ignoring_duplicates(session, MetricPoint, rows[start : start + CHUNK])
+                insert_metric_points(session, rows[start : start + CHUNK])
 
     results["baseline executemany"] = timed(baseline, count)
     results["store (idempotent bulk)"] = timed(store, count)

@@ -12,6 +12,8 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
+    true,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -21,20 +23,42 @@ BigId = BigInteger().with_variant(Integer(), "sqlite")
 
 
 class MetricPoint(Base):
+    """One metric value of one rank at one step; (attempt, name, step, rank) is its identity.
+
+    The key's columns are in the order points arrive (step before rank), so inserts append
+    to the end of each series' index range. There is no foreign key to attempts: its
+    per-row check was the largest cost of the ingest; the writer share-locks each attempt
+    it writes points for, once per transaction, instead. Nothing deletes attempts; code
+    that does must delete their points too.
+
+    `mark` is how the series cache finds what changed (backend/telemetry/cache.py): a row
+    is marked unless the ingest's COPY path left it unmarked, which it does to every row of
+    a series in one transaction but the one with the lowest step. So every transaction that
+    adds rows to a series adds a marked row at or below their steps, and the marked rows
+    (indexed by id) say which series changed since an id and from which step.
+    """
+
     __tablename__ = "metric_points"
     __table_args__ = (
-        UniqueConstraint("attempt_id", "name", "rank", "step"),
-        # the series cache asks for rows newer than the id it holds
-        Index("ix_metric_points_attempt_id_name_id", "attempt_id", "name", "id"),
+        UniqueConstraint("attempt_id", "name", "step", "rank"),
+        Index(
+            "ix_metric_points_marks",
+            "attempt_id",
+            "name",
+            "id",
+            postgresql_where=text("mark"),
+            sqlite_where=text("mark"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    attempt_id: Mapped[int] = mapped_column(ForeignKey("attempts.id", ondelete="CASCADE"))
+    attempt_id: Mapped[int]
     rank: Mapped[int]
     step: Mapped[int]
     name: Mapped[str] = mapped_column(String(128))
     value: Mapped[float] = mapped_column(Float)
     time: Mapped[float] = mapped_column(Float)
+    mark: Mapped[bool] = mapped_column(server_default=true())
 
 
 class DeviceSample(Base):

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from backend.jobs.models import Attempt, Job, JobEvent
 from backend.telemetry import models as rows
-from backend.telemetry.store import insert_ignoring_duplicates
+from backend.telemetry.store import insert_ignoring_duplicates, insert_metric_points
 from workers.protocol import (
     DEVICES_STREAM,
     EVENTS_STREAM,
@@ -39,7 +39,7 @@ def write_batch(session: Session, items: dict[str, list[Item]]) -> tuple[list[De
         for m in items[METRICS_STREAM]
         if m["attempt_id"] in attempt_jobs and math.isfinite(m["value"])
     ]
-    insert_ignoring_duplicates(session, rows.MetricPoint, metric_rows)
+    insert_metric_points(session, metric_rows)
     logs = [line for line in items[LOGS_STREAM] if line["attempt_id"] in attempt_jobs]
     insert_ignoring_duplicates(session, rows.LogLine, logs)
     samples = [s for s in items[DEVICES_STREAM] if math.isfinite(s["time"])]
@@ -111,5 +111,8 @@ def _attempt_jobs(session: Session, items: dict[str, list[Item]]) -> dict[int, i
     ids = {i["attempt_id"] for key in keys for i in items[key]}
     if not ids:
         return {}
-    found = session.execute(select(Attempt.id, Attempt.job_id).where(Attempt.id.in_(ids))).all()
+    # FOR KEY SHARE (PostgreSQL; SQLite has one writer): what a foreign key's check takes
+    # for each row, taken once per attempt, so none is deleted before this commits
+    query = select(Attempt.id, Attempt.job_id).where(Attempt.id.in_(ids))
+    found = session.execute(query.with_for_update(read=True, key_share=True)).all()
     return {attempt_id: job_id for attempt_id, job_id in found}
