@@ -13,8 +13,8 @@ from backend.auth.service import Principal, authenticate
 from backend.db import Database
 from backend.deps import credentials_from, origin_allowed
 from backend.telemetry import live
-from backend.telemetry.direct import EXTENSION
-from backend.telemetry.hub import Client, Hub, delta_text, encode
+from backend.telemetry.cache import SeriesCache
+from backend.telemetry.hub import OUTLET_EXTENSION, Client, Hub, delta_text, encode
 from backend.telemetry.snapshots import TopicRefused, current_state, snapshot
 
 router = APIRouter()
@@ -30,7 +30,7 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
         return
     await websocket.accept()
     hub: Hub = websocket.app.state.hub
-    outlet = websocket.scope.get("extensions", {}).get(EXTENSION)  # direct.py's protocol
+    outlet = websocket.scope.get("extensions", {}).get(OUTLET_EXTENSION)  # under direct.py
     client = Client(principal, outlet=outlet)
     sender = asyncio.create_task(_pump(websocket, client))
     try:
@@ -82,9 +82,10 @@ async def _handle(websocket: WebSocket, hub: Hub, client: Client, message: Any) 
     since = message.get("since")
     db: Database = websocket.app.state.db
     redis_client: redis.Redis = websocket.app.state.redis
+    cache: SeriesCache = websocket.app.state.series_cache
     try:
         first, position = await asyncio.to_thread(
-            _first_messages, db, redis_client, client, topic, since
+            _first_messages, db, redis_client, cache, client, topic, since
         )
     except TopicRefused as err:
         hub.unsubscribe(client, topic)
@@ -94,7 +95,12 @@ async def _handle(websocket: WebSocket, hub: Hub, client: Client, message: Any) 
 
 
 def _first_messages(
-    db: Database, redis_client: redis.Redis, client: Client, topic: str, since: object
+    db: Database,
+    redis_client: redis.Redis,
+    cache: SeriesCache,
+    client: Client,
+    topic: str,
+    since: object,
 ) -> tuple[list[str], str]:
     """A replay of what the client missed after since, else a snapshot; and its position."""
     replay = None
@@ -107,7 +113,7 @@ def _first_messages(
             first += [delta_text(topic, position, data) for position, data in replay]
             return first, replay[-1][0] if replay else str(since)
         position = live.last_position(redis_client)  # read before the snapshot: no gap
-        data = snapshot(session, principal=client.principal, topic=topic)
+        data = snapshot(session, principal=client.principal, topic=topic, cache=cache)
     return [encode({"type": "snapshot", "topic": topic, "pos": position, "data": data})], position
 
 
