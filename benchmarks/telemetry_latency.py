@@ -2,6 +2,7 @@
 
     python -m benchmarks.telemetry_latency latency [--rate 10000] [--seconds 20]
     python -m benchmarks.telemetry_latency fanout [--clients 1000] [--seconds 20]
+        [--deflate] [--eager]
 
 Three processes on one machine: the API (uvicorn, SQLite, its in-process ingest and
 live tail, as `TRAINBOARD_RUN_INGEST=true` runs it), a producer process with the real
@@ -12,8 +13,13 @@ for an item is its receive time minus that, on the same clock.
 latency: one client on `job:<id>`; the producer publishes `--rate` metric points/s.
 fanout: `--clients` clients on `cluster`; the producer publishes 8 GPU samples every
 second (one node) and 5 jobs × 10 steps/s × 4 metric names; latency per client and
-sample. The clients share one asyncio process; they only timestamp the bytes they
-receive and parse the frames after the run, so their own work barely counts in.
+sample, twice: `arrived` (the kernel's receive timestamp on the client's socket, i.e.
+when the server's write went through loopback) and `read` (when the measuring process
+read it). The clients are raw sockets in one asyncio process that split frames and
+parse JSON after the run. By default they read each burst 0.25 s after it began, so
+that 1,000 wake-ups do not compete with the server for the same cores while it is
+still sending (`read` then says nothing); `--eager` reads each frame as it arrives.
+`--deflate`: the clients ask for permessage-deflate, as browsers do.
 """
 
 from __future__ import annotations
@@ -210,6 +216,8 @@ class RawClient:
         self.sock = sock
         #: (arrived, read, compressed, payload)
         self.frames: list[tuple[float, float, bool, bytes]] = []
+        #: text frames the kernel gave no timestamp for: they count as arrived when read
+        self.unstamped = 0
         self.handshake = asyncio.get_running_loop().create_future()
         self.buffer = b""
 
@@ -222,11 +230,11 @@ class RawClient:
         if not data:
             asyncio.get_running_loop().remove_reader(self.sock)
             return
-        arrived = read
+        arrived, stamped = read, False
         for level, kind, value in ancillary:
             if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
                 seconds, nanoseconds = struct.unpack("qq", value[:16])
-                arrived = seconds + nanoseconds / 1e9
+                arrived, stamped = seconds + nanoseconds / 1e9, True
         self.buffer += data
         if not self.handshake.done():
             head, found, rest = self.buffer.partition(b"\r\n\r\n")
@@ -247,6 +255,7 @@ class RawClient:
             self.buffer = self.buffer[offset + length :]
             if opcode == 0x1:  # text (the server sends each message in one frame)
                 self.frames.append((arrived, read, compressed, payload))
+                self.unstamped += not stamped
             elif opcode == 0x9:  # ping: answer, or the server closes the connection
                 self.sock.send(_masked_frame(0xA, payload))
 
@@ -327,8 +336,8 @@ class Bursts:
 
 async def _fanout_clients(
     port: int, count: int, seconds: float, ready: threading.Event, *, deflate: bool, eager: bool
-) -> tuple[list[float], list[float]]:
-    """Latencies of every sample at every client after the warm-up: (arrived, read)."""
+) -> tuple[list[float], list[float], int]:
+    """Latencies of every sample at every client after the warm-up (arrived, read); unstamped."""
     clients = [await _raw_client(port, "cluster", deflate=deflate) for _ in range(count)]
     await asyncio.sleep(2.0)  # every snapshot sent
     bursts = None if eager else Bursts(clients, delay=0.25)
@@ -343,7 +352,9 @@ async def _fanout_clients(
                 samples.append((sample["time"], arrived, read))
     first = min((t for t, _, _ in samples), default=0.0)
     counted = [(t, arrived, read) for t, arrived, read in samples if t - first >= WARMUP_SECONDS]
-    return [arrived - t for t, arrived, _ in counted], [read - t for t, _, read in counted]
+    unstamped = sum(client.unstamped for client in clients)
+    arrivals, reads = [a - t for t, a, _ in counted], [r - t for t, _, r in counted]
+    return arrivals, reads, unstamped
 
 
 def bench_fanout(clients: int, seconds: float, *, deflate: bool, eager: bool) -> dict[str, Any]:
@@ -362,13 +373,14 @@ def bench_fanout(clients: int, seconds: float, *, deflate: bool, eager: bool) ->
         thread = threading.Thread(target=start_producer, daemon=True)
         thread.start()
         connecting = time.perf_counter()
-        arrived, read = asyncio.run(
+        arrived, read, unstamped = asyncio.run(
             _fanout_clients(port, clients, seconds, ready, deflate=deflate, eager=eager)
         )
         thread.join(60)
         return {
             "arrived": percentiles(arrived) if arrived else {"n": 0},
             "read": percentiles(read) if read else {"n": 0},
+            "frames_without_kernel_timestamp": unstamped,
             "clients": clients,
             "deflate": deflate,
             "eager": eager,

@@ -23,6 +23,8 @@ from backend.telemetry.live import parse_position
 
 #: messages a client may lag behind before it is told to resync
 CLIENT_QUEUE = 5000
+#: the ASGI scope extension under which a server offers a connection's Outlet (direct.py)
+OUTLET_EXTENSION = "trainboard.outlet"
 
 
 class Message:
