@@ -218,6 +218,8 @@ class RawClient:
         self.frames: list[tuple[float, float, bool, bytes]] = []
         #: text frames the kernel gave no timestamp for: they count as arrived when read
         self.unstamped = 0
+        #: text frames read together with a later frame: they carry its (later) arrival time
+        self.shared = 0
         self.handshake = asyncio.get_running_loop().create_future()
         self.buffer = b""
 
@@ -242,6 +244,8 @@ class RawClient:
                 return
             self.handshake.set_result(head)
             self.buffer = rest
+        texts = frames = 0
+        last_is_text = False
         while len(self.buffer) >= 2:
             opcode, length, offset = self.buffer[0] & 0x0F, self.buffer[1] & 0x7F, 2
             if length == 126:
@@ -249,15 +253,20 @@ class RawClient:
             elif length == 127:
                 length, offset = int.from_bytes(self.buffer[2:10], "big"), 10
             if len(self.buffer) < offset + length:
-                return
+                break
+            frames += 1
+            last_is_text = opcode == 0x1
             payload = self.buffer[offset : offset + length]
             compressed = bool(self.buffer[0] & 0x40)  # RSV1: permessage-deflate
             self.buffer = self.buffer[offset + length :]
             if opcode == 0x1:  # text (the server sends each message in one frame)
                 self.frames.append((arrived, read, compressed, payload))
                 self.unstamped += not stamped
+                texts += 1
             elif opcode == 0x9:  # ping: answer, or the server closes the connection
                 self.sock.send(_masked_frame(0xA, payload))
+        if frames > 1:  # the kernel stamps a read with the arrival of its last bytes
+            self.shared += texts - last_is_text
 
     def messages(self) -> Iterator[tuple[float, float, dict[str, Any]]]:
         """(arrived, read, message) of every text frame, inflated where compressed."""
@@ -336,8 +345,8 @@ class Bursts:
 
 async def _fanout_clients(
     port: int, count: int, seconds: float, ready: threading.Event, *, deflate: bool, eager: bool
-) -> tuple[list[float], list[float], int]:
-    """Latencies of every sample at every client after the warm-up (arrived, read); unstamped."""
+) -> tuple[list[float], list[float], dict[str, int]]:
+    """Latencies of every sample at every client after the warm-up (arrived, read); caveats."""
     clients = [await _raw_client(port, "cluster", deflate=deflate) for _ in range(count)]
     await asyncio.sleep(2.0)  # every snapshot sent
     bursts = None if eager else Bursts(clients, delay=0.25)
@@ -352,9 +361,12 @@ async def _fanout_clients(
                 samples.append((sample["time"], arrived, read))
     first = min((t for t, _, _ in samples), default=0.0)
     counted = [(t, arrived, read) for t, arrived, read in samples if t - first >= WARMUP_SECONDS]
-    unstamped = sum(client.unstamped for client in clients)
+    caveats = {
+        "frames_without_kernel_timestamp": sum(client.unstamped for client in clients),
+        "frames_read_with_a_later_one": sum(client.shared for client in clients),
+    }
     arrivals, reads = [a - t for t, a, _ in counted], [r - t for t, _, r in counted]
-    return arrivals, reads, unstamped
+    return arrivals, reads, caveats
 
 
 def bench_fanout(clients: int, seconds: float, *, deflate: bool, eager: bool) -> dict[str, Any]:
@@ -373,14 +385,14 @@ def bench_fanout(clients: int, seconds: float, *, deflate: bool, eager: bool) ->
         thread = threading.Thread(target=start_producer, daemon=True)
         thread.start()
         connecting = time.perf_counter()
-        arrived, read, unstamped = asyncio.run(
+        arrived, read, caveats = asyncio.run(
             _fanout_clients(port, clients, seconds, ready, deflate=deflate, eager=eager)
         )
         thread.join(60)
         return {
             "arrived": percentiles(arrived) if arrived else {"n": 0},
             "read": percentiles(read) if read else {"n": 0},
-            "frames_without_kernel_timestamp": unstamped,
+            **caveats,
             "clients": clients,
             "deflate": deflate,
             "eager": eager,
