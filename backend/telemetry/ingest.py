@@ -4,7 +4,9 @@ At-least-once: entries are acknowledged only after their transaction commits (th
 XACKs and the live-stream XADDs go in one MULTI/EXEC), and every row has an
 idempotent key, so a replayed or reclaimed entry adds nothing. A dead consumer's
 pending entries are taken over with XAUTOCLAIM; streams are trimmed only below the
-group's oldest unacknowledged entry.
+group's oldest unacknowledged entry. While one round commits (on a thread of its own),
+the next is read and validated; rounds still commit, are acknowledged and go live in
+the order they were read.
 """
 
 from __future__ import annotations
@@ -14,6 +16,10 @@ import threading
 import time
 import types
 from collections import defaultdict
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Annotated, Any, NotRequired, Union, get_args, get_origin
 
 import redis
@@ -120,7 +126,63 @@ def with_defaults(stream: str, items: list[dict[str, Any]]) -> list[dict[str, An
 
 PROGRESS_ANNOUNCE_SECONDS = 1.0
 TRIM_EVERY_SECONDS = 5.0
+#: entries read per stream and round (up to 50,000 metric points): a backlog is then taken
+#: in rounds small enough that validating one overlaps the previous one's commit
+ROUND_ENTRIES = 100
 Entries = dict[str, list[tuple[Any, dict[Any, Any]]]]
+
+
+@dataclass
+class Round:
+    """Validated items of the entries read in one round, and those entries' ids."""
+
+    items: dict[str, list[Any]] = field(default_factory=lambda: defaultdict(list))
+    ids: dict[str, list[Any]] = field(default_factory=lambda: defaultdict(list))
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self.ids.values())
+
+
+class CommitPipeline:
+    """Commits rounds one at a time, in order, on a thread of its own.
+
+    While a round's rows go to the database (the server's work, the GIL released), the
+    caller reads and validates the next round. Only one round is in flight, so rounds
+    commit, are acknowledged and go live in the order they were read.
+    """
+
+    def __init__(self, commit: Callable[[Round], int]) -> None:
+        self._commit = commit
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="ingest-commit")
+        self._inflight: Future[int] | None = None
+
+    def submit(self, round_: Round) -> None:
+        """Wait for the round in flight (its error is raised here), then start this one."""
+        self.wait()
+        if round_:
+            self._inflight = self._thread.submit(self._commit, round_)
+
+    def wait(self) -> int:
+        """Wait for the round in flight; the entries it stored."""
+        inflight, self._inflight = self._inflight, None
+        return inflight.result() if inflight is not None else 0
+
+    def __enter__(self) -> CommitPipeline:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if kind is None:
+                self.wait()
+            elif self._inflight is not None:
+                self._inflight.exception()  # its entries stay pending if it failed
+        finally:
+            self._thread.shutdown(wait=True)
 
 
 class Ingest:
@@ -132,7 +194,7 @@ class Ingest:
         db: Database,
         client: redis.Redis,
         consumer: str,
-        count: int = 500,
+        count: int = ROUND_ENTRIES,
         reclaim_idle_ms: int = 30_000,
     ) -> None:
         self.db = db
@@ -158,17 +220,20 @@ class Ingest:
         while not stop.is_set():
             try:
                 self.ensure_groups()
-                self.consume(pending=True)
-                while not stop.is_set():
-                    now = time.monotonic()
-                    if now - last_reclaim > self.reclaim_idle_ms / 2000:
-                        self.reclaim()
-                        last_reclaim = now
-                    if now - last_trim > TRIM_EVERY_SECONDS:
-                        for stream in ALL_STREAMS:
-                            trim_acknowledged(self.client, stream)
-                        last_trim = now
-                    self.consume(block_ms=200)
+                while self.consume(pending=True):  # own entries read before a restart
+                    pass
+                with CommitPipeline(self.commit) as pipeline:
+                    while not stop.is_set():
+                        now = time.monotonic()
+                        if now - last_reclaim > self.reclaim_idle_ms / 2000:
+                            pipeline.wait()
+                            self.reclaim()
+                            last_reclaim = now
+                        if now - last_trim > TRIM_EVERY_SECONDS:
+                            for stream in ALL_STREAMS:
+                                trim_acknowledged(self.client, stream)
+                            last_trim = now
+                        pipeline.submit(self.prepare(self.read(block_ms=200)))
             except redis.RedisError as err:
                 log.warning("ingest: redis unavailable (%s); retrying", err)
                 stop.wait(1.0)
@@ -176,8 +241,21 @@ class Ingest:
                 log.exception("ingest pass failed")
                 stop.wait(1.0)
 
+    def drain(self) -> int:
+        """Consume until nothing new is left, pipelined as `run` does; the entries stored."""
+        total = 0
+        with CommitPipeline(self.commit) as pipeline:
+            while round_ := self.prepare(self.read()):
+                total += len(round_)
+                pipeline.submit(round_)
+        return total
+
     def consume(self, *, block_ms: int | None = None, pending: bool = False) -> int:
         """Read one round of entries (own pending ones first when asked) and store them."""
+        return self.commit(self.prepare(self.read(block_ms=block_ms, pending=pending)))
+
+    def read(self, *, block_ms: int | None = None, pending: bool = False) -> Entries:
+        """One round of entries from every stream: new ones, or this consumer's pending ones."""
         start = "0" if pending else ">"
         response = self.client.xreadgroup(
             INGEST_GROUP,
@@ -187,7 +265,7 @@ class Ingest:
             block=block_ms,
         )
         rounds: list[Any] = response or []  # type: ignore[assignment]
-        return self.store({as_text(stream): messages for stream, messages in rounds})
+        return {as_text(stream): messages for stream, messages in rounds}
 
     def reclaim(self) -> int:
         """Take over entries a dead consumer read but never acknowledged (XAUTOCLAIM)."""
@@ -212,24 +290,31 @@ class Ingest:
 
     def store(self, entries: Entries) -> int:
         """Write the entries in one transaction; then acknowledge them and append their deltas."""
-        items: dict[str, list[Any]] = defaultdict(list)
-        ids: dict[str, list[Any]] = defaultdict(list)
+        return self.commit(self.prepare(entries))
+
+    def prepare(self, entries: Entries) -> Round:
+        """The entries' valid items (the rest logged and dropped) and their ids."""
+        round_ = Round()
         for stream, messages in entries.items():
             for entry_id, fields in messages:
-                ids[stream].append(entry_id)
+                round_.ids[stream].append(entry_id)
                 if fields:
-                    items[stream].extend(self._parse(stream, fields))
-        if not ids:
+                    round_.items[stream].extend(self._parse(stream, fields))
+        return round_
+
+    def commit(self, round_: Round) -> int:
+        """Write a round in one transaction; then acknowledge it and append its deltas."""
+        if not round_:
             return 0
         with self.db.session() as session:
-            deltas, progressed = write_batch(session, items)
+            deltas, progressed = write_batch(session, round_.items)
         pipe = self.client.pipeline(transaction=True)
-        for stream, entry_ids in ids.items():
+        for stream, entry_ids in round_.ids.items():
             pipe.xack(stream, INGEST_GROUP, *entry_ids)
         live.append(pipe, deltas)
         pipe.execute()
         self._announce_progress(progressed)
-        return sum(len(v) for v in ids.values())
+        return len(round_)
 
     def _announce_progress(self, job_ids: set[int]) -> None:
         now = time.monotonic()

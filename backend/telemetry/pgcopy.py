@@ -48,6 +48,8 @@ def encode(formats: Sequence[str], columns: Sequence[Iterable[Any]], count: int)
             native = fmt.replace(">", "=")
             if isinstance(values, np.ndarray):
                 fixed[i] = values.astype(native, copy=False)
+                if fixed[i] is not values and not np.array_equal(fixed[i], values):
+                    raise OverflowError(f"a value out of range for {fmt}")
             else:
                 fixed[i] = np.fromiter(values, dtype=native, count=count)
             if fmt == ">f8" and np.isnan(fixed[i]).any():

@@ -18,72 +18,62 @@ from typing import Any
 
 import numpy as np
 import psycopg
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
 from backend.db import Base
 from backend.telemetry import pgcopy
 from backend.telemetry.models import MetricPoint
+from backend.telemetry.points import Points
 
 #: below this many rows a multi-row VALUES insert beats setting up a COPY
 COPY_THRESHOLD = 64
 #: rows per VALUES statement (SQLite allows 32,766 bound parameters per statement)
 CHUNK = 2000
+#: what a metric point item holds, in the order of the Points columns
+POINT_COLUMNS = ["attempt_id", "rank", "step", "name", "value", "time"]
 Rows = Sequence[dict[str, Any]]
 
 
 def insert_ignoring_duplicates(session: Session, model: type[Base], rows: Rows) -> None:
     """Insert rows (all with the same keys), skipping those whose unique key exists."""
-    _insert(session, model.__table__, rows, marks=None)
+    if not rows:
+        return
+    table: Any = model.__table__
+    if session.get_bind().dialect.name == "postgresql" and len(rows) >= COPY_THRESHOLD:
+        _copy_postgres(session, table, list(rows[0]), rows)
+    else:
+        _insert(session, table, rows)
 
 
-def insert_metric_points(session: Session, rows: Rows) -> None:
+def insert_metric_points(session: Session, points: Points | Rows) -> None:
     """Insert metric points idempotently, marking rows as the series cache needs.
 
     When every row goes in as given (the COPY path), only each series' lowest-step row
     is marked; any path that may skip duplicates leaves every row marked (the default).
     """
-    _insert(session, MetricPoint.__table__, rows, marks=series_marks)
-
-
-def series_marks(rows: Rows) -> np.ndarray:
-    """One bool per row: true for the first lowest-step row of each (attempt_id, name)."""
-    count = len(rows)
-    attempts = np.fromiter(map(itemgetter("attempt_id"), rows), np.int64, count)
-    listed = list(map(itemgetter("name"), rows))
-    names = dict.fromkeys(listed, 0)
-    for code, name in enumerate(names):
-        names[name] = code
-    codes = np.fromiter(map(names.__getitem__, listed), np.int64, count)
-    steps = np.fromiter(map(itemgetter("step"), rows), np.int64, count)
-    series = attempts * len(names) + codes
-    order = np.lexsort((steps, series))
-    ordered = series[order]
-    first = order[np.r_[True, ordered[1:] != ordered[:-1]]]
-    marks = np.zeros(count, dtype=bool)
-    marks[first] = True
-    return marks
-
-
-def _insert(
-    session: Session, table: Any, rows: Rows, marks: Callable[[Rows], np.ndarray] | None
-) -> None:
-    if not rows:
+    if not len(points):
         return
-    columns = list(rows[0])
-    dialect = session.get_bind().dialect.name
-    if dialect == "postgresql" and len(rows) >= COPY_THRESHOLD:
-        _copy_postgres(session, table, columns, rows, marks)
-    elif dialect == "sqlite":
-        marks_ = ", ".join("?" for _ in columns)
-        statement = f"INSERT OR IGNORE INTO {table.name} ({', '.join(columns)}) VALUES ({marks_})"
-        session.connection().exec_driver_sql(statement, list(map(_getter(columns), rows)))
+    points = points if isinstance(points, Points) else Points.of(points)
+    table: Any = MetricPoint.__table__
+    if session.get_bind().dialect.name == "postgresql" and len(points) >= COPY_THRESHOLD:
+        _copy_postgres(session, table, POINT_COLUMNS, points.rows, points)
     else:
-        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-        chunk = max(1, min(CHUNK, 30_000 // max(1, len(columns))))
-        for start in range(0, len(rows), chunk):
-            values = list(rows[start : start + chunk])
-            session.execute(insert(table).values(values).on_conflict_do_nothing())
+        _insert(session, table, points.rows)
+
+
+def _insert(session: Session, table: Any, rows: Rows) -> None:
+    """INSERT OR IGNORE (SQLite), else multi-row INSERT ... ON CONFLICT DO NOTHING."""
+    columns = list(rows[0])
+    if session.get_bind().dialect.name == "sqlite":
+        marks = ", ".join("?" for _ in columns)
+        statement = f"INSERT OR IGNORE INTO {table.name} ({', '.join(columns)}) VALUES ({marks})"
+        session.connection().exec_driver_sql(statement, list(map(_getter(columns), rows)))
+        return
+    chunk = max(1, min(CHUNK, 30_000 // max(1, len(columns))))
+    for start in range(0, len(rows), chunk):
+        values = list(rows[start : start + chunk])
+        session.execute(postgresql.insert(table).values(values).on_conflict_do_nothing())
 
 
 def _getter(columns: list[str]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
@@ -94,22 +84,20 @@ def _getter(columns: list[str]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
 
 
 def _copy_postgres(
-    session: Session,
-    table: Any,
-    columns: list[str],
-    rows: Rows,
-    marks: Callable[[Rows], np.ndarray] | None,
+    session: Session, table: Any, columns: list[str], rows: Rows, points: Points | None = None
 ) -> None:
     raw: Any = session.connection().connection.driver_connection
     names = ", ".join(columns)
+    given = None if points is None else [getattr(points, name) for name in columns]
     with raw.cursor() as cursor:
         # the common case has no duplicates: one COPY straight into the table
         cursor.execute("SAVEPOINT tb_copy")
         try:
-            if marks is None:
+            if points is None:
                 _copy(cursor, table, columns, rows)
             else:
-                _copy(cursor, table, [*columns, "mark"], rows, extra=marks(rows))
+                marked = [*(given or []), points.series_marks()]
+                _copy(cursor, table, [*columns, "mark"], rows, given=marked)
         except psycopg.errors.UniqueViolation:
             cursor.execute("ROLLBACK TO SAVEPOINT tb_copy")
             # one staging table per column set, created once per connection
@@ -118,7 +106,7 @@ def _copy_postgres(
                 f"CREATE TEMP TABLE IF NOT EXISTS {stage} ON COMMIT DELETE ROWS "
                 f"AS SELECT {names} FROM {table.name} WITH NO DATA"
             )
-            _copy(cursor, table, columns, rows, into=stage)
+            _copy(cursor, table, columns, rows, into=stage, given=given)
             cursor.execute(
                 f"INSERT INTO {table.name} ({names}) SELECT {names} FROM {stage}"
                 " ON CONFLICT DO NOTHING"
@@ -132,30 +120,28 @@ def _copy(
     columns: list[str],
     rows: Rows,
     *,
-    extra: np.ndarray | None = None,
     into: str | None = None,
+    given: list[Any] | None = None,
 ) -> None:
     """COPY rows into table (or its staging table `into`): binary when pgcopy can build it.
 
-    `extra`, when given, is the values of the last column, which the rows do not hold.
+    `given`, when there, is every column's values (numpy arrays or lists), ready made.
     """
     names = ", ".join(columns)
     target = into or table.name
-    given = columns if extra is None else columns[:-1]
     formats = [pgcopy.column_format(table.c[name]) for name in columns]
     data = None
     if None not in formats:
-        values: list[Any] = [map(itemgetter(name), rows) for name in given]
-        if extra is not None:
-            values.append(extra)
+        values = given or [map(itemgetter(name), rows) for name in columns]
         data = pgcopy.encode([f for f in formats if f is not None], values, len(rows))
     if data is not None:
         with cursor.copy(f"COPY {target} ({names}) FROM STDIN (FORMAT BINARY)") as copy:
             copy.write(data)
         return
-    tuples: Any = map(_getter(given), rows)
-    if extra is not None:
-        tuples = ((*t, bool(m)) for t, m in zip(tuples, extra.tolist(), strict=True))
+    tuples: Any = map(_getter(columns), rows)
+    if given is not None:  # it may hold a column the rows do not (mark)
+        lists = [v.tolist() if isinstance(v, np.ndarray) else v for v in given]
+        tuples = zip(*lists, strict=True)
     with cursor.copy(f"COPY {target} ({names}) FROM STDIN") as copy:
         for values in tuples:
             copy.write_row(values)

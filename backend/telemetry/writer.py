@@ -6,11 +6,13 @@ import math
 from collections import defaultdict
 from typing import Any
 
+import numpy as np
 from sqlalchemy import select, text, update
 from sqlalchemy.orm import Session
 
 from backend.jobs.models import Attempt, Job, JobEvent
 from backend.telemetry import models as rows
+from backend.telemetry.points import Points
 from backend.telemetry.store import insert_ignoring_duplicates, insert_metric_points
 from workers.protocol import (
     DEVICES_STREAM,
@@ -32,14 +34,12 @@ def write_batch(session: Session, items: dict[str, list[Item]]) -> tuple[list[De
     if session.get_bind().dialect.name == "postgresql":
         # ingest transactions commit in the order they take ids (the series cache relies on it)
         session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": INGEST_LOCK})
-    attempt_jobs = _attempt_jobs(session, items)
-    # the ingest refuses non-finite values already; the checks stay for direct callers
-    metric_rows = [
-        m
-        for m in items[METRICS_STREAM]
-        if m["attempt_id"] in attempt_jobs and math.isfinite(m["value"])
-    ]
-    insert_metric_points(session, metric_rows)
+    points = Points.of(items[METRICS_STREAM])
+    attempt_jobs = _attempt_jobs(session, points, items)
+    # a NaN/inf value (a diverged run) passes validation and is dropped here, unstored
+    known = np.fromiter(attempt_jobs, np.int32, len(attempt_jobs))
+    points = points.where(np.isin(points.attempt_id, known) & np.isfinite(points.value))
+    insert_metric_points(session, points)
     logs = [line for line in items[LOGS_STREAM] if line["attempt_id"] in attempt_jobs]
     insert_ignoring_duplicates(session, rows.LogLine, logs)
     samples = [s for s in items[DEVICES_STREAM] if math.isfinite(s["time"])]
@@ -49,14 +49,17 @@ def write_batch(session: Session, items: dict[str, list[Item]]) -> tuple[list[De
     events = [e for e in items[EVENTS_STREAM] if e["attempt_id"] in attempt_jobs]
     for event in events:
         _write_event(session, event, attempt_jobs[event["attempt_id"]])
-    progressed = _advance_steps(session, metric_rows, attempt_jobs)
-    by_job: dict[int, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
-    for metric in metric_rows:
-        by_job[attempt_jobs[metric["attempt_id"]]]["metrics"].append(metric)
-    for line in logs:
-        by_job[attempt_jobs[line["attempt_id"]]]["logs"].append(line)
-    for event in events:
-        by_job[attempt_jobs[event["attempt_id"]]]["events"].append(event)
+    by_job: dict[int, dict[str, list[dict[str, Any]]]] = defaultdict(dict)
+    for job_id, picked in _points_by_job(points, attempt_jobs).items():
+        newest = int(points.step[picked].max())
+        session.execute(update(Job).where(Job.id == job_id, Job.step < newest).values(step=newest))
+        by_job[job_id]["metrics"] = (
+            points.rows if len(picked) == len(points) else [points.rows[i] for i in picked.tolist()]
+        )
+    progressed = set(by_job)
+    for key, extra in (("logs", logs), ("events", events)):
+        for item in extra:
+            by_job[attempt_jobs[item["attempt_id"]]].setdefault(key, []).append(item)
     deltas: list[Delta] = [
         (f"job:{job_id}", {key: values})
         for job_id, parts in by_job.items()
@@ -65,6 +68,16 @@ def write_batch(session: Session, items: dict[str, list[Item]]) -> tuple[list[De
     if samples:
         deltas.append(("cluster", {"samples": samples}))
     return deltas, progressed
+
+
+def _points_by_job(points: Points, attempt_jobs: dict[int, int]) -> dict[int, np.ndarray]:
+    """Each job's rows of points (indexes, in row order)."""
+    by_job: dict[int, np.ndarray] = {}
+    for attempt_id, picked in points.groups(points.attempt_id).items():
+        job_id = attempt_jobs[attempt_id]
+        held = by_job.get(job_id)
+        by_job[job_id] = picked if held is None else np.sort(np.concatenate([held, picked]))
+    return by_job
 
 
 def _write_event(session: Session, event: Item, job_id: int) -> None:
@@ -94,21 +107,9 @@ def _write_event(session: Session, event: Item, job_id: int) -> None:
         )
 
 
-def _advance_steps(session: Session, metrics: list[Item], attempt_jobs: dict[int, int]) -> set[int]:
-    newest: dict[int, int] = {}
-    for metric in metrics:
-        job_id = attempt_jobs[metric["attempt_id"]]
-        step = metric["step"]
-        if step > newest.get(job_id, -1):
-            newest[job_id] = step
-    for job_id, step in newest.items():
-        session.execute(update(Job).where(Job.id == job_id, Job.step < step).values(step=step))
-    return set(newest)
-
-
-def _attempt_jobs(session: Session, items: dict[str, list[Item]]) -> dict[int, int]:
-    keys = (METRICS_STREAM, LOGS_STREAM, EVENTS_STREAM)
-    ids = {i["attempt_id"] for key in keys for i in items[key]}
+def _attempt_jobs(session: Session, points: Points, items: dict[str, list[Item]]) -> dict[int, int]:
+    ids = set(np.unique(points.attempt_id).tolist())
+    ids.update(i["attempt_id"] for key in (LOGS_STREAM, EVENTS_STREAM) for i in items[key])
     if not ids:
         return {}
     # FOR KEY SHARE (PostgreSQL; SQLite has one writer): what a foreign key's check takes

@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from backend.db import Database
-from backend.telemetry.ingest import Ingest
+from backend.telemetry.ingest import Ingest, Round
 from backend.telemetry.live import LIVE_STREAM
 from backend.telemetry.streams import backlog, trim_acknowledged
 from tests.telemetry.helpers import count_points, point, stored_steps
@@ -108,3 +108,39 @@ def test_trimming_keeps_every_unacknowledged_entry(
     ingest.consume()
     assert count_points(database) == 300
     assert backlog(client, METRICS_STREAM) == backlog(client, METRICS_STREAM).__class__(0, 0, 0.0)
+
+
+def test_a_drained_backlog_commits_in_order_and_a_failed_round_stays_pending(
+    database: Database,
+    client: redis.Redis,
+    ingest: Ingest,
+    new_attempt: NewAttempt,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _, attempt = new_attempt()
+    for seq in range(12):
+        add_batch(client, METRICS_STREAM, [point(attempt, seq * 100 + s) for s in range(100)], seq)
+    ingest.count = 3  # four rounds: each validated while the previous one commits
+    commit = ingest.commit
+    rounds = []
+
+    def third_round_fails(round_: Round) -> int:
+        rounds.append(round_)
+        if len(rounds) == 3:
+            raise RuntimeError("database went away")
+        return commit(round_)
+
+    monkeypatch.setattr(ingest, "commit", third_round_fails)
+    with pytest.raises(RuntimeError):
+        ingest.drain()
+    assert count_points(database) == 600  # the first two rounds
+    assert client.xpending(METRICS_STREAM, INGEST_GROUP)["pending"] == 6  # the third, the fourth
+
+    monkeypatch.setattr(ingest, "commit", commit)
+    while ingest.consume(pending=True):  # as `run` does after a failed pass
+        pass
+    assert stored_steps(database, attempt) == list(range(1200))
+    assert backlog(client, METRICS_STREAM).pending == 0
+    live = [json.loads(fields[b"d"]) for _, fields in client.xrange(LIVE_STREAM)]
+    steps = [p["step"] for delta in live for p in delta["metrics"]]
+    assert steps == list(range(1200))  # live in the order committed

@@ -1,0 +1,88 @@
+"""A batch of metric points as numpy columns, taken once from the validated item dicts.
+
+The writer filters, groups and advances steps on these columns and the PostgreSQL COPY is
+built from them, instead of a Python loop over the dicts for each of those.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Points:
+    """Metric point dicts and their columns, in the dtypes of metric_points' columns."""
+
+    rows: list[dict[str, Any]]
+    attempt_id: np.ndarray
+    rank: np.ndarray
+    step: np.ndarray
+    name: list[str]
+    value: np.ndarray
+    time: np.ndarray
+
+    @classmethod
+    def of(cls, rows: Sequence[dict[str, Any]]) -> Points:
+        """The columns of rows (dicts with every MetricPoint field but id and mark)."""
+        count = len(rows)
+
+        def column(key: str, dtype: type) -> np.ndarray:
+            # fromiter refuses an integer out of the column's range
+            return np.fromiter(map(itemgetter(key), rows), dtype=dtype, count=count)
+
+        return cls(
+            rows=list(rows),
+            attempt_id=column("attempt_id", np.int32),
+            rank=column("rank", np.int32),
+            step=column("step", np.int32),
+            name=list(map(itemgetter("name"), rows)),
+            value=column("value", np.float64),
+            time=column("time", np.float64),
+        )
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def where(self, keep: np.ndarray) -> Points:
+        """The points where keep (one bool each) is true."""
+        if keep.all():
+            return self
+        index = np.flatnonzero(keep)
+        picked = index.tolist()
+        return Points(
+            rows=[self.rows[i] for i in picked],
+            attempt_id=self.attempt_id[index],
+            rank=self.rank[index],
+            step=self.step[index],
+            name=[self.name[i] for i in picked],
+            value=self.value[index],
+            time=self.time[index],
+        )
+
+    def groups(self, keys: np.ndarray) -> dict[int, np.ndarray]:
+        """Row indexes by key (one integer key per row), each in row order."""
+        if not len(keys):
+            return {}
+        if (keys == keys[0]).all():  # the common case, without a sort
+            return {int(keys[0]): np.arange(len(keys))}
+        order = np.argsort(keys, kind="stable")
+        starts = np.flatnonzero(np.r_[True, keys[order][1:] != keys[order][:-1]])
+        ends = np.r_[starts[1:], len(order)]
+        return {int(keys[order[a]]): order[a:b] for a, b in zip(starts, ends, strict=True)}
+
+    def series_marks(self) -> np.ndarray:
+        """One bool per row: true for the first lowest-step row of each (attempt_id, name)."""
+        names = dict.fromkeys(self.name, 0)
+        for code, name in enumerate(names):
+            names[name] = code
+        codes = np.fromiter(map(names.__getitem__, self.name), np.int64, len(self.name))
+        series = self.attempt_id.astype(np.int64) * len(names) + codes
+        marks = np.zeros(len(self), dtype=bool)
+        for rows in self.groups(series).values():
+            marks[rows[np.argmin(self.step[rows])]] = True
+        return marks
