@@ -23,6 +23,7 @@ import signal
 import threading
 import time
 import warnings
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from workers.checkpoints import step_of
@@ -89,32 +90,41 @@ def _current() -> _Session | None:
 
 def report(step: int, **metrics: float) -> None:
     """Publish one point per named metric at this optimizer step (never blocks training)."""
+    report_many([(step, metrics)])
+
+
+def report_many(rows: Iterable[tuple[int, Mapping[str, float]]]) -> None:
+    """`report` for several steps at once: (step, name → value) rows, queued under one lock."""
     session = _current()
     if session is None:
         return
-    now, step = time.time(), int(step)
-    add = session.publisher(METRICS_STREAM).add
+    now = time.time()
     attempt, rank = session.env.attempt_id, session.env.rank
-    for name, value in metrics.items():
-        if name not in _checked_names:
-            if len(name) > MAX_METRIC_NAME:
-                raise ValueError(f"metric name {name[:40]!r}... is longer than {MAX_METRIC_NAME}")
-            _checked_names.add(name)
-        # plain dicts of MetricPoint's fields: building a model per point cost ~5 µs each
-        add(
-            {
-                "attempt_id": attempt,
-                "rank": rank,
-                "step": step,
-                "name": name,
-                "value": float(value),
-                "time": now,
-            }
-        )
+    # plain dicts of MetricPoint's fields: building a model per point cost ~5 µs each
+    points = [
+        {
+            "attempt_id": attempt,
+            "rank": rank,
+            "step": int(step),
+            "name": name if name in _checked_names else _checked(name),
+            "value": float(value),
+            "time": now,
+        }
+        for step, metrics in rows
+        for name, value in metrics.items()
+    ]
+    session.publisher(METRICS_STREAM).add_many(points)
 
 
 #: metric names already checked against MAX_METRIC_NAME (a script reports the same few)
 _checked_names: set[str] = set()
+
+
+def _checked(name: str) -> str:
+    if len(name) > MAX_METRIC_NAME:
+        raise ValueError(f"metric name {name[:40]!r}... is longer than {MAX_METRIC_NAME}")
+    _checked_names.add(name)
+    return name
 
 
 def event(kind: str, message: str = "", step: int | None = None) -> None:

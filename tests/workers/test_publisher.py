@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import redis
 from worker_helpers import PrivateRedis, read_items, wait_for
 
 from workers.protocol import Batch
-from workers.telemetry import StreamPublisher
+from workers.telemetry import StreamPublisher, encode
 
 
 def batches(url: str, stream: str) -> list[Batch]:
@@ -71,3 +72,28 @@ def test_close_with_redis_gone_returns_within_its_timeout(private_redis: Private
     started = time.perf_counter()
     publisher.close(timeout=1.0)
     assert time.perf_counter() - started < 2.0
+
+
+def test_a_batch_is_the_json_that_json_dumps_writes_nan_and_surrogates_included() -> None:
+    items = [
+        {"attempt_id": 7, "rank": 1, "step": 3, "name": "loss", "value": 0.1 + 0.2, "time": 1e9},
+        {"name": "tiny", "value": 5e-324},
+        {"name": "nan", "value": float("nan")},
+        {"name": "inf", "value": float("-inf")},
+        {"message": "é ✓"},
+    ]
+    batch = {"producer": "p", "seq": 0, "items": items}
+    # decoded and written again by json.dumps: the same text (NaN != NaN rules out ==)
+    assert json.dumps(json.loads(encode(batch))) == json.dumps(batch)
+    odd = {"producer": "p", "seq": 1, "items": [{"message": "bad \udcff byte"}]}
+    assert json.loads(encode(odd)) == odd  # pydantic-core refuses it; json.dumps escapes it
+
+
+def test_add_many_queues_under_one_lock_and_arrives_in_order(redis_url: str) -> None:
+    publisher = StreamPublisher(redis_url, "tb:test", "producer-e")
+    publisher.add_many({"i": i} for i in range(700))
+    publisher.add({"i": 700})
+    publisher.close()
+    assert [item["i"] for b in batches(redis_url, "tb:test") for item in b.items] == list(
+        range(701)
+    )

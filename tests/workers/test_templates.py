@@ -41,7 +41,7 @@ def losses(template: str, precision: str) -> list[float]:
     )
     trainer = Trainer(spec, build_task(template, spec.hyperparameters), ParallelContext())
     seen: list[float] = []
-    trainer.metrics = type(trainer.metrics)(lambda step, **values: seen.append(values["loss"]))
+    trainer.metrics = type(trainer.metrics)(lambda rows: seen.extend(r["loss"] for _, r in rows))
     for _ in range(trainer.total_steps):
         trainer.train_step()
     trainer.metrics.flush()

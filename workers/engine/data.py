@@ -7,7 +7,7 @@ from torch.utils.data import DistributedSampler
 
 
 class ShardedBatches:
-    """This rank's shard of an in-memory dataset, reshuffled every epoch by DistributedSampler."""
+    """This rank's shard of an in-memory dataset, reshuffled every epoch like DistributedSampler."""
 
     def __init__(
         self,
@@ -21,6 +21,7 @@ class ShardedBatches:
     ) -> None:
         self.inputs, self.targets = inputs, targets
         self.batch_size = batch_size
+        #: the definition of each epoch's order; `epoch_order` computes the same as tensors
         self.sampler: DistributedSampler[int] = DistributedSampler(
             range(len(inputs)),  # type: ignore[arg-type]
             num_replicas=replicas,
@@ -42,12 +43,23 @@ class ShardedBatches:
         """The epoch the given global micro-step index falls in."""
         return micro_step // self.per_epoch
 
+    def epoch_order(self, epoch: int) -> torch.Tensor:
+        """This rank's sample indices in an epoch: `list(sampler)` after `set_epoch(epoch)`.
+
+        The same permutation and slicing as DistributedSampler (drop_last), kept as a tensor:
+        its `tolist()` and the tensor built back from the list cost more than the epoch's
+        gathers on a small model.
+        """
+        s = self.sampler
+        generator = torch.Generator().manual_seed(s.seed + epoch)
+        shuffled = torch.randperm(len(self.inputs), generator=generator)
+        return shuffled[s.rank : s.total_size : s.num_replicas]
+
     def batch(self, micro_step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The micro-batch at a global micro-step index (0-based, counted over all epochs)."""
         epoch, position = divmod(micro_step, self.per_epoch)
         if epoch != self._epoch:
-            self.sampler.set_epoch(epoch)  # a fresh shuffle each epoch, same on every rank
-            self._order = torch.tensor(list(self.sampler), dtype=torch.long)
-            self._epoch = epoch
+            self._order, self._epoch = self.epoch_order(epoch), epoch
         index = self._order[position * self.batch_size : (position + 1) * self.batch_size]
-        return self.inputs[index], self.targets[index]
+        # index_select: the same gather as `inputs[index]` without Python's indexing machinery
+        return self.inputs.index_select(0, index), self.targets.index_select(0, index)

@@ -17,11 +17,11 @@ Row = tuple[int, dict[str, float]]
 class MetricBuffer:
     """Collects (step, name → value) rows; `flush` reads all tensors back in one copy."""
 
-    def __init__(self, publish: Callable[..., None]) -> None:
+    def __init__(self, publish: Callable[[list[Row]], None]) -> None:
         self._publish = publish
         self._rows: list[tuple[int, dict[str, Value]]] = []
 
-    def add(self, step: int, **values: Value) -> None:
+    def add(self, step: int, values: dict[str, Value]) -> None:
         """Hold one step's values (tensors stay where they are)."""
         self._rows.append((step, values))
 
@@ -37,12 +37,9 @@ class MetricBuffer:
             _scalar(v) for _, row in self._rows for v in row.values() if isinstance(v, torch.Tensor)
         ]
         numbers = iter(torch.stack(tensors).tolist() if tensors else [])
-        rows: list[Row] = []
-        for step, row in self._rows:
-            plain = {k: _plain(v, numbers) for k, v in row.items()}
-            self._publish(step, **plain)
-            rows.append((step, plain))
+        rows = [(step, {k: _plain(v, numbers) for k, v in row.items()}) for step, row in self._rows]
         self._rows.clear()
+        self._publish(rows)
         return rows
 
 

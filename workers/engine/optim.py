@@ -33,14 +33,29 @@ def lr_at(step: int, *, peak: float, total_steps: int, schedule: LRSchedule) -> 
     return floor + (peak - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def total_norm(grads: list[torch.Tensor]) -> torch.Tensor:
+def total_norm(grads: list[torch.Tensor], *, mixed: bool | None = None) -> torch.Tensor:
     """The 2-norm of all gradients as one vector, on their device (no host sync).
 
     The same ops as `clip_grad_norm_` (one `_foreach_norm`, then the norm of the stacked
     norms), so the value is bit-identical to it, without its per-call grouping and copies.
+    `mixed` says whether the gradients differ in device or dtype; a caller that knows it from
+    the parameters passes it, which spares a per-step look at every gradient.
     """
     if not grads:
         return torch.zeros(())
-    if len({(g.device, g.dtype) for g in grads}) > 1:
+    if mixed is None:
+        mixed = has_mixed_kinds(grads)
+    if mixed:
         return torch.nn.utils.get_total_norm(grads).float()
-    return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0).float()
+    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
+    return norm if norm.dtype is torch.float32 else norm.float()
+
+
+def grads_of(params: list[torch.nn.Parameter]) -> list[torch.Tensor]:
+    """The gradients that exist (`.grad` is a property, not a plain attribute: read once each)."""
+    return [grad for p in params if (grad := p.grad) is not None]
+
+
+def has_mixed_kinds(tensors: Iterable[torch.Tensor]) -> bool:
+    """Whether the tensors (or the gradients of these parameters) differ in device or dtype."""
+    return len({(t.device, t.dtype) for t in tensors}) > 1

@@ -11,7 +11,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from workers.engine.distributed import ParallelContext
-from workers.engine.optim import total_norm
+from workers.engine.optim import grads_of, has_mixed_kinds, total_norm
 from workers.engine.pipeline import Batch, PipelineRunner
 from workers.spec import JobSpec, Strategy
 
@@ -51,6 +51,7 @@ class DataParallelRunner:
         self.model = model.to(ctx.device)
         #: fixed for the run: walking the module tree every step costs more than the norm
         self.params = list(self.model.parameters())
+        self.mixed = has_mixed_kinds(self.params)
         self.wrapped: nn.Module = self.model
         if ctx.world_size > 1:
             self.wrapped = DistributedDataParallel(
@@ -84,7 +85,7 @@ class DataParallelRunner:
 
     def grad_norm(self) -> torch.Tensor:
         """Norm of the (already averaged) gradients."""
-        return total_norm([p.grad for p in self.params if p.grad is not None])
+        return total_norm(grads_of(self.params), mixed=self.mixed)
 
 
 def parallelize(

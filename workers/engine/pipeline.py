@@ -19,7 +19,7 @@ from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
 from workers.engine.distributed import ParallelContext
-from workers.engine.optim import total_norm
+from workers.engine.optim import grads_of, has_mixed_kinds, total_norm
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -76,6 +76,7 @@ class PipelineRunner:
         self.bounds = balanced_split(costs, ctx.pp_size)
         self.model: nn.Module = stage_module(model, *self.bounds[ctx.pp_rank]).to(ctx.device)
         self.params = list(self.model.parameters())
+        self.mixed = has_mixed_kinds(self.params)
         self.is_first, self.is_last = ctx.pp_rank == 0, ctx.pp_rank == ctx.pp_size - 1
         self.accum = 1
         stage = PipelineStage(self.model, ctx.pp_rank, ctx.pp_size, ctx.device, group=ctx.pp_group)
@@ -114,15 +115,18 @@ class PipelineRunner:
 
     def grad_norm(self) -> torch.Tensor:
         """The gradient norm of the whole model: stage norms combined over the pipeline."""
-        grads = [p.grad for p in self.params if p.grad is not None]
-        squared = total_norm(grads).square() if grads else torch.zeros((), device=self.ctx.device)
+        grads = grads_of(self.params)
+        if grads:
+            squared = total_norm(grads, mixed=self.mixed).square()
+        else:
+            squared = torch.zeros((), device=self.ctx.device)
         dist.all_reduce(squared, group=self.ctx.pp_group)
         return squared.sqrt()
 
     def _average_over_replicas(self) -> None:
         if self.ctx.dp_size == 1:
             return
-        grads = [p.grad for p in self.params if p.grad is not None]
+        grads = grads_of(self.params)
         flat = _flatten_dense_tensors(grads)
         dist.all_reduce(flat, group=self.ctx.dp_group)
         flat /= self.ctx.dp_size

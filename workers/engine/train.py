@@ -85,7 +85,7 @@ class Trainer:
         self.data_offset, self.skip_at = 0, set[int]()
         self.lr_scale, self.rollbacks = 1.0, 0
         self._reshape(hp["batch_size"], spec.grad_accum)
-        self.metrics = MetricBuffer(sdk.report)
+        self.metrics = MetricBuffer(sdk.report_many)
         self.clock = StepClock(ctx.device)
         #: the training loop's seconds and this process's CPU seconds in it (all threads), and
         #: the parts of both spent writing checkpoints
@@ -163,7 +163,7 @@ class Trainer:
         if self.task.tokens_per_sample:
             tokens = self.global_batch * self.task.tokens_per_sample
             row["tokens_per_s"] = _per_second(tokens, step_time)
-        self.metrics.add(self.step, **row)
+        self.metrics.add(self.step, row)
 
     def _step_optimizer(self) -> torch.Tensor:
         scaler, clip = self.precision.scaler, self.spec.grad_clip
@@ -171,9 +171,8 @@ class Trainer:
             scaler.unscale_(self.optimizer)
         # one norm pass serves telemetry and clipping; it stays on the device until a report
         grad_norm = self.runner.grad_norm()
-        if clip is not None:
-            params = [p for p in self.params if p.grad is not None]
-            torch.nn.utils.clip_grads_with_norm_(params, clip, grad_norm)
+        if clip is not None:  # it skips parameters without a gradient itself
+            torch.nn.utils.clip_grads_with_norm_(self.params, clip, grad_norm)
         if scaler is not None:
             scaler.step(self.optimizer)
             scaler.update()
