@@ -148,19 +148,23 @@ class CommitPipeline:
 
     While a round's rows go to the database (the server's work, the GIL released), the
     caller reads and validates the next round. Only one round is in flight, so rounds
-    commit, are acknowledged and go live in the order they were read.
+    commit, are acknowledged and go live in the order they were read. Unthreaded (SQLite,
+    whose work runs in this process under the GIL), each round commits as it is submitted.
     """
 
-    def __init__(self, commit: Callable[[Round], int]) -> None:
+    def __init__(self, commit: Callable[[Round], int], *, threaded: bool = True) -> None:
         self._commit = commit
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="ingest-commit")
+        self._threaded = threaded
         self._inflight: Future[int] | None = None
 
     def submit(self, round_: Round) -> None:
         """Wait for the round in flight (its error is raised here), then start this one."""
         self.wait()
-        if round_:
+        if round_ and self._threaded:
             self._inflight = self._thread.submit(self._commit, round_)
+        elif round_:
+            self._commit(round_)
 
     def wait(self) -> int:
         """Wait for the round in flight; the entries it stored."""
@@ -222,7 +226,7 @@ class Ingest:
                 self.ensure_groups()
                 while self.consume(pending=True):  # own entries read before a restart
                     pass
-                with CommitPipeline(self.commit) as pipeline:
+                with self._pipeline() as pipeline:
                     while not stop.is_set():
                         now = time.monotonic()
                         if now - last_reclaim > self.reclaim_idle_ms / 2000:
@@ -244,11 +248,16 @@ class Ingest:
     def drain(self) -> int:
         """Consume until nothing new is left, pipelined as `run` does; the entries stored."""
         total = 0
-        with CommitPipeline(self.commit) as pipeline:
+        with self._pipeline() as pipeline:
             while round_ := self.prepare(self.read()):
                 total += len(round_)
                 pipeline.submit(round_)
         return total
+
+    def _pipeline(self) -> CommitPipeline:
+        # a commit thread pays where the database works in another process (PostgreSQL);
+        # SQLite's inserts run here, and a second thread only contends for the GIL
+        return CommitPipeline(self.commit, threaded=self.db.engine.dialect.name != "sqlite")
 
     def consume(self, *, block_ms: int | None = None, pending: bool = False) -> int:
         """Read one round of entries (own pending ones first when asked) and store them."""

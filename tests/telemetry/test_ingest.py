@@ -120,7 +120,7 @@ def test_a_drained_backlog_commits_in_order_and_a_failed_round_stays_pending(
     _, attempt = new_attempt()
     for seq in range(12):
         add_batch(client, METRICS_STREAM, [point(attempt, seq * 100 + s) for s in range(100)], seq)
-    ingest.count = 3  # four rounds: each validated while the previous one commits
+    ingest.count = 3  # four rounds: on PostgreSQL each is validated while the last commits
     commit = ingest.commit
     rounds = []
 
@@ -134,11 +134,14 @@ def test_a_drained_backlog_commits_in_order_and_a_failed_round_stays_pending(
     with pytest.raises(RuntimeError):
         ingest.drain()
     assert count_points(database) == 600  # the first two rounds
-    assert client.xpending(METRICS_STREAM, INGEST_GROUP)["pending"] == 6  # the third, the fourth
+    # the failed round stays pending, and on PostgreSQL the one read while it committed
+    threaded = database.engine.dialect.name == "postgresql"
+    assert client.xpending(METRICS_STREAM, INGEST_GROUP)["pending"] == (6 if threaded else 3)
 
     monkeypatch.setattr(ingest, "commit", commit)
-    while ingest.consume(pending=True):  # as `run` does after a failed pass
+    while ingest.consume(pending=True):  # as `run` does after a failed pass, then goes on
         pass
+    ingest.drain()
     assert stored_steps(database, attempt) == list(range(1200))
     assert backlog(client, METRICS_STREAM).pending == 0
     live = [json.loads(fields[b"d"]) for _, fields in client.xrange(LIVE_STREAM)]
