@@ -6,13 +6,16 @@ import json
 import socket
 from collections.abc import Iterator
 from secrets import token_hex
+from types import SimpleNamespace
 
 import pytest
 import redis
 from websockets.exceptions import ConnectionClosed
+from websockets.extensions.permessage_deflate import PerMessageDeflate
 from websockets.sync.client import ClientConnection, connect
 
 from backend.telemetry import hub, live
+from backend.telemetry.direct import DirectOutlet
 from tests.telemetry.helpers import ADMIN, LiveServer, receive, subscribe
 
 
@@ -97,3 +100,16 @@ def test_a_client_that_never_reads_does_not_hold_up_others_and_is_told_to_resync
     assert len(before_resync) < len(positions)
     stalled.close()
     reader.close()
+
+
+def test_frames_are_shared_only_between_connections_that_compress_each_message_alike() -> None:
+    def outlet_for(*extensions: PerMessageDeflate) -> DirectOutlet | None:
+        conn = SimpleNamespace(extensions=list(extensions))
+        protocol = SimpleNamespace(conn=conn, transport=None, writable=None)
+        return DirectOutlet.of(protocol)  # type: ignore[arg-type]
+
+    per_message = PerMessageDeflate(False, True, 15, 12)  # no server context takeover
+    takeover = PerMessageDeflate(False, False, 15, 12)  # each message depends on the last
+    assert outlet_for() is not None
+    assert outlet_for(per_message) is not None
+    assert outlet_for(takeover) is None  # such a client is sent to through ASGI
