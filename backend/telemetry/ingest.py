@@ -126,9 +126,11 @@ def with_defaults(stream: str, items: list[dict[str, Any]]) -> list[dict[str, An
 
 PROGRESS_ANNOUNCE_SECONDS = 1.0
 TRIM_EVERY_SECONDS = 5.0
-#: entries read per stream and round (up to 50,000 metric points): a backlog is then taken
-#: in rounds small enough that validating one overlaps the previous one's commit
-ROUND_ENTRIES = 100
+#: entries read per stream and round. PostgreSQL: 100 (up to 50,000 metric points), so a
+#: backlog goes in rounds small enough that validating one overlaps the previous one's
+#: commit; SQLite has no commit thread, and fewer, larger transactions checkpoint its WAL
+#: less often (both measured, docs/benchmarks.md)
+ROUND_ENTRIES = {"postgresql": 100, "sqlite": 500}
 Entries = dict[str, list[tuple[Any, dict[Any, Any]]]]
 
 
@@ -198,12 +200,13 @@ class Ingest:
         db: Database,
         client: redis.Redis,
         consumer: str,
-        count: int = ROUND_ENTRIES,
+        count: int | None = None,
         reclaim_idle_ms: int = 30_000,
     ) -> None:
         self.db = db
         self.client = client
         self.consumer = consumer
+        #: entries read per stream and round (None: ROUND_ENTRIES for the database)
         self.count = count
         self.reclaim_idle_ms = reclaim_idle_ms
         #: items producers reported dropping (lossy streams only), since this process started
@@ -254,6 +257,9 @@ class Ingest:
                 pipeline.submit(round_)
         return total
 
+    def _round_entries(self) -> int:
+        return self.count or ROUND_ENTRIES.get(self.db.engine.dialect.name, 100)
+
     def _pipeline(self) -> CommitPipeline:
         # a commit thread pays where the database works in another process (PostgreSQL);
         # SQLite's inserts run here, and a second thread only contends for the GIL
@@ -270,7 +276,7 @@ class Ingest:
             INGEST_GROUP,
             self.consumer,
             {s: start for s in ALL_STREAMS},
-            count=self.count,
+            count=self._round_entries(),
             block=block_ms,
         )
         rounds: list[Any] = response or []  # type: ignore[assignment]
@@ -288,7 +294,7 @@ class Ingest:
                     self.consumer,
                     min_idle_time=self.reclaim_idle_ms,
                     start_id=cursor,
-                    count=self.count,
+                    count=self._round_entries(),
                 )
                 if messages:
                     log.info("ingest: reclaimed %d entries of %s", len(messages), stream)
