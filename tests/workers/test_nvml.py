@@ -247,11 +247,13 @@ def test_gpu_memory_is_attributed_to_the_rank_owning_each_pid(
         worker.wait()
     assert (attributed.attempt_id, attributed.rank) == (7, 3)
     owners = [(p.pid, p.mem_used, p.attempt_id, p.rank) for p in attributed.processes or []]
-    assert owners == [
-        (me, 6 * GIB, 7, 3),
-        (worker.pid, GIB, 7, 3),
-        (2**22 + 7, GIB, None, None),  # not a rank's process: unattributed
-    ]
+    assert owners == sorted(  # listed by pid
+        [
+            (me, 6 * GIB, 7, 3),
+            (worker.pid, GIB, 7, 3),
+            (2**22 + 7, GIB, None, None),  # not a rank's process: unattributed
+        ]
+    )
 
 
 def test_a_rank_on_another_slot_owns_its_process_on_this_gpu(

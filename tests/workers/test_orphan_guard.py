@@ -25,6 +25,15 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _runs(pid: int, program: str) -> bool:
+    """Whether pid is alive and has exec'd program (its cmdline is empty mid-exec)."""
+    try:
+        command = psutil.Process(pid).cmdline()
+    except psutil.Error:
+        return False
+    return _alive(pid) and bool(command) and command[0] == program
+
+
 def test_rank_in_its_own_process_group_dies_with_a_killed_supervisor() -> None:
     supervisor = subprocess.Popen(
         [sys.executable, "-c", SUPERVISOR], stdout=subprocess.PIPE, text=True
@@ -32,7 +41,7 @@ def test_rank_in_its_own_process_group_dies_with_a_killed_supervisor() -> None:
     assert supervisor.stdout is not None
     rank = int(supervisor.stdout.readline())
     wait_for(
-        lambda: _alive(rank) and psutil.Process(rank).cmdline()[0] == "sleep",
+        lambda: _runs(rank, "sleep"),
         timeout=10,
         what="the guarded command to exec",
     )
