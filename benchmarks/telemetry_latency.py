@@ -6,7 +6,8 @@
 
 Three processes on one machine: the API (uvicorn, SQLite, its in-process ingest and
 live tail, as `TRAINBOARD_RUN_INGEST=true` runs it), a producer process with the real
-`StreamPublisher`s, and the measuring websocket client(s). Every item carries its
+`StreamPublisher`s, and the measuring websocket client(s); and a redis-server of the
+run's own on a free port (`redis-server` must be on PATH). Every item carries its
 publish time (`time`, unix seconds, taken when `add()` is called); a client's latency
 for an item is its receive time minus that, on the same clock.
 
@@ -35,6 +36,7 @@ import select
 import socket
 import statistics
 import struct
+import subprocess
 import tempfile
 import threading
 import time
@@ -49,10 +51,10 @@ from backend.config import Settings
 from backend.db import Database
 from backend.migrate import upgrade
 from tests.telemetry.helpers import ADMIN_TOKEN, LiveServer, add_attempt, receive, subscribe
+from tests.workers.worker_helpers import free_port, wait_for
 from workers.protocol import DEVICES_STREAM, METRICS_STREAM
 from workers.telemetry import FLUSH_INTERVAL, StreamPublisher
 
-REDIS = "redis://127.0.0.1:6379/13"
 WARMUP_SECONDS = 2.0
 HEADERS = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
@@ -64,15 +66,42 @@ def _serve(settings: Settings, ready: Any, stop: Any) -> None:
 
 
 @contextlib.contextmanager
-def api_server(tmp: Path) -> Iterator[tuple[int, Database]]:
+def private_redis() -> Iterator[str]:
+    """A redis-server of this run's own on a free port; its URL.
+
+    Not a database of the shared server: test runs flush numbered databases of it
+    (tests/conftest.py), which stalls the ingest of a benchmark that shares one.
+    """
+    port = free_port()
+    server = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", ""],
+        stdout=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        wait_for(lambda: _answers(url), timeout=10, what="redis-server to start")
+        yield url
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return bool(redis.Redis.from_url(url).ping())
+    except redis.ConnectionError:
+        return False
+
+
+@contextlib.contextmanager
+def api_server(tmp: Path, redis_url: str) -> Iterator[tuple[int, Database]]:
     """The API in its own process on a fresh SQLite database; (port, database)."""
-    redis.Redis.from_url(REDIS).flushdb()
     url = f"sqlite:///{tmp / 'live.db'}"
     upgrade(url)
     settings = Settings(
         data_dir=tmp / "data",
         database_url=url,
-        redis_url=REDIS,
+        redis_url=redis_url,
         admin_token=ADMIN_TOKEN,
         run_scheduler=False,
         frontend_dir=tmp / "no-frontend",
@@ -91,7 +120,6 @@ def api_server(tmp: Path) -> Iterator[tuple[int, Database]]:
         if process.is_alive():
             process.kill()
         db.dispose()
-        redis.Redis.from_url(REDIS).flushdb()
 
 
 def _pace(rate: float, seconds: float, emit: Any) -> None:
@@ -109,8 +137,10 @@ def _pace(rate: float, seconds: float, emit: Any) -> None:
         sent += 1
 
 
-def _produce_metrics(attempt_id: int, rate: float, seconds: float, flush: float) -> None:
-    publisher = StreamPublisher(REDIS, METRICS_STREAM, "bench-metrics", flush_interval=flush)
+def _produce_metrics(
+    redis_url: str, attempt_id: int, rate: float, seconds: float, flush: float
+) -> None:
+    publisher = StreamPublisher(redis_url, METRICS_STREAM, "bench-metrics", flush_interval=flush)
 
     def emit(i: int) -> None:
         publisher.add(
@@ -128,9 +158,9 @@ def _produce_metrics(attempt_id: int, rate: float, seconds: float, flush: float)
     publisher.close()
 
 
-def _produce_cluster(attempt_ids: list[int], seconds: float) -> None:
-    devices = StreamPublisher(REDIS, DEVICES_STREAM, "bench-agent")
-    metrics = StreamPublisher(REDIS, METRICS_STREAM, "bench-ranks")
+def _produce_cluster(redis_url: str, attempt_ids: list[int], seconds: float) -> None:
+    devices = StreamPublisher(redis_url, DEVICES_STREAM, "bench-agent")
+    metrics = StreamPublisher(redis_url, METRICS_STREAM, "bench-ranks")
     names = ("loss", "accuracy", "lr", "throughput")
 
     def emit(tick: int) -> None:  # 10 ticks a second
@@ -163,7 +193,11 @@ def percentiles(latencies: list[float]) -> dict[str, float]:
 
 
 def bench_latency(rate: float, seconds: float, flush: float) -> dict[str, float]:
-    with tempfile.TemporaryDirectory() as tmp, api_server(Path(tmp)) as (port, db):
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        private_redis() as redis_url,
+        api_server(Path(tmp), redis_url) as (port, db),
+    ):
         job_id, attempt_id = add_attempt(db)
         from websockets.sync.client import connect
 
@@ -171,7 +205,7 @@ def bench_latency(rate: float, seconds: float, flush: float) -> dict[str, float]
         subscribe(ws, f"job:{job_id}")
         assert receive(ws)["type"] == "snapshot"
         producer = mp.get_context("spawn").Process(
-            target=_produce_metrics, args=(attempt_id, rate, seconds, flush)
+            target=_produce_metrics, args=(redis_url, attempt_id, rate, seconds, flush)
         )
         producer.start()
         latencies: list[float] = []
@@ -370,14 +404,18 @@ async def _fanout_clients(
 
 
 def bench_fanout(clients: int, seconds: float, *, deflate: bool, eager: bool) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as tmp, api_server(Path(tmp)) as (port, db):
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        private_redis() as redis_url,
+        api_server(Path(tmp), redis_url) as (port, db),
+    ):
         attempts = [add_attempt(db)[1] for _ in range(5)]
         ready = threading.Event()
 
         def start_producer() -> None:
             ready.wait()
             producer = mp.get_context("spawn").Process(
-                target=_produce_cluster, args=(attempts, seconds)
+                target=_produce_cluster, args=(redis_url, attempts, seconds)
             )
             producer.start()
             producer.join(seconds + 60)
