@@ -5,7 +5,7 @@ from __future__ import annotations
 import resource
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -32,13 +32,21 @@ class MetricBuffer:
         """Publish every held row (`extra` joins the last one); return them as plain floats."""
         if not self._rows:
             return []
-        self._rows[-1][1].update(extra)
+        held, self._rows = self._rows, []
+        held[-1][1].update(extra)
+        # most values are host floats already: `type(v) is float` passes them at a pointer
+        # compare, where isinstance against torch.Tensor's metaclass costs a slow lookup
         tensors = [
-            _scalar(v) for _, row in self._rows for v in row.values() if isinstance(v, torch.Tensor)
+            _scalar(v)
+            for _, row in held
+            for v in row.values()
+            if type(v) is not float and isinstance(v, torch.Tensor)
         ]
         numbers = iter(torch.stack(tensors).tolist() if tensors else [])
-        rows = [(step, {k: _plain(v, numbers) for k, v in row.items()}) for step, row in self._rows]
-        self._rows.clear()
+        rows = [
+            (step, {k: v if type(v) is float else _plain(v, numbers) for k, v in row.items()})
+            for step, row in held
+        ]
         self._publish(rows)
         return rows
 
@@ -50,9 +58,10 @@ def _scalar(value: torch.Tensor) -> torch.Tensor:
     return value.detach().float().reshape(())
 
 
-def _plain(value: Value, numbers: object) -> float:
+def _plain(value: Value, numbers: Iterator[float]) -> float:
+    """A tensor's number (the next of `numbers`, read back in one copy), a callable's result."""
     if isinstance(value, torch.Tensor):
-        return float(next(numbers))  # type: ignore[call-overload]
+        return float(next(numbers))
     return float(value() if callable(value) else value)
 
 

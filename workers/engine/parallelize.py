@@ -52,6 +52,8 @@ class DataParallelRunner:
         #: fixed for the run: walking the module tree every step costs more than the norm
         self.params = list(self.model.parameters())
         self.mixed = has_mixed_kinds(self.params)
+        #: a CPU rank's batches are where they will be used (`.to` parses its arguments anyway)
+        self.to_device = ctx.device.type != "cpu"
         self.wrapped: nn.Module = self.model
         if ctx.world_size > 1:
             self.wrapped = DistributedDataParallel(
@@ -69,8 +71,9 @@ class DataParallelRunner:
         total: torch.Tensor | None = None
         no_sync = getattr(self.wrapped, "no_sync", None)
         for i, (inputs, targets) in enumerate(batches):
-            inputs = inputs.to(self.ctx.device, non_blocking=True)
-            targets = targets.to(self.ctx.device, non_blocking=True)
+            if self.to_device:
+                inputs = inputs.to(self.ctx.device, non_blocking=True)
+                targets = targets.to(self.ctx.device, non_blocking=True)
             # sync gradients only at the last micro-step: earlier ones just accumulate locally
             last = i == count - 1
             with contextlib.nullcontext() if last or no_sync is None else no_sync():
