@@ -54,12 +54,12 @@ def insert_metric_points(session: Session, points: Points | Rows) -> None:
     """
     if not len(points):
         return
-    points = points if isinstance(points, Points) else Points.of(points)
     table: Any = MetricPoint.__table__
     if session.get_bind().dialect.name == "postgresql" and len(points) >= COPY_THRESHOLD:
+        points = points if isinstance(points, Points) else Points.of(points)
         _copy_postgres(session, table, POINT_COLUMNS, points.rows, points)
     else:
-        _insert(session, table, points.rows)
+        _insert(session, table, points.rows if isinstance(points, Points) else points)
 
 
 def _insert(session: Session, table: Any, rows: Rows) -> None:
