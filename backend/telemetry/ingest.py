@@ -30,7 +30,7 @@ from backend.db import Database
 from backend.signals import announce_jobs
 from backend.telemetry import live
 from backend.telemetry.streams import as_text, trim_acknowledged
-from backend.telemetry.writer import write_batch
+from backend.telemetry.writer import Delta, write_batch
 from workers.protocol import (
     ALL_STREAMS,
     BATCH_FIELD,
@@ -145,33 +145,58 @@ class Round:
         return sum(len(v) for v in self.ids.values())
 
 
+@dataclass
+class Written:
+    """A committed round, still to be acknowledged and published: its ids and deltas."""
+
+    ids: dict[str, list[Any]]
+    deltas: list[Delta] = field(default_factory=list)
+    progressed: set[int] = field(default_factory=set)
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self.ids.values())
+
+
 class CommitPipeline:
-    """Commits rounds one at a time, in order, on a thread of its own.
+    """Writes rounds one at a time, in order, on a thread of its own.
 
     While a round's rows go to the database (the server's work, the GIL released), the
-    caller reads and validates the next round. Only one round is in flight, so rounds
-    commit, are acknowledged and go live in the order they were read. Unthreaded (SQLite,
-    whose work runs in this process under the GIL), each round commits as it is submitted.
+    caller reads and validates the next round, and acknowledges and publishes the round
+    committed before. Only one round is in flight, so rounds commit, are acknowledged and
+    go live in the order they were read. Unthreaded (SQLite, whose work runs in this
+    process under the GIL), each round is written and published as it is submitted.
     """
 
-    def __init__(self, commit: Callable[[Round], int], *, threaded: bool = True) -> None:
-        self._commit = commit
+    def __init__(
+        self,
+        write: Callable[[Round], Written],
+        publish: Callable[[Written], int],
+        *,
+        threaded: bool = True,
+    ) -> None:
+        self._write = write
+        self._publish = publish
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="ingest-commit")
         self._threaded = threaded
-        self._inflight: Future[int] | None = None
+        self._inflight: Future[Written] | None = None
 
     def submit(self, round_: Round) -> None:
-        """Wait for the round in flight (its error is raised here), then start this one."""
-        self.wait()
-        if round_ and self._threaded:
-            self._inflight = self._thread.submit(self._commit, round_)
-        elif round_:
-            self._commit(round_)
+        """Start writing this round once the one in flight committed (its error is raised
+        here), then acknowledge and publish that one while this one is written."""
+        if not self._threaded:
+            self._publish(self._write(round_))
+            return
+        inflight, self._inflight = self._inflight, None
+        committed = inflight.result() if inflight is not None else None
+        if round_:
+            self._inflight = self._thread.submit(self._write, round_)
+        if committed is not None:
+            self._publish(committed)
 
     def wait(self) -> int:
-        """Wait for the round in flight; the entries it stored."""
+        """Wait for the round in flight and publish it; the entries it stored."""
         inflight, self._inflight = self._inflight, None
-        return inflight.result() if inflight is not None else 0
+        return self._publish(inflight.result()) if inflight is not None else 0
 
     def __enter__(self) -> CommitPipeline:
         return self
@@ -186,7 +211,7 @@ class CommitPipeline:
             if kind is None:
                 self.wait()
             elif self._inflight is not None:
-                self._inflight.exception()  # its entries stay pending if it failed
+                self._inflight.exception()  # unpublished: its entries stay pending
         finally:
             self._thread.shutdown(wait=True)
 
@@ -263,7 +288,8 @@ class Ingest:
     def _pipeline(self) -> CommitPipeline:
         # a commit thread pays where the database works in another process (PostgreSQL);
         # SQLite's inserts run here, and a second thread only contends for the GIL
-        return CommitPipeline(self.commit, threaded=self.db.engine.dialect.name != "sqlite")
+        threaded = self.db.engine.dialect.name != "sqlite"
+        return CommitPipeline(self.write, self.publish, threaded=threaded)
 
     def consume(self, *, block_ms: int | None = None, pending: bool = False) -> int:
         """Read one round of entries (own pending ones first when asked) and store them."""
@@ -319,17 +345,27 @@ class Ingest:
 
     def commit(self, round_: Round) -> int:
         """Write a round in one transaction; then acknowledge it and append its deltas."""
+        return self.publish(self.write(round_))
+
+    def write(self, round_: Round) -> Written:
+        """Store a round's items in one transaction (committed on return)."""
         if not round_:
-            return 0
+            return Written(ids=round_.ids)
         with self.db.session() as session:
             deltas, progressed = write_batch(session, round_.items)
+        return Written(ids=round_.ids, deltas=deltas, progressed=progressed)
+
+    def publish(self, written: Written) -> int:
+        """Acknowledge a committed round's entries and append its deltas (one MULTI/EXEC)."""
+        if not written:
+            return 0
         pipe = self.client.pipeline(transaction=True)
-        for stream, entry_ids in round_.ids.items():
+        for stream, entry_ids in written.ids.items():
             pipe.xack(stream, INGEST_GROUP, *entry_ids)
-        live.append(pipe, deltas)
+        live.append(pipe, written.deltas)
         pipe.execute()
-        self._announce_progress(progressed)
-        return len(round_)
+        self._announce_progress(written.progressed)
+        return len(written)
 
     def _announce_progress(self, job_ids: set[int]) -> None:
         now = time.monotonic()

@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from backend.db import Database
-from backend.telemetry.ingest import Ingest, Round
+from backend.telemetry.ingest import Ingest, Round, Written
 from backend.telemetry.live import LIVE_STREAM
 from backend.telemetry.streams import backlog, trim_acknowledged
 from tests.telemetry.helpers import count_points, point, stored_steps
@@ -121,16 +121,16 @@ def test_a_drained_backlog_commits_in_order_and_a_failed_round_stays_pending(
     for seq in range(12):
         add_batch(client, METRICS_STREAM, [point(attempt, seq * 100 + s) for s in range(100)], seq)
     ingest.count = 3  # four rounds: on PostgreSQL each is validated while the last commits
-    commit = ingest.commit
+    write = ingest.write
     rounds = []
 
-    def third_round_fails(round_: Round) -> int:
+    def third_round_fails(round_: Round) -> Written:
         rounds.append(round_)
         if len(rounds) == 3:
             raise RuntimeError("database went away")
-        return commit(round_)
+        return write(round_)
 
-    monkeypatch.setattr(ingest, "commit", third_round_fails)
+    monkeypatch.setattr(ingest, "write", third_round_fails)
     with pytest.raises(RuntimeError):
         ingest.drain()
     assert count_points(database) == 600  # the first two rounds
@@ -138,7 +138,7 @@ def test_a_drained_backlog_commits_in_order_and_a_failed_round_stays_pending(
     threaded = database.engine.dialect.name == "postgresql"
     assert client.xpending(METRICS_STREAM, INGEST_GROUP)["pending"] == (6 if threaded else 3)
 
-    monkeypatch.setattr(ingest, "commit", commit)
+    monkeypatch.setattr(ingest, "write", write)
     while ingest.consume(pending=True):  # as `run` does after a failed pass, then goes on
         pass
     ingest.drain()
