@@ -8,8 +8,11 @@ STAMP := $(VENV)/.installed
 run: install frontend
 	$(VENV)/bin/trainboard up
 
+# a base directory of its own: another pytest on the machine rotates only its default
+# ones, so it cannot delete this run's live stacks (their SQLite files) mid-test
 test: install frontend lint typecheck
-	$(PY) -m pytest
+	base=$$(mktemp -d /tmp/trainboard-pytest.XXXXXX) && $(PY) -m pytest --basetemp=$$base; \
+	status=$$?; rm -rf $$base; exit $$status
 	cd frontend && npm test
 
 install: $(STAMP)
