@@ -1,18 +1,28 @@
-"""Engine overhead: the same DDP mlp run by a bare torchrun script and by Trainboard.
+"""Engine overhead: the same mlp trained bare and by Trainboard, at one model size per run.
 
-    python -m benchmarks.engine_overhead [--ranks 2 --steps 300 --batch 64 --hidden 256]
+    python -m benchmarks.engine_overhead [--ranks 2 --steps 300 --batch 64 --width 256]
+        [--repeat 5] [--instructions] [--no-ddp]
 
-Trainboard's run is a real attempt through the Supervisor (engine, per-step telemetry to
-Redis at TRAINBOARD_REDIS_URL, the report collective with its stop vote every 10 steps).
-Both sides time their training loop only, in rank 0 itself; the engine's one final
-checkpoint (which the bare script does not write) is timed by the engine and subtracted,
-and printed on its own. Repeats alternate bare / Trainboard; the table gives the median
-and the range of each, and of the per-pair ratio.
+1. DDP, `--ranks` processes: a bare torchrun script, then a real attempt through the
+   Supervisor (engine, per-step telemetry to Redis at TRAINBOARD_REDIS_URL, its reports),
+   alternating `--repeat` times. Each side times its training loop in rank 0 (wall clock and
+   the process's CPU seconds); the engine's final checkpoint, which the bare script does not
+   write, is timed by the engine and subtracted. Median and range of each, and per pair.
+2. One process, no DDP (`benchmarks.engine_inprocess`): alternating blocks of one report
+   cycle of steps each, wall and CPU per step.
+3. `--instructions`: the same two sides in one process under callgrind, instructions per
+   step, with the engine's extra work broken down. Slow (callgrind runs ~2,000x slower on
+   this model) but the count does not depend on what else the machine is doing.
+4. The engine's per-step telemetry alone (clock marks, metric row, SDK queueing).
+
+Both sides use the engine's optimizer settings (AdamW, the spec's lr and weight decay 0).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import re
 import statistics
@@ -21,25 +31,37 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Iterable
 from pathlib import Path
+
+from benchmarks.engine_inprocess import (
+    Sides,
+    Size,
+    alternating_blocks,
+    count_instructions,
+    report_every_for,
+)
+from workers.spec import JobSpec
 
 BARE = textwrap.dedent(
     """
     import sys, time, torch, torch.distributed as dist
     from torch import nn
-    steps, batch, hidden, layers, features, classes = map(int, sys.argv[1:7])
+    from workers.engine.templates.mlp import make_data  # the engine's data, not its loop
+    steps, batch, hidden, layers, features, classes, count, seed = map(int, sys.argv[1:9])
+    lr, weight_decay = map(float, sys.argv[9:11])
     dist.init_process_group("gloo")
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     blocks = [nn.Sequential(nn.Linear(features, hidden), nn.GELU())]
     blocks += [nn.Sequential(nn.Linear(hidden, hidden), nn.GELU()) for _ in range(layers - 2)]
     blocks.append(nn.Sequential(nn.Linear(hidden, hidden), nn.GELU(), nn.Linear(hidden, classes)))
     model = nn.parallel.DistributedDataParallel(nn.Sequential(*blocks))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=0.01)
-    inputs, targets = torch.randn(4096, features), torch.randint(0, classes, (4096,))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    inputs, targets = make_data(seed=seed, size=count, features=features, classes=classes)
     loss_fn = nn.CrossEntropyLoss()
     began, began_cpu = time.perf_counter(), time.process_time()
     for step in range(steps):
-        index = torch.randint(0, 4096, (batch,))
+        index = torch.randint(0, count, (batch,))
         loss = loss_fn(model(inputs[index]), targets[index])
         loss.backward()
         optimizer.step()
@@ -57,11 +79,21 @@ CHECKPOINTS = re.compile(r"of which checkpoints (\d+\.\d+) s")
 Timing = tuple[float, float]
 
 
+def _spec(args: argparse.Namespace, **fields: object) -> JobSpec:
+    hp = {"steps": args.steps, "batch_size": args.batch, "hidden": args.hidden}
+    return JobSpec.model_validate(
+        {"name": "overhead", "template": "mlp", "hyperparameters": {**hp, "layers": args.layers}}
+        | fields
+    )
+
+
 def bare(args: argparse.Namespace, workdir: Path) -> Timing:
     """Seconds of the bare script's training loop under torchrun."""
     script = workdir / "bare.py"
     script.write_text(BARE)
-    sizes = [args.steps, args.batch, args.hidden, args.layers, 16, 4]
+    hp = _spec(args).hyperparameters
+    sizes = [args.steps, args.batch, args.hidden, args.layers, hp["features"], hp["classes"]]
+    sizes += [hp["dataset_size"], hp["seed"], hp["lr"], hp["weight_decay"]]
     for attempt in range(3):  # a standalone rendezvous fails now and then on a busy machine
         done = subprocess.run(
             [sys.executable, "-m", "torch.distributed.run", "--standalone"]
@@ -83,22 +115,9 @@ def trainboard(args: argparse.Namespace, workdir: Path) -> tuple[Timing, float]:
     """The engine's training loop in a real attempt without its checkpoints; and those (s)."""
     from workers.protocol import AttemptOrder
     from workers.settings import WorkerSettings
-    from workers.spec import JobSpec
     from workers.supervisor import Supervisor
 
-    spec = JobSpec.model_validate(
-        {
-            "name": "overhead",
-            "template": "mlp",
-            "parallelism": {"devices": args.ranks},
-            "hyperparameters": {
-                "steps": args.steps,
-                "batch_size": args.batch,
-                "hidden": args.hidden,
-                "layers": args.layers,
-            },
-        }
-    )
+    spec = _spec(args, parallelism={"devices": args.ranks})
     settings = WorkerSettings(data_dir=workdir / "data", node_name="bench")
     order = AttemptOrder(
         attempt_id=int(time.time()) % 1_000_000,
@@ -121,21 +140,20 @@ def trainboard(args: argparse.Namespace, workdir: Path) -> tuple[Timing, float]:
 
 
 def telemetry_us_per_step(steps: int = 20_000) -> float:
-    """Microseconds per step of the engine's own telemetry: clock marks, the metric row, and
-    (every 10 steps) the flush that publishes every point to Redis through the SDK."""
-    os.environ.setdefault("TRAINBOARD_ATTEMPT_ID", "999999")
+    """Microseconds per step of the engine's own telemetry on the training thread: clock
+    marks, the metric row, and (every 100 steps) the flush that queues every point for the
+    publisher thread through the SDK (the thread's encoding and XADD are not in this)."""
     import torch
 
     from workers import sdk
-    from workers.engine.metrics import MetricBuffer, StepClock
+    from workers.engine.metrics import MetricBuffer, StepClock, Value
 
-    clock, buffer = StepClock(torch.device("cpu")), MetricBuffer(sdk.report)
+    clock, buffer = StepClock(torch.device("cpu")), MetricBuffer(sdk.report_many)
     loss, norm = torch.tensor(1.0), torch.tensor(2.0)
     began = time.perf_counter()
     for step in range(steps):
         a, b, c, d = clock.mark(), clock.mark(), clock.mark(), clock.mark()
-        buffer.add(
-            step,
+        row: dict[str, Value] = dict(
             lr=0.1,
             grad_norm=norm,
             step_time=clock.between(a, d),
@@ -145,75 +163,18 @@ def telemetry_us_per_step(steps: int = 20_000) -> float:
             samples_per_s=1.0,
             loss=loss,
         )
-        if len(buffer) >= 10:
+        buffer.add(step, row)
+        if len(buffer) >= 100:
             buffer.flush()
-    seconds = time.perf_counter() - began
-    sdk.flush()
-    return seconds / steps * 1e6
-
-
-def inprocess_us_per_step(args: argparse.Namespace, block: int = 50, blocks: int = 20) -> tuple:
-    """Per-step µs of the bare loop and of the engine's step (with its reports and telemetry)
-    in one process (no DDP: communication is the same on both sides), alternating blocks of
-    `block` steps so that both see the same machine; medians over the blocks."""
-    os.environ.setdefault("TRAINBOARD_ATTEMPT_ID", "999998")
-    import torch
-    from torch import nn
-
-    from workers.engine.distributed import ParallelContext
-    from workers.engine.templates import build_task
-    from workers.engine.templates.mlp import make_model
-    from workers.engine.train import Trainer
-    from workers.spec import JobSpec
-
-    torch.set_num_threads(1)
-    hp = {"steps": block * blocks, "batch_size": args.batch, "hidden": args.hidden}
-    spec = JobSpec.model_validate(
-        {"name": "inprocess", "template": "mlp", "hyperparameters": {**hp, "layers": args.layers}}
-    )
-    trainer = Trainer(spec, build_task("mlp", spec.hyperparameters), ParallelContext())
-    model = make_model(16, args.hidden, args.layers, 4)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=0.01)
-    inputs, targets = torch.randn(4096, 16), torch.randint(0, 4, (4096,))
-    loss_fn = nn.CrossEntropyLoss()
-
-    def bare_block() -> float:
-        began = time.perf_counter()
-        for _ in range(block):
-            index = torch.randint(0, 4096, (args.batch,))
-            loss_fn(model(inputs[index]), targets[index]).backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-        return (time.perf_counter() - began) / block * 1e6
-
-    def engine_block() -> float:
-        began = time.perf_counter()
-        for _ in range(block):
-            trainer.train_step()
-            if len(trainer.metrics) >= trainer.report_every:
-                trainer._report(False, False)
-        return (time.perf_counter() - began) / block * 1e6
-
-    bare_us, engine_us = [], []
-    for _ in range(blocks):
-        bare_us.append(bare_block())
-        engine_us.append(engine_block())
-    diffs = [e - b for b, e in zip(bare_us, engine_us, strict=True)]
-    return statistics.median(bare_us), statistics.median(engine_us), diffs
+    return (time.perf_counter() - began) / steps * 1e6
 
 
 def _spread(values: list[float], fmt: str) -> str:
     return f"{statistics.median(values):{fmt}} ({min(values):{fmt}} – {max(values):{fmt}})"
 
 
-def main() -> None:
-    """Run both sides `--repeat` times, alternating, and print a markdown table."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    for name, default in (("ranks", 2), ("steps", 300), ("batch", 64), ("hidden", 256)):
-        parser.add_argument(f"--{name}", type=int, default=default)
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args()
+def ddp_rows(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """Bare torchrun vs a Supervisor attempt, `--repeat` alternating pairs."""
     samples = args.steps * args.batch * args.ranks
     bare_rates, our_rates, ratios, saves, cpu_ratios = [], [], [], [], []
     bare_cpu, our_cpu = [], []
@@ -230,23 +191,100 @@ def main() -> None:
             cpu_ratios.append(cpu / loop_cpu)
             print(
                 f"repeat {i + 1}: bare {samples / wall:,.0f}, trainboard {samples / loop:,.0f} "
-                f"samples/s; cpu ms/step bare {bare_cpu[-1]:.3f}, trainboard {our_cpu[-1]:.3f}"
+                f"samples/s; cpu ms/step bare {bare_cpu[-1]:.3f}, trainboard {our_cpu[-1]:.3f}",
+                file=sys.stderr,
             )
-    print(f"| run ({args.repeat} alternating repeats) | median (min – max) |")
+    ddp = f"DDP {args.ranks} ranks, {args.steps} steps, {args.repeat} alternating pairs"
+    return [
+        (f"{ddp}: bare torchrun script, samples/s", _spread(bare_rates, ",.0f")),
+        (f"{ddp}: Trainboard engine + telemetry, samples/s", _spread(our_rates, ",.0f")),
+        ("DDP: ratio Trainboard / bare (throughput), per pair", _spread(ratios, ".3f")),
+        ("DDP: bare, rank 0 CPU ms per step", _spread(bare_cpu, ".3f")),
+        ("DDP: Trainboard, rank 0 CPU ms per step", _spread(our_cpu, ".3f")),
+        ("DDP: ratio bare / Trainboard (CPU per step), per pair", _spread(cpu_ratios, ".3f")),
+        ("DDP: final checkpoint (excluded above), ms", _spread(saves, ".0f")),
+    ]
+
+
+def inprocess_rows(sides: Sides, *, blocks: int) -> tuple[list[tuple[str, str]], int]:
+    """One process: alternating blocks of one report cycle each; and that cycle's steps.
+
+    Denormals are flushed to zero on both sides here: as this small task's loss approaches
+    zero, gradients turn denormal and each float op on them slows down many times, on each
+    side at a different step, which swamped the difference being measured.
+    """
+    import torch
+
+    torch.set_flush_denormal(True)
+    sides.engine_steps(5)  # first calls, and the engine's first report sets its cadence
+    began = time.perf_counter()
+    sides.engine_steps(10)
+    every = report_every_for((time.perf_counter() - began) / 10)
+    times = alternating_blocks(sides, block=every, blocks=blocks)
+    torch.set_flush_denormal(False)
+    pairs = zip(times["bare"], times["engine"], strict=True)
+    cpu_pairs = zip(times["bare_cpu"], times["engine_cpu"], strict=True)
+    one = f"one process, {blocks} alternating blocks of {every} steps"
+    return [
+        (f"{one}: bare step, wall µs", _spread(times["bare"], ",.0f")),
+        (f"{one}: engine step, wall µs", _spread(times["engine"], ",.0f")),
+        ("one process: ratio bare / engine (wall per step), per block pair", _ratio(pairs)),
+        ("one process: bare step, CPU µs (all threads)", _spread(times["bare_cpu"], ",.0f")),
+        ("one process: engine step, CPU µs (all threads)", _spread(times["engine_cpu"], ",.0f")),
+        ("one process: ratio bare / engine (CPU per step), per block pair", _ratio(cpu_pairs)),
+    ], every
+
+
+def _ratio(pairs: Iterable[tuple[float, float]]) -> str:
+    return _spread([b / e for b, e in pairs], ".3f")
+
+
+def instruction_rows(size: Size, *, report_every: int) -> list[tuple[str, str]]:
+    """Instructions per step of both sides and where the engine's extra ones go."""
+    n = count_instructions(size, report_every=report_every)
+    engine = n["engine_steps"] + n["engine_report"] + n["engine_publish"]
+    cg = f"callgrind, one process, {report_every} steps a side"
+    return [
+        (f"{cg}: bare step, instructions", f"{n['bare']:,.0f}"),
+        (f"{cg}: engine step incl. report and publisher, instructions", f"{engine:,.0f}"),
+        ("callgrind: ratio bare / engine (instructions per step)", f"{n['bare'] / engine:.4f}"),
+        ("callgrind: engine − bare per step", f"{engine - n['bare']:+,.0f}"),
+        ("… of which the gradient-norm pass", f"{n['grad_norm']:,.0f}"),
+        ("… of which the report (read-back, vote, queueing points)", f"{n['engine_report']:,.0f}"),
+        ("… of which the publisher (JSON, XADD), thread work", f"{n['engine_publish']:,.0f}"),
+        ("… data fetch: engine / bare (randint + gather)", _pair(n, "engine_fetch", "bare_fetch")),
+    ]
+
+
+def _pair(n: dict[str, float], a: str, b: str) -> str:
+    return f"{n[a]:,.0f} / {n[b]:,.0f}"
+
+
+def main() -> None:
+    """Run the comparisons for one model size and print one markdown table."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    for name, default in (("ranks", 2), ("steps", 300), ("batch", 64), ("layers", 4)):
+        parser.add_argument(f"--{name}", type=int, default=default)
+    parser.add_argument("--width", "--hidden", dest="hidden", type=int, default=256)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--blocks", type=int, default=10, help="one-process block pairs")
+    parser.add_argument("--instructions", action="store_true", help="count with callgrind")
+    parser.add_argument("--no-ddp", dest="ddp", action="store_false", help="one process only")
+    args = parser.parse_args()
+    size = Size(args.batch, args.hidden, args.layers)
+    rows = ddp_rows(args) if args.ddp else []
+    # the SDK's points go to a stream of the benchmark's own; progress lines to nowhere
+    with Sides(size) as sides, contextlib.redirect_stdout(io.StringIO()):
+        one, every = inprocess_rows(sides, blocks=args.blocks)
+        telemetry = [telemetry_us_per_step() for _ in range(3)]
+    rows += one
+    if args.instructions:
+        rows += instruction_rows(size, report_every=every)
+    rows.append(("telemetry per step on the training thread, µs", _spread(telemetry, ".1f")))
+    print(f"| mlp {args.layers} blocks, {size.label()} per rank | median (min – max) |")
     print("|---|---|")
-    print(f"| bare torchrun script (DDP), samples/s | {_spread(bare_rates, ',.0f')} |")
-    print(f"| Trainboard engine + telemetry, samples/s | {_spread(our_rates, ',.0f')} |")
-    print(f"| ratio Trainboard / bare (throughput), per pair | {_spread(ratios, '.3f')} |")
-    print(f"| bare, rank 0 CPU ms per step | {_spread(bare_cpu, '.3f')} |")
-    print(f"| Trainboard, rank 0 CPU ms per step | {_spread(our_cpu, '.3f')} |")
-    print(f"| ratio bare / Trainboard (CPU per step), per pair | {_spread(cpu_ratios, '.3f')} |")
-    print(f"| final checkpoint (excluded above), ms | {_spread(saves, '.0f')} |")
-    bare_us, engine_us, diffs = inprocess_us_per_step(args)
-    print(f"| one process, bare step µs (median of 20 blocks) | {bare_us:.0f} |")
-    print(f"| one process, engine step µs (median of 20 blocks) | {engine_us:.0f} |")
-    print(f"| one process, engine − bare per block pair, µs | {_spread(diffs, '.0f')} |")
-    telemetry = [telemetry_us_per_step() for _ in range(3)]
-    print(f"| telemetry per step per rank, µs | {_spread(telemetry, '.1f')} |")
+    for label, value in rows:
+        print(f"| {label} | {value} |")
 
 
 if __name__ == "__main__":
