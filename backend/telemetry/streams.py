@@ -41,7 +41,8 @@ def oldest_unacknowledged(client: redis.Redis, stream: str) -> str | None:
         return None
     if group["pending"]:
         summary: Any = client.xpending(stream, INGEST_GROUP)
-        return as_text(summary["min"])
+        if summary["min"] is not None:  # None: acknowledged since the group was read
+            return as_text(summary["min"])
     after: Any = client.xrange(stream, min=f"({as_text(group['last-delivered-id'])}", count=1)
     return as_text(after[0][0]) if after else None
 
