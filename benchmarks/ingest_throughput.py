@@ -8,6 +8,7 @@ table, ON CONFLICT only after a unique violation; SQLite: INSERT OR IGNORE).
 Ingest: the whole path from Redis entries (500-point batches) to commit, XACK and live append,
 pipelined as the ingest runs (`Ingest.drain`: a round is read and validated while the previous
 one commits).
+Redis is a redis-server of the run's own on a free port (`redis-server` must be on PATH).
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ from backend.migrate import upgrade
 from backend.telemetry.ingest import Ingest
 from backend.telemetry.models import MetricPoint
 from backend.telemetry.store import insert_metric_points
+from benchmarks.own_redis import own_redis
 from tests.telemetry.helpers import add_attempt
 from workers.protocol import BATCH_FIELD, METRICS_STREAM
 
 POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432"
-REDIS = "redis://127.0.0.1:6379/11"
 CHUNK = 10_000
 
 
@@ -56,7 +57,7 @@ def timed(run: Callable[[], None], count: int) -> float:
     return count / (time.perf_counter() - started)
 
 
-def bench(url: str, count: int) -> dict[str, float]:
+def bench(url: str, redis_url: str, count: int) -> dict[str, float]:
     upgrade(url)
     db = Database(url)
     results = {}
@@ -76,7 +77,7 @@ def bench(url: str, count: int) -> dict[str, float]:
 
     results["baseline executemany"] = timed(baseline, count)
     results["store (idempotent bulk)"] = timed(store, count)
-    client = redis.Redis.from_url(REDIS)
+    client = redis.Redis.from_url(redis_url)
     client.flushdb()
     ingest = Ingest(db=db, client=client, consumer="bench")
     ingest.ensure_groups()
@@ -103,12 +104,12 @@ def main() -> None:
     with admin.connect() as conn:
         conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
     try:
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory() as tmp, own_redis() as redis_url:
             for label, url in (
                 ("SQLite (WAL)", f"sqlite:///{Path(tmp) / 'bench.db'}"),
                 ("PostgreSQL", f"{POSTGRES}/{name}"),
             ):
-                results = bench(url, count)
+                results = bench(url, redis_url, count)
                 base = results["baseline executemany"]
                 print(f"\n{label}, {count:,} points")
                 for what, rate in results.items():

@@ -5,7 +5,10 @@ Measures, in one run: (1) the pure placement policy, against a naive first-fit p
 real database (SQLite and PostgreSQL) with real Redis and Celery: read the queue and
 the cluster, place, write attempts and slices, publish the tasks.
 
-    python -m benchmarks.scheduler [--jobs 10000] [--nodes 1000] [--postgres URL]
+    python -m benchmarks.scheduler [--jobs 10000] [--nodes 1000] [--postgres URL] [--redis URL]
+
+Redis: a redis-server of the run's own on a free port (`redis-server` on PATH) unless
+`--redis` names one (the tick flushes its database).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from backend.migrate import upgrade
 from backend.nodes.models import Device, Node
 from backend.scheduler.loop import Scheduler
 from backend.scheduler.policy import NodeCapacity, Placement, Plan, QueuedJob, plan
+from benchmarks.own_redis import own_redis
 from workers.celery_app import make_celery
 
 SIZES = (1, 1, 2, 4, 8)
@@ -132,7 +136,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--nodes", type=int, default=1_000)
-    parser.add_argument("--redis", default="redis://127.0.0.1:6379/14")
+    parser.add_argument(
+        "--redis", default="", help="Redis URL (default: a redis-server of the run's own)"
+    )
     parser.add_argument(
         "--postgres",
         default="postgresql+psycopg://postgres@127.0.0.1:5432",
@@ -142,15 +148,17 @@ def main() -> None:
     ours, naive = policy_rates(args.jobs, args.nodes)
     print(f"policy: {ours:,.0f} decisions/s; first-fit baseline {naive:,.0f}/s")
     print(f"policy / first-fit ratio: {ours / naive:.2f}")
-    with tempfile.TemporaryDirectory() as tmp:
+    with contextlib.ExitStack() as stack:
+        redis_url = args.redis or stack.enter_context(own_redis())
+        tmp = stack.enter_context(tempfile.TemporaryDirectory())
         rate, placed = tick_rate(
-            f"sqlite:///{Path(tmp) / 'bench.db'}", args.redis, args.jobs, args.nodes
+            f"sqlite:///{Path(tmp) / 'bench.db'}", redis_url, args.jobs, args.nodes
         )
-    print(f"full tick, SQLite: {rate:,.0f} decisions/s ({placed} placed)")
-    if args.postgres:
-        with scratch_postgres(args.postgres) as url:
-            rate, placed = tick_rate(url, args.redis, args.jobs, args.nodes)
-        print(f"full tick, PostgreSQL: {rate:,.0f} decisions/s ({placed} placed)")
+        print(f"full tick, SQLite: {rate:,.0f} decisions/s ({placed} placed)")
+        if args.postgres:
+            with scratch_postgres(args.postgres) as url:
+                rate, placed = tick_rate(url, redis_url, args.jobs, args.nodes)
+            print(f"full tick, PostgreSQL: {rate:,.0f} decisions/s ({placed} placed)")
 
 
 if __name__ == "__main__":

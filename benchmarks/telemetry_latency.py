@@ -36,7 +36,6 @@ import select
 import socket
 import statistics
 import struct
-import subprocess
 import tempfile
 import threading
 import time
@@ -45,13 +44,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import redis
-
 from backend.config import Settings
 from backend.db import Database
 from backend.migrate import upgrade
+from benchmarks.own_redis import own_redis
 from tests.telemetry.helpers import ADMIN_TOKEN, LiveServer, add_attempt, receive, subscribe
-from tests.workers.worker_helpers import free_port, wait_for
 from workers.protocol import DEVICES_STREAM, METRICS_STREAM
 from workers.telemetry import FLUSH_INTERVAL, StreamPublisher
 
@@ -63,34 +60,6 @@ def _serve(settings: Settings, ready: Any, stop: Any) -> None:
     with LiveServer.running(settings) as server:
         ready.put(server.port)
         stop.wait()
-
-
-@contextlib.contextmanager
-def private_redis() -> Iterator[str]:
-    """A redis-server of this run's own on a free port; its URL.
-
-    Not a database of the shared server: test runs flush numbered databases of it
-    (tests/conftest.py), which stalls the ingest of a benchmark that shares one.
-    """
-    port = free_port()
-    server = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", ""],
-        stdout=subprocess.DEVNULL,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    try:
-        wait_for(lambda: _answers(url), timeout=10, what="redis-server to start")
-        yield url
-    finally:
-        server.terminate()
-        server.wait(10)
-
-
-def _answers(url: str) -> bool:
-    try:
-        return bool(redis.Redis.from_url(url).ping())
-    except redis.ConnectionError:
-        return False
 
 
 @contextlib.contextmanager
@@ -195,7 +164,7 @@ def percentiles(latencies: list[float]) -> dict[str, float]:
 def bench_latency(rate: float, seconds: float, flush: float) -> dict[str, float]:
     with (
         tempfile.TemporaryDirectory() as tmp,
-        private_redis() as redis_url,
+        own_redis() as redis_url,
         api_server(Path(tmp), redis_url) as (port, db),
     ):
         job_id, attempt_id = add_attempt(db)
@@ -406,7 +375,7 @@ async def _fanout_clients(
 def bench_fanout(clients: int, seconds: float, *, deflate: bool, eager: bool) -> dict[str, Any]:
     with (
         tempfile.TemporaryDirectory() as tmp,
-        private_redis() as redis_url,
+        own_redis() as redis_url,
         api_server(Path(tmp), redis_url) as (port, db),
     ):
         attempts = [add_attempt(db)[1] for _ in range(5)]
