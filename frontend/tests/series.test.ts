@@ -19,6 +19,17 @@ describe("MetricStore", () => {
     expect(countPoints(data)).toBe(3);
   });
 
+  it("knows the newest step of any point (the job page's live progress)", () => {
+    const store = new MetricStore();
+    expect(store.newestStep).toBe(0);
+    store.applyPoints([
+      { name: "loss", rank: 1, step: 7, value: 1 },
+      { name: "lr", rank: 0, step: 9, value: 0.1 },
+    ] as Parameters<MetricStore["applyPoints"]>[0]);
+    store.add("loss", 0, 3, 2);
+    expect(store.newestStep).toBe(9);
+  });
+
   it("a full window refuses points older than it holds", () => {
     const store = new MetricStore(3);
     for (const step of [1, 2, 3, 4]) store.add("loss", 0, step, step);

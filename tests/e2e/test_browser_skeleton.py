@@ -49,6 +49,12 @@ def test_submit_watch_live_and_cancel_in_the_browser(page: Page, stack: RunningS
     wait_for(lambda: _points(page) > 5, timeout=60, what="the loss chart to draw points")
     early = _points(page)
     wait_for(lambda: _points(page) > early + 20, timeout=60, what="the loss chart to grow live")
+    progress = page.get_by_test_id("job-progress")
+    wait_for(
+        lambda: int(progress.inner_text().split("/")[0]) > 20,
+        timeout=30,
+        what="the progress to follow the live steps",
+    )
     for index in range(2):
         chart = page.get_by_test_id(f"device-chart-{index}")
         expect(chart).to_be_visible()
@@ -59,6 +65,7 @@ def test_submit_watch_live_and_cancel_in_the_browser(page: Page, stack: RunningS
         )
     page.screenshot(path=str(SCREENSHOTS / "job.png"), full_page=True)
     expect(state).to_have_attribute("data-state", "succeeded", timeout=120_000)
+    expect(progress).to_have_text("600/600")
     page.screenshot(path=str(SCREENSHOTS / "job-succeeded.png"), full_page=True)
 
     page.get_by_test_id("nav-board").click()
@@ -74,6 +81,14 @@ def test_submit_watch_live_and_cancel_in_the_browser(page: Page, stack: RunningS
     page.get_by_test_id(f"job-row-{long_id}").get_by_role("link").first.click()
     expect(page).to_have_url(re.compile(rf".*/jobs/{long_id}$"))
     wait_for(lambda: _points(page) > 3, timeout=60, what="the long job to report")
+    attempt = page.get_by_test_id("attempt-1")
+    wait_for(lambda: "step-" in attempt.inner_text(), timeout=60, what="a checkpoint")
+    first = attempt.inner_text()
+    wait_for(
+        lambda: "step-" in attempt.inner_text() and attempt.inner_text() != first,
+        timeout=60,
+        what="the running attempt's newer checkpoint to show without a reload",
+    )
     page.get_by_test_id("cancel-button").click()
     page.get_by_test_id("confirm-button").click()
     expect(page.get_by_test_id("job-state")).to_have_attribute(

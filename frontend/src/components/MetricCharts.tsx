@@ -2,6 +2,7 @@
 import { useState } from "preact/hooks";
 import type uPlot from "uplot";
 import { smooth } from "../lib/compare";
+import { formatBytes, isBytesMetric } from "../lib/format";
 import type { AlignedData, MetricStore } from "../lib/series";
 import type { Signal } from "../live";
 import { axis, Chart, type ChartColors } from "./Chart";
@@ -26,9 +27,13 @@ function smoothed(data: AlignedData, weight: number): AlignedData {
 }
 
 function metricOptions(store: MetricStore, name: string, unit: string, log: boolean) {
+  const bytes = isBytesMetric(name);
+  const yAxis: uPlot.Axis = bytes
+    ? { label: `${name} (bytes)`, size: 72, values: (_u, ticks) => ticks.map((t) => formatBytes(t)) }
+    : { label: unit, size: 64 };
   return (c: ChartColors): Omit<uPlot.Options, "width" | "height"> => ({
     scales: { x: { time: false }, y: log ? { distr: 3 } : {} },
-    axes: [axis(c, { label: "step" }), axis(c, { label: unit, size: 64 })],
+    axes: [axis(c, { label: "step" }), axis(c, yAxis)],
     series: [
       { label: "step" },
       ...store.ranks(name).map((rank, i) => ({
@@ -37,6 +42,7 @@ function metricOptions(store: MetricStore, name: string, unit: string, log: bool
         width: 1.5,
         spanGaps: true,
         points: { show: false },
+        ...(bytes ? { value: (_u: uPlot, v: number | null) => (v == null ? "--" : formatBytes(v)) } : {}),
       })),
     ],
     legend: { live: true },

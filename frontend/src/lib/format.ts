@@ -13,6 +13,11 @@ export function formatBytes(bytes: number | null | undefined): string {
   return `${value.toFixed(unit === 0 || value >= 100 ? 0 : 1)} ${BYTE_UNITS[unit]}`;
 }
 
+/** Metrics counted in bytes (the engine's `peak_mem`; a script's `*_bytes`): drawn in KiB/MiB/GiB. */
+export function isBytesMetric(name: string): boolean {
+  return name === "peak_mem" || name.endsWith("_bytes");
+}
+
 export function formatPercent(fraction: number | null | undefined, digits = 0): string {
   if (fraction === null || fraction === undefined || !Number.isFinite(fraction)) return "—";
   return `${(fraction * 100).toFixed(digits)}%`;

@@ -60,6 +60,8 @@ export function countPoints(data: AlignedData): number {
 /** All metrics of one job: name → rank → step-indexed series. */
 export class MetricStore {
   private readonly series = new Map<string, Map<number, KeyedSeries>>();
+  /** The highest step of any point held: the job's live progress between its job updates. */
+  newestStep = 0;
 
   constructor(private readonly capacity = 20_000) {}
 
@@ -83,6 +85,7 @@ export class MetricStore {
       s = new KeyedSeries(this.capacity, 1);
       byRank.set(rank, s);
     }
+    if (step > this.newestStep) this.newestStep = step;
     return s.add(step, value);
   }
 

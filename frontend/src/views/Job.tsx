@@ -87,7 +87,7 @@ export function JobView({ id }: { id: number }) {
         <span class="spacer" />
         <JobActions job={job} onChanged={acceptJob} />
       </div>
-      <JobFacts job={job} />
+      <JobFacts job={job} store={metrics} changed={changed} />
       <h2>Training</h2>
       <MetricCharts store={metrics} changed={changed} names={names} />
       <StepTimes store={metrics} changed={changed} />
@@ -101,19 +101,29 @@ export function JobView({ id }: { id: number }) {
         <EventList events={events} />
         <LogView tail={logs} />
       </div>
-      <JobAttempts job={job} />
+      <JobAttempts job={job} eventsVersion={eventsVersion} />
     </section>
   );
 }
 
-function JobFacts({ job }: { job: Job }) {
+/**
+ * The job's progress: its stored step, or the newest step of the live metric points when
+ * ahead (job updates carrying the step are announced about once a second).
+ */
+function LiveProgress({ job, store, changed }: { job: Job; store: MetricStore; changed: Signal<Set<string>> }) {
+  const [live, setLive] = useState(store.newestStep);
+  useEffect(() => changed.on(() => setLive(store.newestStep)), [store, changed]);
+  return <Progress job={{ ...job, step: Math.max(job.step ?? 0, live) }} />;
+}
+
+function JobFacts({ job, store, changed }: { job: Job; store: MetricStore; changed: Signal<Set<string>> }) {
   const imp = readImplications(job.implications);
   const par = (job.spec as JobSpec).parallelism;
   return (
     <dl class="facts">
       <dt>Progress</dt>
-      <dd>
-        <Progress job={job} />
+      <dd data-testid="job-progress">
+        <LiveProgress job={job} store={store} changed={changed} />
       </dd>
       <dt>Attempt</dt>
       <dd data-testid="job-attempt">

@@ -7,11 +7,12 @@ import { formatTime } from "../lib/format";
 
 type Attempt = components["schemas"]["AttemptOut"];
 
-export function JobAttempts({ job }: { job: Job }) {
+/** Fetched again on every state change and on every live event (a checkpoint is one). */
+export function JobAttempts({ job, eventsVersion }: { job: Job; eventsVersion: number }) {
   const [attempts, setAttempts] = useState<Attempt[] | null>(null);
   useEffect(() => {
     api<Attempt[]>(`/api/jobs/${job.id}/attempts`).then(setAttempts, () => {});
-  }, [job.id, job.state, job.attempt]);
+  }, [job.id, job.state, job.attempt, eventsVersion]);
   if (!attempts?.length) return null;
   return (
     <div>
