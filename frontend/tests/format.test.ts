@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { formatBytes, isBytesMetric } from "../src/lib/format";
+import { formatBytes, formatMetric, formatTick, isBytesMetric } from "../src/lib/format";
 
 describe("byte metrics", () => {
   it("peak_mem and *_bytes are drawn in bytes, other metrics as numbers", () => {
@@ -13,5 +13,31 @@ describe("byte metrics", () => {
     expect(formatBytes(350_000_000)).toBe("334 MiB");
     expect(formatBytes(1536)).toBe("1.5 KiB");
     expect(formatBytes(Number.NaN)).toBe("—");
+  });
+});
+
+describe("axis ticks and table values", () => {
+  it("ticks keep the digits their spacing needs", () => {
+    expect([0, 0.00002, 0.00004].map((t) => formatTick(t, 0.00002))).toEqual(["0", "2e-5", "4e-5"]);
+    expect([0.001, 0.0015, 0.002].map((t) => formatTick(t, 0.0005))).toEqual(["0.0010", "0.0015", "0.0020"]);
+    expect(formatTick(0.30000000000000004, 0.1)).toBe("0.3");
+    expect(formatTick(40000, 10000)).toBe("40,000");
+    expect(formatTick(2.5e-5, 5e-6)).toBe("2.5e-5");
+    expect(formatTick(3e9, 1e9)).toBe("3e+9");
+  });
+
+  it("table values: bytes for byte metrics, 4 significant digits or exponent otherwise", () => {
+    expect(formatMetric("peak_mem", 352_700_000)).toBe("336 MiB");
+    expect(formatMetric("loss", 1.2081)).toBe("1.208");
+    expect(formatMetric("data_time", 3.332e-5)).toBe("3.332e-5");
+    expect(formatMetric("samples_per_s", 26080)).toBe("2.608e+4");
+    expect(formatMetric("loss", 0)).toBe("0.000");
+    expect(formatMetric("loss", null)).toBe("—");
+  });
+});
+
+describe("log-scale ticks", () => {
+  it("a tick smaller than the spacing still shows its own digits", () => {
+    expect([0.01, 0.1, 1, 10].map((t) => formatTick(t, 10))).toEqual(["0.01", "0.1", "1", "10"]);
   });
 });

@@ -2,7 +2,7 @@
 import { useState } from "preact/hooks";
 import type uPlot from "uplot";
 import { smooth } from "../lib/compare";
-import { formatBytes, isBytesMetric } from "../lib/format";
+import { formatBytes, formatTick, isBytesMetric } from "../lib/format";
 import type { AlignedData, MetricStore } from "../lib/series";
 import type { Signal } from "../live";
 import { axis, Chart, type ChartColors } from "./Chart";
@@ -26,11 +26,16 @@ function smoothed(data: AlignedData, weight: number): AlignedData {
   return [xs, ...ys.map((col) => smooth(col as (number | null)[], weight))];
 }
 
+/** The y axis of a metric's chart: bytes in KiB/MiB/GiB, other values with the digits their ticks need. */
+export function metricAxis(name: string, label: string): uPlot.Axis {
+  return isBytesMetric(name)
+    ? { label: `${label} (bytes)`, size: 72, values: (_u, ticks) => ticks.map((t) => formatBytes(t)) }
+    : { label, size: 72, values: (_u, ticks, _a, _s, increment) => ticks.map((t) => formatTick(t, increment)) };
+}
+
 function metricOptions(store: MetricStore, name: string, unit: string, log: boolean) {
   const bytes = isBytesMetric(name);
-  const yAxis: uPlot.Axis = bytes
-    ? { label: `${name} (bytes)`, size: 72, values: (_u, ticks) => ticks.map((t) => formatBytes(t)) }
-    : { label: unit, size: 64 };
+  const yAxis = metricAxis(name, bytes ? name : unit);
   return (c: ChartColors): Omit<uPlot.Options, "width" | "height"> => ({
     scales: { x: { time: false }, y: log ? { distr: 3 } : {} },
     axes: [axis(c, { label: "step" }), axis(c, yAxis)],

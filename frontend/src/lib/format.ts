@@ -18,6 +18,39 @@ export function isBytesMetric(name: string): boolean {
   return name === "peak_mem" || name.endsWith("_bytes");
 }
 
+/** Fraction digits that show `increment` exactly (0.25 → 2, 5 → 0), at most 12. */
+function decimalsOf(increment: number): number {
+  for (let d = 0; d < 12; d++) {
+    const scaled = Math.abs(increment) * 10 ** d;
+    if (Math.abs(scaled - Math.round(scaled)) <= 1e-9 * Math.max(1, scaled)) return d;
+  }
+  return 12;
+}
+
+/**
+ * An axis tick: as many digits as the ticks' spacing needs (uPlot's default keeps 3
+ * fraction digits, so ticks of 0.00002 all read "0"); exponent form below 1e-4 and from
+ * 1e9 up.
+ */
+export function formatTick(value: number, increment: number): string {
+  if (value === 0 || !Number.isFinite(value)) return String(value);
+  const abs = Math.abs(value);
+  if (abs < 1e-4 || abs >= 1e9) {
+    const digits = Math.floor(Math.log10(abs)) - Math.floor(Math.log10(Math.abs(increment) || abs));
+    return value.toExponential(Math.min(6, Math.max(0, digits)));
+  }
+  // the value's own digits too: a log scale's ticks (0.01, 0.1, 1) are 10× apart
+  const d = Math.max(decimalsOf(increment), decimalsOf(Number(value.toPrecision(6))));
+  return value.toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d });
+}
+
+/** A metric's value in a table: bytes for byte metrics, else 4 significant digits. */
+export function formatMetric(name: string, value: number | null | undefined): string {
+  if (value === null || value === undefined) return "—";
+  if (isBytesMetric(name)) return formatBytes(value);
+  return Math.abs(value) >= 1e4 || (value !== 0 && Math.abs(value) < 1e-3) ? value.toExponential(3) : value.toPrecision(4);
+}
+
 export function formatPercent(fraction: number | null | undefined, digits = 0): string {
   if (fraction === null || fraction === undefined || !Number.isFinite(fraction)) return "—";
   return `${(fraction * 100).toFixed(digits)}%`;

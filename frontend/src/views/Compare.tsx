@@ -5,7 +5,8 @@ import { api } from "../api/http";
 import type { Job } from "../api/types";
 import { StateBadge } from "../components/bits";
 import { axis, Chart, type ChartColors } from "../components/Chart";
-import { lossMetric } from "../components/MetricCharts";
+import { lossMetric, metricAxis } from "../components/MetricCharts";
+import { formatMetric } from "../lib/format";
 import { alignCurves, MAX_COMPARE, smooth, specDiff, summarize, toCsv, type Curve, type XMode } from "../lib/compare";
 import type { AlignedData } from "../lib/series";
 import { FINISHED_STATES, sortedJobs } from "../lib/stores";
@@ -150,7 +151,7 @@ function Comparison({ ids }: { ids: number[] }) {
                   const s = summarize(name, curve);
                   return (
                     <td data-testid={`summary-${name}-${jobs[i]!.id}`}>
-                      {fmt(s.final)} <span class="muted">({fmt(s.best)} @ {s.bestStep ?? "—"})</span>
+                      {formatMetric(name, s.final)} <span class="muted">({formatMetric(name, s.best)} @ {s.bestStep ?? "—"})</span>
                     </td>
                   );
                 })}
@@ -194,8 +195,6 @@ function Comparison({ ids }: { ids: number[] }) {
     </section>
   );
 }
-
-const fmt = (v: number | null) => (v === null ? "—" : Math.abs(v) >= 1000 || Math.abs(v) < 1e-3 ? v.toExponential(3) : v.toPrecision(4));
 
 function show(value: unknown): string {
   if (value === undefined) return "—";
@@ -243,7 +242,7 @@ function CompareChart({ name, jobs, curves, xMode, weight, logScale }: ChartProp
   }, [curves, xMode, weight]);
   const options = (c: ChartColors): Omit<uPlot.Options, "width" | "height"> => ({
     scales: { x: { time: false }, y: logScale ? { distr: 3 } : {} },
-    axes: [axis(c, { label: xMode === "step" ? "step" : "seconds since start" }), axis(c, { label: name, size: 64 })],
+    axes: [axis(c, { label: xMode === "step" ? "step" : "seconds since start" }), axis(c, metricAxis(name, name))],
     series: [
       { label: xMode },
       ...jobs.map((job, i) => ({ label: `#${job.id} ${job.name}`, stroke: c.series[i % c.series.length], width: 1.5, spanGaps: true, points: { show: false } })),
