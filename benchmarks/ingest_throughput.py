@@ -8,17 +8,22 @@ table, ON CONFLICT only after a unique violation; SQLite: INSERT OR IGNORE).
 Ingest: the whole path from Redis entries (500-point batches) to commit, XACK and live append,
 pipelined as the ingest runs (`Ingest.drain`: a round is read and validated while the previous
 one commits).
-Redis is a redis-server of the run's own on a free port (`redis-server` must be on PATH).
+Each path's CPU time is reported per point: this process's (all its threads) and, on
+PostgreSQL, the server backends' of the benchmark database (/proc/<pid>/stat, so the
+server must run on this host). Redis is a redis-server of the run's own on a free port
+(`redis-server` must be on PATH).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import redis
@@ -51,13 +56,45 @@ def points(attempt: int, count: int, offset: int = 0) -> list[dict[str, object]]
     ]
 
 
-def timed(run: Callable[[], None], count: int) -> float:
+@dataclass(frozen=True)
+class Rate:
+    """Points/s of one path, and the CPU seconds it took here and in the server's backends."""
+
+    points_per_s: float
+    cpu: float
+    server_cpu: float | None
+
+
+def server_cpu(db: Database) -> float | None:
+    """CPU seconds the database's server backends have used (PostgreSQL on this host)."""
+    if db.engine.dialect.name != "postgresql":
+        return None
+    with db.engine.connect() as conn:
+        query = "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+        pids = conn.execute(sa.text(query)).scalars().all()
+    ticks = 0
+    for pid in pids:
+        try:  # utime and stime, after the command name (which may hold spaces)
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:  # a backend that has gone, or a server elsewhere
+            continue
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def timed(db: Database, run: Callable[[], None], count: int) -> Rate:
+    server = server_cpu(db)
+    cpu = time.process_time()
     started = time.perf_counter()
     run()
-    return count / (time.perf_counter() - started)
+    wall = time.perf_counter() - started
+    cpu = time.process_time() - cpu
+    after = server_cpu(db)
+    used = None if server is None or after is None else after - server
+    return Rate(count / wall, cpu, used)
 
 
-def bench(url: str, redis_url: str, count: int) -> dict[str, float]:
+def bench(url: str, redis_url: str, count: int) -> dict[str, Rate]:
     upgrade(url)
     db = Database(url)
     results = {}
@@ -75,8 +112,8 @@ def bench(url: str, redis_url: str, count: int) -> dict[str, float]:
             with db.session() as session:
                 insert_metric_points(session, rows[start : start + CHUNK])
 
-    results["baseline executemany"] = timed(baseline, count)
-    results["store (idempotent bulk)"] = timed(store, count)
+    results["baseline executemany"] = timed(db, baseline, count)
+    results["store (idempotent bulk)"] = timed(db, store, count)
     client = redis.Redis.from_url(redis_url)
     client.flushdb()
     ingest = Ingest(db=db, client=client, consumer="bench")
@@ -89,7 +126,7 @@ def bench(url: str, redis_url: str, count: int) -> dict[str, float]:
     def drain() -> None:
         assert ingest.drain() == count // 500
 
-    results["ingest (Redis → commit → ack)"] = timed(drain, count)
+    results["ingest (Redis → commit → ack)"] = timed(db, drain, count)
     client.flushdb()
     db.dispose()
     return results
@@ -110,10 +147,16 @@ def main() -> None:
                 ("PostgreSQL", f"{POSTGRES}/{name}"),
             ):
                 results = bench(url, redis_url, count)
-                base = results["baseline executemany"]
-                print(f"\n{label}, {count:,} points")
+                base = results["baseline executemany"].points_per_s
+                print(f"\n{label}, {count:,} points, load average {os.getloadavg()[0]:.2f}")
                 for what, rate in results.items():
-                    print(f"  {what:32s} {rate:>10,.0f} points/s  ({rate / base:.2f}x baseline)")
+                    used = f"{rate.cpu / count * 1e6:.2f} µs/point here"
+                    if rate.server_cpu is not None:
+                        used += f", {rate.server_cpu / count * 1e6:.2f} in the server"
+                    print(
+                        f"  {what:32s} {rate.points_per_s:>10,.0f} points/s"
+                        f"  ({rate.points_per_s / base:.2f}x baseline; CPU {used})"
+                    )
     finally:
         with admin.connect() as conn:
             conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

@@ -16,7 +16,7 @@ import threading
 import time
 import types
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -29,6 +29,7 @@ from typing_extensions import TypedDict
 from backend.db import Database
 from backend.signals import announce_jobs
 from backend.telemetry import live
+from backend.telemetry.points import Points
 from backend.telemetry.streams import as_text, trim_acknowledged
 from backend.telemetry.writer import Delta, write_batch
 from workers.protocol import (
@@ -138,7 +139,7 @@ Entries = dict[str, list[tuple[Any, dict[Any, Any]]]]
 class Round:
     """Validated items of the entries read in one round, and those entries' ids."""
 
-    items: dict[str, list[Any]] = field(default_factory=lambda: defaultdict(list))
+    items: dict[str, Sequence[Any]] = field(default_factory=lambda: defaultdict(list))
     ids: dict[str, list[Any]] = field(default_factory=lambda: defaultdict(list))
 
     def __len__(self) -> int:
@@ -334,13 +335,21 @@ class Ingest:
         return self.commit(self.prepare(entries))
 
     def prepare(self, entries: Entries) -> Round:
-        """The entries' valid items (the rest logged and dropped) and their ids."""
+        """The entries' valid items (the rest logged and dropped) and their ids.
+
+        Metric points come as `Points`: their columns are taken here, while the previous
+        round is written, rather than on the commit thread.
+        """
         round_ = Round()
+        items: dict[str, list[Any]] = defaultdict(list)
         for stream, messages in entries.items():
             for entry_id, fields in messages:
                 round_.ids[stream].append(entry_id)
                 if fields:
-                    round_.items[stream].extend(self._parse(stream, fields))
+                    items[stream].extend(self._parse(stream, fields))
+        round_.items.update(items)
+        if items[METRICS_STREAM]:
+            round_.items[METRICS_STREAM] = Points.of(items[METRICS_STREAM])
         return round_
 
     def commit(self, round_: Round) -> int:

@@ -9,14 +9,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
 
 @dataclass(frozen=True)
-class Points:
-    """Metric point dicts and their columns, in the dtypes of metric_points' columns."""
+class Points(Sequence[dict[str, Any]]):
+    """Metric point dicts and their columns, in the dtypes of metric_points' columns.
+
+    As a sequence it is its rows (the dicts).
+    """
 
     rows: list[dict[str, Any]]
     attempt_id: np.ndarray
@@ -27,8 +30,10 @@ class Points:
     time: np.ndarray
 
     @classmethod
-    def of(cls, rows: Sequence[dict[str, Any]]) -> Points:
+    def of(cls, rows: Sequence[dict[str, Any]] | Points) -> Points:
         """The columns of rows (dicts with every MetricPoint field but id and mark)."""
+        if isinstance(rows, Points):
+            return rows
         count = len(rows)
 
         def column(key: str, dtype: type) -> np.ndarray:
@@ -47,6 +52,13 @@ class Points:
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        return self.rows[index]
 
     def where(self, keep: np.ndarray) -> Points:
         """The points where keep (one bool each) is true."""

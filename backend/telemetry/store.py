@@ -96,8 +96,9 @@ def _copy_postgres(
             if points is None:
                 _copy(cursor, table, columns, rows)
             else:
-                marked = [*(given or []), points.series_marks()]
-                _copy(cursor, table, [*columns, "mark"], rows, given=marked)
+                ids = _take_ids(cursor, table.name, len(points))
+                marked = [ids, *(given or []), points.series_marks()]
+                _copy(cursor, table, ["id", *columns, "mark"], rows, given=marked)
         except psycopg.errors.UniqueViolation:
             cursor.execute("ROLLBACK TO SAVEPOINT tb_copy")
             # one staging table per column set, created once per connection
@@ -112,6 +113,26 @@ def _copy_postgres(
                 " ON CONFLICT DO NOTHING"
             )
         cursor.execute("RELEASE SAVEPOINT tb_copy")
+
+
+def _take_ids(cursor: Any, table: str, count: int) -> np.ndarray:
+    """`count` new ids from the table's id sequence, in increasing order.
+
+    One `nextval` hands out a block of the sequence's increment (1024, migration 0008): it
+    returns the block's first id and nobody else gets the next 1023. A nextval per row (the
+    column's default) cost ~0.35 µs of the server's CPU a point. With increment 1 (a
+    database made without the migrations) this is a nextval per row again, still correct.
+    """
+    cursor.execute(
+        "SELECT nextval(seqrelid), seqincrement"
+        " FROM pg_sequence, generate_series(1, ceil(%(n)s::float8 / seqincrement)::int)"
+        " WHERE seqrelid = pg_get_serial_sequence(%(t)s, 'id')::regclass",
+        {"t": table, "n": count},
+    )
+    taken = cursor.fetchall()
+    block = int(taken[0][1])
+    firsts = np.array([first for first, _ in taken], dtype=np.int64)
+    return (firsts[:, None] + np.arange(block, dtype=np.int64)).ravel()[:count]
 
 
 def _copy(

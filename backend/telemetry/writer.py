@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,8 +30,13 @@ Item = dict[str, Any]
 SAMPLE_COLUMNS = [c.name for c in rows.DeviceSample.__table__.columns if c.name != "id"]
 
 
-def write_batch(session: Session, items: dict[str, list[Item]]) -> tuple[list[Delta], set[int]]:
-    """Insert validated item dicts idempotently (uncommitted); the deltas and the jobs moved."""
+def write_batch(
+    session: Session, items: Mapping[str, Sequence[Item]]
+) -> tuple[list[Delta], set[int]]:
+    """Insert validated item dicts idempotently (uncommitted); the deltas and the jobs moved.
+
+    The metric points may come as `Points` (their columns already taken).
+    """
     if session.get_bind().dialect.name == "postgresql":
         # ingest transactions commit in the order they take ids (the series cache relies on it)
         session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": INGEST_LOCK})
@@ -107,7 +113,9 @@ def _write_event(session: Session, event: Item, job_id: int) -> None:
         )
 
 
-def _attempt_jobs(session: Session, points: Points, items: dict[str, list[Item]]) -> dict[int, int]:
+def _attempt_jobs(
+    session: Session, points: Points, items: Mapping[str, Sequence[Item]]
+) -> dict[int, int]:
     ids = set(np.unique(points.attempt_id).tolist())
     ids.update(i["attempt_id"] for key in (LOGS_STREAM, EVENTS_STREAM) for i in items[key])
     if not ids:

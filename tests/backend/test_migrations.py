@@ -63,3 +63,20 @@ def test_job_updated_at_is_filled_for_jobs_that_existed_before(
         created, updated = conn.execute(sa.text("SELECT created_at, updated_at FROM jobs")).one()
     engine.dispose()
     assert updated == created
+
+
+def test_metric_point_ids_come_in_blocks_of_1024_after_0008(postgres_url: str) -> None:
+    def increment() -> int:
+        engine = sa.create_engine(postgres_url)
+        with engine.connect() as conn:
+            query = "SELECT increment_by FROM pg_sequences WHERE sequencename = :s"
+            value = conn.execute(sa.text(query), {"s": "metric_points_id_seq"}).scalar_one()
+        engine.dispose()
+        return int(value)
+
+    upgrade(postgres_url, "0007")
+    assert increment() == 1
+    upgrade(postgres_url, "0008")
+    assert increment() == 1024
+    downgrade(postgres_url, "0007")
+    assert increment() == 1

@@ -135,3 +135,29 @@ def test_points_of_an_attempt_nobody_knows_are_not_stored_and_plain_inserts_are_
         assert steps == [0, COPY_THRESHOLD]
     else:
         assert steps == list(range(COPY_THRESHOLD + 1))
+
+
+def ids_in_insert_order(database: Database) -> list[tuple[int, int]]:
+    with database.session() as session:
+        query = select(MetricPoint.id, MetricPoint.step).order_by(MetricPoint.id)
+        return [(i, s) for i, s in session.execute(query)]
+
+
+@pytest.mark.parametrize("db_url", ["postgres_url"], indirect=True)
+@pytest.mark.parametrize("increment", [1024, 1], ids=["migrated", "increment-1"])
+def test_copied_points_take_ids_in_blocks_that_nothing_else_gets(
+    database: Database, new_attempt: NewAttempt, increment: int
+) -> None:
+    with database.session() as session:
+        session.execute(text(f"ALTER SEQUENCE metric_points_id_seq INCREMENT BY {increment}"))
+    _, attempt = new_attempt()
+    steps = iter(range(10_000))
+    for size in (3000, 1, COPY_THRESHOLD, 1, 1500):  # COPY, default, COPY, default, COPY
+        with database.session() as session:
+            if size == 1:  # the column's default: a nextval of its own
+                session.execute(insert(MetricPoint), [point(attempt, next(steps))])
+            else:
+                insert_metric_points(session, [point(attempt, next(steps)) for _ in range(size)])
+    rows = ids_in_insert_order(database)
+    assert len(rows) == len({i for i, _ in rows}) == 3000 + 1 + COPY_THRESHOLD + 1 + 1500
+    assert [s for _, s in rows] == sorted(s for _, s in rows)  # ids follow the writes' order
