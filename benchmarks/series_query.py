@@ -1,12 +1,18 @@
 """Series query: 10 runs x 1,000,000 points, each downsampled to 2,000 points (SQLite).
 
-    python -m benchmarks.series_query [--runs 10] [--points 1000000]
+    python -m benchmarks.series_query [--runs 10] [--points 1000000] [--running]
 
 Baseline: the pre-existing per-step SQL series (backend/telemetry/series.py) of every run,
 not downsampled. Raw cold: the series cache is empty and there are no rollups (a running
 job). Raw warm: the cache holds the runs and only asks the database for each run's newest
 row id. Rollups: the runs have finished and their curve rollups were built (the build is
 timed too); a fresh Database and an empty cache, as after an API restart.
+
+--running: the runs keep running. Raw cold: the series route's path in a fresh process
+before the rollup builder's first pass (every row read once). Then the builder seals the
+runs (timed), each run logs TAIL more steps, and a fresh process asks again: sealed
+blocks plus the raw tail. Last, one late point lands in each run's last sealed block
+before the builder's next pass: that block and what follows are read raw.
 """
 
 from __future__ import annotations
@@ -29,11 +35,16 @@ from backend.telemetry.rollup_builder import sweep
 from tests.telemetry.helpers import add_attempt
 
 BUDGET = 2000
+#: steps each running run logs after the builder's pass, before the query
+TAIL = 1000
 
 
-def fill(db: Database, attempt: int, count: int, seed: int) -> None:
+def fill(db: Database, attempt: int, count: int, seed: int, start: int = 0, rank: int = 0) -> None:
     values = np.random.default_rng(seed).standard_normal(count).cumsum()
-    rows = ((attempt, 0, step, "loss", float(v), 1.7e9 + step) for step, v in enumerate(values))
+    steps = range(start, start + count)
+    rows = (
+        (attempt, rank, s, "loss", float(v), 1.7e9 + s) for s, v in zip(steps, values, strict=True)
+    )
     with db.engine.begin() as conn:
         conn.exec_driver_sql(
             "INSERT INTO metric_points (attempt_id, rank, step, name, value, time)"
@@ -51,6 +62,50 @@ def query_all(db: Database, cache: SeriesCache, jobs: list[int]) -> float:
     return time.perf_counter() - started
 
 
+def fresh_views(url: str, jobs: list[int]) -> tuple[float, float]:
+    """The first query of a fresh process (new engine, empty cache), and the median of 5 more."""
+    fresh = Database(url)
+    first = query_views(fresh, jobs)
+    again = statistics.median(query_views(fresh, jobs) for _ in range(5))
+    fresh.dispose()
+    return first, again
+
+
+def running(db: Database, url: str, jobs: list[tuple[int, int]], points: int) -> None:
+    """The --running rows: before the builder's first pass, sealed plus a raw tail, a late point."""
+    ids = [job for job, _ in jobs]
+    db.dispose()
+    fresh = Database(url)
+    cold = query_views(fresh, ids)
+    fresh.dispose()
+    started = time.perf_counter()
+    sweep(db, grace=0, limit=len(jobs))
+    built = time.perf_counter() - started
+    for run, (_, attempt) in enumerate(jobs):
+        fill(db, attempt, TAIL, seed=100 + run, start=points)
+    db.dispose()
+    first, again = fresh_views(url, ids)
+    for _, attempt in jobs:  # rank 1's point for a step long sealed
+        fill(db, attempt, 1, seed=7, start=points - 5_000, rank=1)
+    db.dispose()
+    late, _ = fresh_views(url, ids)
+    print(f"{len(jobs)} running runs x {points:,} points (+{TAIL} after the builder's pass)")
+    print(f"-> {BUDGET} points each (SQLite), fresh process each time")
+    print(f"  raw, before the builder's first pass     {cold * 1000:>9.0f} ms  (1.00x)")
+    report(
+        cold,
+        ("sealed blocks + raw tail", first),
+        ("sealed blocks + raw tail (median of 5)", again),
+        ("a late point in each run, before rebuild", late),
+    )
+    print(f"  the builder's first pass over all runs: {built:.1f} s")
+
+
+def report(baseline: float, *rows: tuple[str, float]) -> None:
+    for label, took in rows:
+        print(f"  {label:40s} {took * 1000:>9.0f} ms  ({baseline / took:.1f}x faster)")
+
+
 def query_views(db: Database, jobs: list[int]) -> float:
     """The series route's path: rollups where the job has them, else raw through a cache."""
     cache = SeriesCache()
@@ -66,16 +121,21 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--points", type=int, default=1_000_000)
+    parser.add_argument("--running", action="store_true", help="the runs have not finished")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{Path(tmp) / 'series.db'}"
         upgrade(url)
         db = Database(url)
-        jobs = []
+        jobs, attempts = [], []
         for run in range(args.runs):
             job, attempt = add_attempt(db)
             fill(db, attempt, args.points, seed=run)
             jobs.append(job)
+            attempts.append(attempt)
+        if args.running:
+            running(db, url, list(zip(jobs, attempts, strict=True)), args.points)
+            return
         started = time.perf_counter()
         with db.session() as session:
             for job in jobs:
@@ -90,19 +150,16 @@ def main() -> None:
         sweep(db, grace=0, limit=args.runs)
         built = time.perf_counter() - started
         db.dispose()
-        fresh = Database(url)
-        first = query_views(fresh, jobs)
-        again = statistics.median(query_views(fresh, jobs) for _ in range(5))
-        fresh.dispose()
+        first, again = fresh_views(url, jobs)
         print(f"{args.runs} runs x {args.points:,} points -> {BUDGET} points each (SQLite)")
-        print(f"  baseline SQL per-step series, raw  {baseline * 1000:>9.0f} ms  (1.00x)")
-        for label, took in (
+        print(f"  baseline SQL per-step series, raw        {baseline * 1000:>9.0f} ms  (1.00x)")
+        report(
+            baseline,
             ("raw, cold cache + LTTB", cold),
             ("raw, warm cache + LTTB (median of 5)", warm),
             ("rollups + LTTB, fresh process", first),
             ("rollups + LTTB (median of 5)", again),
-        ):
-            print(f"  {label:38s} {took * 1000:>9.0f} ms  ({baseline / took:.1f}x faster)")
+        )
         print(f"  building the rollups of all runs once, after they finished: {built:.1f} s")
 
 

@@ -123,23 +123,41 @@ class DeviceRollup(Base):
     power_max: Mapped[float | None] = mapped_column(Float)
 
 
-class CurveRollup(Base):
-    """A finished job's per-step metric curve as min/max buckets, so long runs read back fast.
+class CurveSeal(Base):
+    """How far a job's metric curve is sealed into curve_blocks, and as of which mark.
 
-    One row per (job, metric, bucket width in steps). `data` holds six little-endian
-    float64 columns of `buckets` values each: min step, min time, min value, max step,
-    max time, max value (see backend/telemetry/rollups.py).
+    Steps below `sealed_through` are in the blocks, as the rows up to the marked id
+    `watermark` made them (backend/telemetry/rollups.py). A marked row above the watermark
+    at a step below `sealed_through` means the blocks from that step on are stale.
     """
 
-    __tablename__ = "curve_rollups"
-    __table_args__ = (UniqueConstraint("job_id", "name", "width"),)
+    __tablename__ = "curve_seals"
+    __table_args__ = (UniqueConstraint("job_id", "name"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(128))
+    sealed_through: Mapped[int] = mapped_column(comment="steps below this are in curve_blocks")
+    watermark: Mapped[int] = mapped_column(BigInteger, comment="newest marked point id covered")
+
+
+class CurveBlock(Base):
+    """One aligned step range of a job's per-step metric curve as min/max buckets of a width.
+
+    One row per (job, metric, bucket width, block start). `data` holds six little-endian
+    float64 columns of `buckets` values each: min step, min time, min value, max step,
+    max time, max value; `buckets` 0 means the range holds a non-finite value (read raw).
+    """
+
+    __tablename__ = "curve_blocks"
+    __table_args__ = (UniqueConstraint("job_id", "name", "width", "start_step"),)
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
     name: Mapped[str] = mapped_column(String(128))
     width: Mapped[int] = mapped_column(comment="steps per bucket")
-    through_attempt_id: Mapped[int] = mapped_column(comment="newest attempt the curve covers")
-    steps: Mapped[int] = mapped_column(comment="points of the full per-step curve")
+    start_step: Mapped[int]
+    end_step: Mapped[int] = mapped_column(comment="exclusive; steps up to it are in the block")
     buckets: Mapped[int]
     first_step: Mapped[int]
     first_time: Mapped[float] = mapped_column(Float)

@@ -53,7 +53,8 @@ def job_view(
 ) -> tuple[Curve, dict[str, float | int | None]]:
     """A job's metric downsampled to `points` (0: raw), and its summary over every step.
 
-    A settled job's long curves are read from their rollups (rank means only).
+    Long curves are read from their sealed rollup blocks plus the raw points after them
+    (rank means only; rollups.load).
     """
     stored = None
     if rank is None and points > 0:

@@ -1,65 +1,211 @@
-"""The background loop that keeps settled jobs' curve rollups current."""
+"""The background loop that seals jobs' curves into rollup blocks while they run and after."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from datetime import timedelta
 
-from sqlalchemy import select
+import numpy as np
+from sqlalchemy import delete, func, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
-from backend.db import Database
+from backend.db import Database, utcnow
 from backend.jobs.models import Attempt
-from backend.telemetry import rollups
-from backend.telemetry.cache import SeriesCache
-from backend.telemetry.models import MetricPoint
-from backend.telemetry.queries import job_curve
+from backend.telemetry import cache, rollups, series
+from backend.telemetry.curves import Curve, merge_attempts, per_step
+from backend.telemetry.models import CurveBlock, CurveSeal
 
 log = logging.getLogger(__name__)
 
 SWEEP_EVERY_SECONDS = 10.0
+#: settled jobs without any seal rows (finished before rollups existed) sealed per pass
 JOBS_PER_SWEEP = 20
+#: a running curve is sealed once this many steps every rank has passed are unsealed
+MIN_SEAL_STEPS = 2048
+#: jobs whose last attempt finished this long ago (after the grace) are no longer visited
+LATE_SECONDS = 3600.0
 
 
-def build(session: Session, *, job_id: int, through: int) -> int:
-    """Replace the job's rollups with ones of every metric's curve now; rows written."""
-    attempts = select(Attempt.id).where(Attempt.job_id == job_id)
-    names = session.scalars(
-        select(MetricPoint.name).where(MetricPoint.attempt_id.in_(attempts)).distinct()
-    ).all()
-    cache = SeriesCache(max_points=0)  # private: a build must not evict the API's series
+def seal(session: Session, *, job_id: int, name: str, settled: bool) -> int:
+    """Bring one curve's blocks up to date; block rows written.
+
+    Drops the blocks that points committed since the last seal touched, then seals up to
+    the step every rank of the job's running attempts has passed (the end, once settled).
+    """
+    state = session.scalar(
+        select(CurveSeal)
+        .where(CurveSeal.job_id == job_id, CurveSeal.name == name)
+        .with_for_update()
+    )
+    if state is None:  # a racing builder's insert makes this one fail on the unique key
+        state = CurveSeal(job_id=job_id, name=name, sealed_through=rollups.LOWEST, watermark=0)
+        session.add(state)
+        session.flush()
+    attempts = rollups.attempt_ids(session, job_id)
+    # the marks are read before the rows: a point committed in between is seen as a change
+    newest = max(cache.watermark(session, attempt_id=a, name=name) for a in attempts)
+    if newest == state.watermark and not settled:
+        return 0
+    changed = rollups.lowest_change(session, attempts=attempts, name=name, after=state.watermark)
+    if changed is not None and changed < state.sealed_through:
+        stale = changed // rollups.BLOCK_STEPS * rollups.BLOCK_STEPS
+        session.execute(
+            delete(CurveBlock).where(*_curve(job_id, name), CurveBlock.start_step >= stale)
+        )
+        state.sealed_through = max(rollups.LOWEST, stale)
+    state.watermark = newest
+    raws = [rollups.rows_from(session, a, name, state.sealed_through) for a in attempts]
+    curve = merge_attempts([per_step(raw) for raw in raws])
+    if not len(curve.step):
+        return 0
+    if settled:
+        target = int(curve.step[-1]) + 1
+    else:
+        target = _passed_by_every_rank(session, attempts, raws, end=int(curve.step[-1]) + 1)
+        if target - max(state.sealed_through, int(curve.step[0])) < MIN_SEAL_STEPS:
+            return 0
+    written = _write(session, state, curve, target)
+    state.sealed_through = target
+    return written
+
+
+def _passed_by_every_rank(
+    session: Session, attempts: list[int], raws: list[cache.Raw], *, end: int
+) -> int:
+    """The lowest newest step among the running attempts' ranks (`end` if none has points)."""
+    running = set(
+        session.scalars(
+            select(Attempt.id).where(Attempt.id.in_(attempts), Attempt.finished_at.is_(None))
+        )
+    )
+    fronts = [
+        int(raw.step[raw.rank == rank].max())
+        for attempt, raw in zip(attempts, raws, strict=True)
+        if attempt in running
+        for rank in np.unique(raw.rank)
+    ]
+    return min(fronts, default=end)
+
+
+def _write(session: Session, state: CurveSeal, curve: Curve, target: int) -> int:
+    """Seal `curve`'s points below `target` into their aligned blocks; rows written."""
+    keep = curve.step < target
+    curve = Curve(curve.step[keep], curve.time[keep], curve.value[keep])
+    block = curve.step // rollups.BLOCK_STEPS
+    cuts = np.flatnonzero(np.r_[True, block[1:] != block[:-1], True])
     rows = []
-    for name in names:
-        curve = job_curve(session, cache, job_id=job_id, name=name)
-        rows += rollups.rollup_rows(curve, job_id=job_id, name=name, through=through)
-    rollups.replace(session, job_id=job_id, rows=rows)
+    for lo, hi in zip(cuts[:-1], cuts[1:], strict=False):
+        start = int(block[lo]) * rollups.BLOCK_STEPS
+        part = Curve(curve.step[lo:hi], curve.time[lo:hi], curve.value[lo:hi])
+        end = min(start + rollups.BLOCK_STEPS, target)
+        fresh = rollups.block_rows(part, job_id=state.job_id, name=state.name, start=start, end=end)
+        if start < state.sealed_through:  # the last block so far grows
+            fresh = _grown(session, state, fresh)
+        rows += fresh
+    if rows:
+        session.execute(insert(CurveBlock), rows)
     return len(rows)
 
 
+def _grown(session: Session, state: CurveSeal, fresh: list[dict]) -> list[dict]:
+    """`fresh` (rows of the last block's new points) joined to that block's stored rows."""
+    start = fresh[0]["start_step"]
+    held = {
+        row.width: row
+        for row in session.scalars(
+            select(CurveBlock).where(
+                *_curve(state.job_id, state.name), CurveBlock.start_step == start
+            )
+        )
+    }
+    if not held:
+        return fresh
+    session.execute(
+        delete(CurveBlock).where(*_curve(state.job_id, state.name), CurveBlock.start_step == start)
+    )
+    out = []
+    for row in fresh:
+        old = held[row["width"]]
+        first = {k: getattr(old, k) for k in ("first_step", "first_time", "first_value")}
+        if old.buckets == 0 or row["buckets"] == 0:  # a non-finite value stays in the block
+            out.append({**row, **first, "buckets": 0, "data": b""})
+            continue
+        new = np.frombuffer(row["data"], "<f8").reshape(rollups.COLUMNS, row["buckets"])
+        joined = rollups.join_extremes(rollups.extremes_of(old), new, row["width"])
+        data = joined.astype("<f8").tobytes()
+        out.append({**row, **first, "buckets": joined.shape[1], "data": data})
+    return out
+
+
+def _curve(job_id: int, name: str) -> tuple[ColumnElement[bool], ...]:
+    return CurveBlock.job_id == job_id, CurveBlock.name == name
+
+
+def due_jobs(session: Session, *, grace: float, limit: int) -> list[tuple[int, bool]]:
+    """(job, settled) of jobs that run, finished lately, or were never sealed."""
+    now = utcnow()
+    per_job = (
+        select(
+            Attempt.job_id,
+            func.count().label("attempts"),
+            func.count(Attempt.finished_at).label("finished"),
+            func.max(Attempt.finished_at).label("last_finish"),
+        )
+        .group_by(Attempt.job_id)
+        .subquery()
+    )
+    running = per_job.c.attempts != per_job.c.finished
+    recent = per_job.c.last_finish > now - timedelta(seconds=grace + LATE_SECONDS)
+    sealed = select(CurveSeal.id).where(CurveSeal.job_id == per_job.c.job_id).exists()
+    columns = (
+        per_job.c.job_id,
+        ~running & (per_job.c.last_finish <= now - timedelta(seconds=grace)),
+    )
+    live = session.execute(select(*columns).where(running | recent).order_by(per_job.c.job_id))
+    old = session.execute(
+        select(*columns).where(~running, ~recent, ~sealed).order_by(per_job.c.job_id).limit(limit)
+    )
+    return [(job, bool(settled)) for job, settled in [*live, *old]]
+
+
 def sweep(db: Database, *, grace: float, limit: int = JOBS_PER_SWEEP) -> int:
-    """Build the rollups of up to `limit` settled jobs, one transaction each; jobs built."""
+    """Seal the curves of running and lately finished jobs, and of up to `limit` never sealed
+    ones; block rows written."""
     with db.session() as session:
-        due = rollups.settled_jobs(session, grace=grace, limit=limit)
-    built = 0
-    for job_id, through in due:
-        try:
-            with db.session() as session:
-                build(session, job_id=job_id, through=through)
-            built += 1
-        except IntegrityError:  # another API process built this job's rollups just now
-            log.info("rollups of job %d were built elsewhere", job_id)
-    return built
+        due = due_jobs(session, grace=grace, limit=limit)
+    written = 0
+    for job_id, settled in due:
+        with db.session() as session:
+            names = series.metric_names(session, job_id=job_id) or [""]
+        for name in names:
+            try:
+                with db.session() as session:
+                    if name:
+                        written += seal(session, job_id=job_id, name=name, settled=settled)
+                    else:  # no metrics: remembered, so a settled job is not visited again
+                        _mark_empty(session, job_id)
+            except IntegrityError:  # another API process sealed this curve just now
+                log.info("rollups of job %d %r were built elsewhere", job_id, name)
+    return written
+
+
+def _mark_empty(session: Session, job_id: int) -> None:
+    exists = select(CurveSeal.id).where(CurveSeal.job_id == job_id, CurveSeal.name == "")
+    if session.scalar(exists) is None:
+        session.add(CurveSeal(job_id=job_id, name="", sealed_through=rollups.LOWEST, watermark=0))
 
 
 def run_rollups(db: Database, *, grace: float, stop: threading.Event) -> None:
-    """Keep settled jobs' rollups current until stop is set."""
+    """Keep jobs' curve blocks current until stop is set."""
     while not stop.wait(SWEEP_EVERY_SECONDS):
         try:
             started = time.monotonic()
-            built = sweep(db, grace=grace)
-            if built:
-                log.info("rolled up %d jobs in %.2f s", built, time.monotonic() - started)
+            written = sweep(db, grace=grace)
+            if written:
+                log.info("sealed %d rollup rows in %.2f s", written, time.monotonic() - started)
         except Exception:
             log.exception("curve rollups failed; retrying in %.0f s", SWEEP_EVERY_SECONDS)

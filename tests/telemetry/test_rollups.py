@@ -1,4 +1,4 @@
-"""Curve rollups: exact bucket extremes, settled jobs, staleness, queries served from them."""
+"""Curve rollups: exact bucket extremes, blocks sealed while a job runs and after, late points."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sqlalchemy import select, update
+from sqlalchemy import insert, select, update
 
 from backend.db import Database, utcnow
 from backend.jobs.models import Attempt
@@ -19,9 +19,10 @@ from backend.migrate import upgrade
 from backend.telemetry import rollups
 from backend.telemetry.cache import SeriesCache
 from backend.telemetry.curves import Curve, downsample, summary
-from backend.telemetry.models import CurveRollup
+from backend.telemetry.models import CurveBlock, CurveSeal, MetricPoint
 from backend.telemetry.queries import job_curve, job_view, snapshot_series
-from backend.telemetry.rollup_builder import build, sweep
+from backend.telemetry.rollup_builder import LATE_SECONDS, due_jobs, seal, sweep
+from backend.telemetry.series import metric_names
 from tests.telemetry.helpers import add_attempt
 
 STEPS = 60_000
@@ -39,10 +40,11 @@ def error(shown: Curve, full: Curve) -> float:
     return float(np.abs(drawn - full.value).mean() / np.ptp(full.value))
 
 
-def fill(db: Database, attempt_id: int, curve: Curve, ranks: int = 1) -> None:
+def fill(db: Database, attempt_id: int, curve: Curve, ranks: int = 1, first_rank: int = 0) -> None:
+    """`curve` as ranks `first_rank`, ... log it: each adds its rank to the value."""
     rows = [
         (attempt_id, rank, int(s), "loss", float(v) + rank, float(t))
-        for rank in range(ranks)
+        for rank in range(first_rank, first_rank + ranks)
         for s, t, v in zip(curve.step, curve.time, curve.value, strict=True)
     ]
     with db.engine.begin() as conn:
@@ -85,15 +87,54 @@ def test_bucket_extremes_are_each_buckets_first_min_and_max(
         assert got[:, column].tolist() == expected
 
 
-def test_levels_double_and_short_or_non_finite_curves_get_a_marker() -> None:
-    assert rollups.widths(STEPS) == [16, 32]
-    assert rollups.widths(1_000_000)[0] == 16 and rollups.widths(1_000_000)[-1] == 512
-    assert rollups.widths(rollups.MIN_STEPS - 1) == []
-    (marker,) = rollups.rollup_rows(walk(100), job_id=1, name="loss", through=1)
-    assert marker["width"] == 0 and marker["steps"] == 100
-    broken = walk(STEPS)
-    broken.value[5] = np.nan
-    assert [r["width"] for r in rollups.rollup_rows(broken, job_id=1, name="l", through=1)] == [0]
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=2, max_size=300),
+    width=st.sampled_from([1, 2, 3, 7, 16]),
+    first=st.integers(-40, 40),
+    cut=st.integers(1, 299),
+)
+def test_joining_two_ranges_extremes_equals_the_extremes_of_both(
+    values: list[float], width: int, first: int, cut: int
+) -> None:
+    step = np.arange(first, first + len(values), dtype=np.int64)
+    curve = Curve(step, step * 2.0, np.array(values))
+    cut = min(cut, len(values) - 1)
+    before = Curve(step[:cut], curve.time[:cut], curve.value[:cut])
+    after = Curve(step[cut:], curve.time[cut:], curve.value[cut:])
+    joined = rollups.join_extremes(
+        rollups.bucket_extremes(before, width), rollups.bucket_extremes(after, width), width
+    )
+    assert np.array_equal(joined, rollups.bucket_extremes(curve, width))
+
+
+def test_levels_double_up_to_the_block() -> None:
+    assert rollups.widths()[:3] == [16, 32, 64]
+    assert rollups.widths()[-1] == rollups.BLOCK_STEPS
+
+
+def shown_faithfully(view: Curve, raw: Curve, points: int) -> None:
+    """Every point shown is a real one, ends included, drawn as well as LTTB over all of them."""
+    assert len(view.step) == points
+    where = np.searchsorted(raw.step, view.step)
+    assert np.array_equal(raw.step[where], view.step)
+    assert np.array_equal(raw.value[where], view.value)
+    assert view.step[0] == raw.step[0] and view.step[-1] == raw.step[-1]
+    assert error(view, raw) <= 1.1 * error(downsample(raw, points), raw)
+
+
+def blocks_match_the_curve(database: Database, job: int) -> None:
+    """Each stored block holds exactly the extremes of the raw curve's points in its range."""
+    with database.session() as session:
+        raw = job_curve(session, SeriesCache(), job_id=job, name="loss")
+        stored = session.scalars(select(CurveBlock).where(CurveBlock.job_id == job)).all()
+    assert stored
+    for block in stored:
+        inside = (raw.step >= block.start_step) & (raw.step < block.end_step)
+        part = Curve(raw.step[inside], raw.time[inside], raw.value[inside])
+        expected = rollups.bucket_extremes(part, block.width)
+        assert np.array_equal(rollups.extremes_of(block), expected)
+        assert (block.first_step, block.last_step) == (part.step[0], part.step[-1])
 
 
 def test_a_settled_long_job_is_served_from_rollups_with_exact_summary(
@@ -102,42 +143,102 @@ def test_a_settled_long_job_is_served_from_rollups_with_exact_summary(
     job, attempt = new_attempt(state="succeeded")
     fill(database, attempt, walk(STEPS), ranks=2)
     finish(database, attempt)
-    assert sweep(database, grace=30) == 1
+    assert sweep(database, grace=30) == len(rollups.widths())  # one block, every width
     assert sweep(database, grace=30) == 0  # current now
+    blocks_match_the_curve(database, job)
     cache = SeriesCache()
     with database.session() as session:
         raw = job_curve(session, cache, job_id=job, name="loss")
         stored = rollups.load(session, job_id=job, name="loss", points=500)
         assert stored is not None and len(stored.step) < len(raw.step) // 10
         view, stats = job_view(session, cache, job_id=job, name="loss", points=500)
-        widths = session.scalars(select(CurveRollup.width).where(CurveRollup.job_id == job))
-        assert sorted(widths) == [16, 32]
+        # a point budget finer than the finest level is read raw
+        assert rollups.load(session, job_id=job, name="loss", points=STEPS) is None
+        assert rollups.load(session, job_id=job, name="loss", points=0) is None
     assert stats == summary("loss", raw)
-    assert len(view.step) == 500
-    # every point shown is a real point of the curve, first and last included
-    where = np.searchsorted(raw.step, view.step)
-    assert np.array_equal(raw.step[where], view.step)
-    assert np.array_equal(raw.value[where], view.value)
-    assert view.step[0] == raw.step[0] and view.step[-1] == raw.step[-1]
-    # and it draws the curve as faithfully as LTTB over every point does
-    direct = downsample(raw, 500)
-    assert error(view, raw) <= 1.1 * error(direct, raw)
+    shown_faithfully(view, raw, 500)
 
 
-def test_unsettled_jobs_wait_and_a_new_attempt_makes_rollups_stale(
+def test_a_running_job_is_sealed_below_its_slowest_rank_and_read_with_its_raw_tail(
+    database: Database, new_attempt: Callable[..., tuple[int, int]]
+) -> None:
+    job, attempt = new_attempt()
+    curve = walk(STEPS)
+    fill(database, attempt, curve, ranks=1)  # rank 0 is at 59,999
+    fill(database, attempt, within(curve, below=50_000), first_rank=1)  # at 49,999
+    assert sweep(database, grace=30) > 0
+    with database.session() as session:
+        state = session.scalars(select(CurveSeal).where(CurveSeal.job_id == job)).one()
+    assert state.sealed_through == 49_999  # every rank has passed the steps below
+    fill(database, attempt, within(curve, above=50_000), first_rank=1)
+    fill(database, attempt, walk(10_000, seed=5, start=STEPS), ranks=2)  # more steps, 2 ranks
+    for read in range(2):  # what the query sees before and after the builder's next pass
+        cache = SeriesCache()
+        with database.session() as session:
+            raw = job_curve(session, cache, job_id=job, name="loss")
+            assert rollups.load(session, job_id=job, name="loss", points=1000) is not None
+            view, stats = job_view(session, cache, job_id=job, name="loss", points=1000)
+        assert stats == summary("loss", raw)
+        shown_faithfully(view, raw, 1000)
+        assert sweep(database, grace=30) > 0 or read == 1
+    with database.session() as session:
+        state = session.scalars(select(CurveSeal).where(CurveSeal.job_id == job)).one()
+        starts = set(session.scalars(select(CurveBlock.start_step)))
+    assert state.sealed_through == STEPS + 9_999 and starts == {0, rollups.BLOCK_STEPS}
+    blocks_match_the_curve(database, job)  # the block that grew equals one built at once
+
+
+def within(curve: Curve, *, below: int = 2**31, above: int = -1) -> Curve:
+    """`curve`'s points at steps in [above, below)."""
+    keep = (curve.step < below) & (curve.step >= above)
+    return Curve(curve.step[keep], curve.time[keep], curve.value[keep])
+
+
+@pytest.mark.parametrize("settled", [False, True], ids=["running", "finished"])
+def test_a_late_point_into_a_sealed_range_shows_at_once_and_is_sealed_next(
+    database: Database, new_attempt: Callable[..., tuple[int, int]], settled: bool
+) -> None:
+    job, attempt = new_attempt()
+    curve = walk(STEPS)
+    gap = curve.step != 30_000
+    fill(database, attempt, Curve(curve.step[gap], curve.time[gap], curve.value[gap]))
+    if settled:
+        finish(database, attempt, seconds_ago=60)
+    sweep(database, grace=30)
+    with database.session() as session:
+        before = session.scalars(select(CurveSeal).where(CurveSeal.job_id == job)).one()
+    assert before.sealed_through > 30_000
+    spike = Curve(np.array([30_000]), np.array([1.7e9]), np.array([1e6]))
+    fill(database, attempt, spike)  # long after the seal (or the finish)
+    for read in range(2):  # read before the builder's next pass, then after it rebuilt the block
+        cache = SeriesCache()
+        with database.session() as session:
+            raw = job_curve(session, cache, job_id=job, name="loss")
+            stored = rollups.load(session, job_id=job, name="loss", points=1000)
+            assert (stored is not None) == (read == 1)  # raw from the late point's block on
+            view, stats = job_view(session, cache, job_id=job, name="loss", points=1000)
+        assert stats["max"] == 1e6 and stats == summary("loss", raw)
+        assert 30_000 in view.step.tolist()
+        shown_faithfully(view, raw, 1000)
+        sweep(database, grace=30)
+    with database.session() as session:
+        after = session.scalars(select(CurveSeal).where(CurveSeal.job_id == job)).one()
+        assert (
+            rollups.lowest_change(session, attempts=[attempt], name="loss", after=after.watermark)
+            is None
+        )  # the rebuilt blocks cover the late point
+    assert after.sealed_through >= before.sealed_through
+    blocks_match_the_curve(database, job)
+
+
+def test_a_new_attempt_replaces_the_steps_it_repeats(
     database: Database, new_attempt: Callable[..., tuple[int, int]]
 ) -> None:
     job, first = new_attempt()
     fill(database, first, walk(STEPS))
-    assert sweep(database, grace=30) == 0  # still running
-    finish(database, first, seconds_ago=5)
-    assert sweep(database, grace=30) == 0  # inside the grace period
-    assert sweep(database, grace=1) == 1
+    finish(database, first)
+    sweep(database, grace=1)
     with database.session() as session:
-        assert rollups.load(session, job_id=job, name="loss", points=100) is not None
-        assert rollups.load(session, job_id=job, name="loss", points=0) is None
-        # a point budget finer than the finest level is read raw
-        assert rollups.load(session, job_id=job, name="loss", points=STEPS) is None
         resumed = Attempt(
             job_id=job, number=2, node_name="node-a", devices=[0], state="running", master_port=2
         )
@@ -145,35 +246,36 @@ def test_unsettled_jobs_wait_and_a_new_attempt_makes_rollups_stale(
         session.flush()
         second = resumed.id
     fill(database, second, walk(STEPS, seed=1, start=STEPS // 2))
-    with database.session() as session:
-        assert rollups.load(session, job_id=job, name="loss", points=100) is None
-    finish(database, second)
-    assert sweep(database, grace=1) == 1
-    cache = SeriesCache()
-    with database.session() as session:
-        merged = job_curve(session, cache, job_id=job, name="loss")
-        assert len(merged.step) == STEPS // 2 * 3
-        view, stats = job_view(session, cache, job_id=job, name="loss", points=300)
-        through = set(session.scalars(select(CurveRollup.through_attempt_id)))
-    assert through == {second}
-    assert stats == summary("loss", merged)
-    assert view.step[-1] == merged.step[-1] and len(view.step) == 300
+    for _ in range(3):  # read as it runs, after the builder's pass, after it settled
+        cache = SeriesCache()
+        with database.session() as session:
+            merged = job_curve(session, cache, job_id=job, name="loss")
+            assert len(merged.step) == STEPS // 2 * 3
+            view, stats = job_view(session, cache, job_id=job, name="loss", points=300)
+        assert stats == summary("loss", merged)
+        shown_faithfully(view, merged, 300)
+        sweep(database, grace=1)
+        finish(database, second)
+    blocks_match_the_curve(database, job)
 
 
-def test_short_curves_stay_raw(
+def test_short_curves_and_non_finite_blocks_are_read_raw(
     database: Database, new_attempt: Callable[..., tuple[int, int]]
 ) -> None:
     job, attempt = new_attempt(state="succeeded")
     fill(database, attempt, walk(500))
+    broken = walk(STEPS, start=1000)
+    broken.value[5] = np.inf  # (SQLite keeps NaN as NULL)
+    fill(database, attempt, broken)
     finish(database, attempt)
-    with database.session() as session:
-        assert build(session, job_id=job, through=attempt) == 1
+    sweep(database, grace=0)
     cache = SeriesCache()
     with database.session() as session:
         assert rollups.load(session, job_id=job, name="loss", points=100) is None
-        view, _ = job_view(session, cache, job_id=job, name="loss", points=100)
+        view, stats = job_view(session, cache, job_id=job, name="loss", points=100)
         raw = job_curve(session, cache, job_id=job, name="loss")
     assert np.array_equal(view.step, downsample(raw, 100).step)
+    assert stats == summary("loss", raw)
 
 
 @pytest.mark.parametrize("rank", [0, 1])
@@ -181,14 +283,14 @@ def test_a_rank_is_read_raw(
     database: Database, new_attempt: Callable[..., tuple[int, int]], rank: int
 ) -> None:
     job, attempt = new_attempt(state="succeeded")
-    fill(database, attempt, walk(rollups.MIN_STEPS), ranks=2)
+    fill(database, attempt, walk(20_000), ranks=2)
     finish(database, attempt)
     sweep(database, grace=0)
     cache = SeriesCache()
     with database.session() as session:
         view, stats = job_view(session, cache, job_id=job, name="loss", points=0, rank=rank)
-    assert len(view.step) == rollups.MIN_STEPS
-    assert stats["final"] == pytest.approx(walk(rollups.MIN_STEPS).value[-1] + rank)
+    assert len(view.step) == 20_000
+    assert stats["final"] == pytest.approx(walk(20_000).value[-1] + rank)
 
 
 def test_a_job_snapshot_is_downsampled_per_rank_keeping_a_spike_and_aligned_steps(
@@ -219,26 +321,62 @@ def test_a_short_job_snapshot_holds_every_point(
     assert len(got["step"]) == 4500
 
 
-def test_two_processes_building_one_job_leave_one_set_of_rollups(
-    postgres_url: str,
-) -> None:
+def test_two_processes_sealing_one_curve_leave_one_set_of_blocks(postgres_url: str) -> None:
     upgrade(postgres_url)
     database = Database(postgres_url)
     try:
-        job, attempt = add_attempt(database, state="succeeded")
-        fill(database, attempt, walk(rollups.MIN_STEPS))
-        finish(database, attempt)
+        job, attempt = add_attempt(database)
+        fill(database, attempt, walk(STEPS))
         first = database.sessions()
-        build(first, job_id=job, through=attempt)  # written, not committed yet
+        assert seal(first, job_id=job, name="loss", settled=False) > 0  # not committed yet
         racer = concurrent.futures.ThreadPoolExecutor(1).submit(sweep, database, grace=0)
-        time.sleep(0.5)  # the racer waits on the first builder's uncommitted rows
+        time.sleep(0.5)  # the racer waits on the first builder's uncommitted seal row
         first.commit()
         first.close()
         assert racer.result(timeout=60) == 0  # it lost the race and says so, no error
+        fill(database, attempt, walk(5_000, seed=2, start=STEPS))
+        first = database.sessions()
+        assert seal(first, job_id=job, name="loss", settled=False) > 0  # holds the seal row
+        racer = concurrent.futures.ThreadPoolExecutor(1).submit(sweep, database, grace=0)
+        time.sleep(0.5)  # the racer waits on the locked seal row, then finds it current
+        first.commit()
+        first.close()
+        assert racer.result(timeout=60) == 0
+        blocks_match_the_curve(database, job)
         with database.session() as session:
-            widths = list(
-                session.scalars(select(CurveRollup.width).where(CurveRollup.job_id == job))
-            )
-        assert widths == [16]
+            widths = list(session.scalars(select(CurveBlock.width).where(CurveBlock.job_id == job)))
+        assert sorted(widths) == sorted(rollups.widths())  # one block, once
     finally:
         database.dispose()
+
+
+def test_metric_names_span_attempts_and_a_job_without_metrics_is_visited_once(
+    database: Database, new_attempt: Callable[..., tuple[int, int]]
+) -> None:
+    job, first = new_attempt()
+    empty, nothing = new_attempt()
+    with database.session() as session:
+        second = Attempt(
+            job_id=job, number=2, node_name="node-a", devices=[0], state="running", master_port=2
+        )
+        session.add(second)
+        session.flush()
+        ids = [first, second.id]
+    for attempt, names in zip(ids, (["loss", "acc"], ["loss", "lr"]), strict=True):
+        with database.engine.begin() as conn:
+            for name in names:
+                conn.execute(
+                    insert(MetricPoint).values(
+                        attempt_id=attempt, rank=0, step=1, name=name, value=1.0, time=1.0
+                    )
+                )
+    with database.session() as session:
+        assert metric_names(session, job_id=job) == ["acc", "loss", "lr"]
+        assert metric_names(session, job_id=empty) == []
+    for attempt in (*ids, nothing):
+        finish(database, attempt, seconds_ago=10 * LATE_SECONDS)
+    with database.session() as session:
+        assert {j for j, _ in due_jobs(session, grace=0, limit=10)} == {job, empty}
+    sweep(database, grace=0)
+    with database.session() as session:
+        assert due_jobs(session, grace=0, limit=10) == []
