@@ -8,7 +8,7 @@ and the caller falls back to `write_row`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,9 @@ TEXT = "text"
 #: a text column with more distinct values than this (log lines) is left to write_row
 MAX_DISTINCT_TEXTS = 256
 Texts = dict[int, tuple[list[bytes], np.ndarray]]
+Buffer = bytes | memoryview
+#: rows per part of a COPY stream (~0.6 MB of metric points)
+ROWS_PER_PART = 8192
 
 
 def column_format(column: Column[Any]) -> str | None:
@@ -40,6 +43,41 @@ def column_format(column: Column[Any]) -> str | None:
 
 def encode(formats: Sequence[str], columns: Sequence[Iterable[Any]], count: int) -> bytes | None:
     """`count` rows, given column by column, as one binary COPY stream; None if unsupported."""
+    parts = encode_parts(formats, columns, count)
+    return None if parts is None else b"".join(parts)
+
+
+def encode_parts(
+    formats: Sequence[str], columns: Sequence[Iterable[Any]], count: int, rows: int = ROWS_PER_PART
+) -> Iterator[Buffer] | None:
+    """The binary COPY stream of `count` rows in parts of up to `rows` rows; None if unsupported.
+
+    The parts are built as they are asked for, so the server can parse one while the next
+    is encoded; each is a view of its array (no copy into bytes).
+    """
+    taken = _columns(formats, columns, count)
+    if taken is None:
+        return None
+    return _parts(formats, *taken, count, rows)
+
+
+def _parts(
+    formats: Sequence[str], fixed: dict[int, np.ndarray], texts: Texts, count: int, rows: int
+) -> Iterator[Buffer]:
+    yield SIGNATURE
+    for start in range(0, count, rows):
+        stop = min(count, start + rows)
+        some = {i: values[start:stop] for i, values in fixed.items()}
+        coded: Texts = {i: (encoded, codes[start:stop]) for i, (encoded, codes) in texts.items()}
+        for lengths, members in _layouts(coded, stop - start):
+            yield _tuples(formats, some, coded, lengths, members, stop - start)
+    yield TRAILER
+
+
+def _columns(
+    formats: Sequence[str], columns: Sequence[Iterable[Any]], count: int
+) -> tuple[dict[int, np.ndarray], Texts] | None:
+    """Fixed-size columns as native arrays and text columns as codes; None if unsupported."""
     fixed: dict[int, np.ndarray] = {}
     texts: Texts = {}
     for i, (fmt, values) in enumerate(zip(formats, columns, strict=True)):
@@ -62,11 +100,7 @@ def encode(formats: Sequence[str], columns: Sequence[Iterable[Any]], count: int)
         for code, value in enumerate(codes):
             codes[value] = code
         texts[i] = ([v.encode() for v in codes], np.array(list(map(codes.__getitem__, listed))))
-    chunks = [SIGNATURE]
-    for lengths, members in _layouts(texts, count):
-        chunks.append(_tuples(formats, fixed, texts, lengths, members, count))
-    chunks.append(TRAILER)
-    return b"".join(chunks)
+    return fixed, texts
 
 
 def _layouts(texts: Texts, count: int) -> list[tuple[dict[int, int], np.ndarray | None]]:
@@ -97,7 +131,7 @@ def _tuples(
     lengths: dict[int, int],
     members: np.ndarray | None,
     count: int,
-) -> bytes:
+) -> memoryview:
     """The COPY tuples of the rows `members` (all rows if None), all of one layout."""
     sizes = [lengths[i] if fmt == TEXT else np.dtype(fmt).itemsize for i, fmt in enumerate(formats)]
     fields: list[tuple[str, str]] = [("count", ">i2")]
@@ -115,4 +149,4 @@ def _tuples(
             encoded, codes = texts[i]
             table = np.array([e if len(e) == size else b"" for e in encoded], dtype=f"S{size}")
             out[f"v{i}"] = table[codes if members is None else codes[members]]
-    return out.tobytes()
+    return out.data.cast("B")

@@ -151,13 +151,14 @@ def _copy(
     names = ", ".join(columns)
     target = into or table.name
     formats = [pgcopy.column_format(table.c[name]) for name in columns]
-    data = None
+    parts = None
     if None not in formats:
         values = given or [map(itemgetter(name), rows) for name in columns]
-        data = pgcopy.encode([f for f in formats if f is not None], values, len(rows))
-    if data is not None:
+        parts = pgcopy.encode_parts([f for f in formats if f is not None], values, len(rows))
+    if parts is not None:
         with cursor.copy(f"COPY {target} ({names}) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.write(data)
+            for part in parts:  # the server parses each while the next is encoded
+                copy.write(part)
         return
     tuples: Any = map(_getter(columns), rows)
     if given is not None:  # it may hold a column the rows do not (mark)
