@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -20,6 +20,10 @@ CHROMIUM_ARGS = [
     "--disable-quic",
 ]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+# assertions wait as long as actions (Playwright's default for `expect` is 5 s: too short
+# on a 2-core machine whose other tests load both cores; a failing check still fails)
+expect.set_options(timeout=30_000)
 
 
 # module scope, not session: Playwright's sync API keeps an asyncio loop running in the

@@ -51,7 +51,7 @@ def test_submit_watch_live_and_cancel_in_the_browser(page: Page, stack: RunningS
     wait_for(lambda: _points(page) > early + 20, timeout=60, what="the loss chart to grow live")
     progress = page.get_by_test_id("job-progress")
     wait_for(
-        lambda: int(progress.inner_text().split("/")[0]) > 20,
+        lambda: int(progress.inner_text().split("/")[0].replace(",", "")) > 20,
         timeout=30,
         what="the progress to follow the live steps",
     )

@@ -19,7 +19,7 @@ export function Progress({ job }: { job: Pick<Job, "step" | "total_steps"> }) {
         <span style={{ width: `${(fraction * 100).toFixed(1)}%` }} />
       </span>
       <span class="progress-text">
-        {step}/{total ?? "?"}
+        {step.toLocaleString("en-US")}/{total?.toLocaleString("en-US") ?? "?"}
       </span>
     </span>
   );
