@@ -26,6 +26,9 @@ SWEEP_EVERY_SECONDS = 10.0
 JOBS_PER_SWEEP = 20
 #: a running curve is sealed once this many steps every rank has passed are unsealed
 MIN_SEAL_STEPS = 2048
+#: a rank further behind the newest step than this (stalled, dead) does not hold sealing
+#: back; its points, when they come, land in sealed blocks and are re-sealed
+MAX_LAG_STEPS = 16_384
 #: jobs whose last attempt finished this long ago (after the grace) are no longer visited
 LATE_SECONDS = 3600.0
 
@@ -76,7 +79,8 @@ def seal(session: Session, *, job_id: int, name: str, settled: bool) -> int:
 def _passed_by_every_rank(
     session: Session, attempts: list[int], raws: list[cache.Raw], *, end: int
 ) -> int:
-    """The lowest newest step among the running attempts' ranks (`end` if none has points)."""
+    """The lowest newest step among the running attempts' ranks, at most MAX_LAG_STEPS behind
+    the newest (`end` if none has points)."""
     running = set(
         session.scalars(
             select(Attempt.id).where(Attempt.id.in_(attempts), Attempt.finished_at.is_(None))
@@ -88,7 +92,7 @@ def _passed_by_every_rank(
         if attempt in running
         for rank in np.unique(raw.rank)
     ]
-    return min(fronts, default=end)
+    return max(min(fronts), max(fronts) - MAX_LAG_STEPS) if fronts else end
 
 
 def _write(session: Session, state: CurveSeal, curve: Curve, target: int) -> int:

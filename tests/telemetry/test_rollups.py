@@ -21,7 +21,13 @@ from backend.telemetry.cache import SeriesCache
 from backend.telemetry.curves import Curve, downsample, summary
 from backend.telemetry.models import CurveBlock, CurveSeal, MetricPoint
 from backend.telemetry.queries import job_curve, job_view, snapshot_series
-from backend.telemetry.rollup_builder import LATE_SECONDS, due_jobs, seal, sweep
+from backend.telemetry.rollup_builder import (
+    LATE_SECONDS,
+    MAX_LAG_STEPS,
+    due_jobs,
+    seal,
+    sweep,
+)
 from backend.telemetry.series import metric_names
 from tests.telemetry.helpers import add_attempt
 
@@ -186,6 +192,28 @@ def test_a_running_job_is_sealed_below_its_slowest_rank_and_read_with_its_raw_ta
         starts = set(session.scalars(select(CurveBlock.start_step)))
     assert state.sealed_through == STEPS + 9_999 and starts == {0, rollups.BLOCK_STEPS}
     blocks_match_the_curve(database, job)  # the block that grew equals one built at once
+
+
+def test_a_stalled_rank_holds_sealing_back_by_a_bounded_lag(
+    database: Database, new_attempt: Callable[..., tuple[int, int]]
+) -> None:
+    job, attempt = new_attempt()
+    curve = walk(STEPS)
+    fill(database, attempt, curve)
+    fill(database, attempt, within(curve, below=100), first_rank=1)  # rank 1 stalls at 99
+    sweep(database, grace=30)
+    with database.session() as session:
+        state = session.scalars(select(CurveSeal).where(CurveSeal.job_id == job)).one()
+    assert state.sealed_through == STEPS - 1 - MAX_LAG_STEPS
+    fill(database, attempt, within(curve, above=100, below=200), first_rank=1)  # it resumes
+    cache = SeriesCache()
+    with database.session() as session:
+        raw = job_curve(session, cache, job_id=job, name="loss")
+        view, stats = job_view(session, cache, job_id=job, name="loss", points=1000)
+    assert stats == summary("loss", raw) and 150 in raw.step
+    shown_faithfully(view, raw, 1000)
+    sweep(database, grace=30)
+    blocks_match_the_curve(database, job)
 
 
 def within(curve: Curve, *, below: int = 2**31, above: int = -1) -> Curve:
