@@ -12,6 +12,7 @@ the order they were read.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 import types
@@ -22,8 +23,11 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Annotated, Any, NotRequired, Union, get_args, get_origin
 
+import msgspec
 import redis
+from annotated_types import Ge, Gt, Le, Lt, MaxLen, MinLen
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
 from typing_extensions import TypedDict
 
 from backend.db import Database
@@ -115,6 +119,59 @@ TYPED_BATCHES = {
 }
 #: one validator per stream for a single item (the slow path after a batch was refused)
 ITEM_ADAPTERS = {stream: TypeAdapter(item) for stream, item in ITEM_DICTS.items()}
+
+#: pydantic's constraints and msgspec's names for them
+MSGSPEC_BOUNDS = {
+    Ge: "ge",
+    Le: "le",
+    Gt: "gt",
+    Lt: "lt",
+    MinLen: "min_length",
+    MaxLen: "max_length",
+}
+#: every float but inf: msgspec reads 1e999 as inf, which pydantic refuses where it must be finite
+FINITE = {"ge": -sys.float_info.max, "le": sys.float_info.max}
+
+
+def _msgspec_type(info: FieldInfo, *, finite: bool) -> Any:
+    """A field's msgspec type with its bounds, if it is an int, float or str; else None."""
+    if info.annotation not in (int, float, str):
+        return None
+    bounds: dict[str, Any] = FINITE.copy() if finite and info.annotation is float else {}
+    for constraint in info.metadata:
+        name = MSGSPEC_BOUNDS.get(type(constraint))
+        if name is None:
+            return None
+        bounds[name] = getattr(constraint, name)
+    return Annotated[info.annotation, msgspec.Meta(**bounds)] if bounds else info.annotation
+
+
+def fast_batch(model: type[BaseModel]) -> msgspec.json.Decoder[Any] | None:
+    """A msgspec decoder of a whole entry of this model's items; None where it has none.
+
+    About twice as fast as pydantic-core. It refuses all that TYPED_BATCHES refuses and
+    more (NaN, 1.0 for an int, a missing optional field): such an entry goes on to
+    TYPED_BATCHES. Only for models whose fields are all required ints, floats and strs.
+    """
+    item: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        finite = (model, name) not in NON_FINITE_DROPPED_BY_WRITER
+        item[name] = _msgspec_type(info, finite=finite) if info.is_required() else None
+    fields: dict[str, Any] = {"items": list[TypedDict(f"Fast{model.__name__}", item)]}  # type: ignore[misc, operator]
+    for name, info in Batch.model_fields.items():
+        if name != "items":
+            kind = _msgspec_type(info, finite=False)
+            fields[name] = kind if info.is_required() or kind is None else NotRequired[kind]
+    if None in item.values() or None in fields.values():
+        return None
+    return msgspec.json.Decoder(TypedDict(f"FastBatch{model.__name__}", fields))  # type: ignore[operator]
+
+
+FAST_BATCHES = {
+    stream: decoder
+    for stream, model in ITEM_MODELS.items()
+    if (decoder := fast_batch(model)) is not None
+}
 
 
 def with_defaults(stream: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -386,6 +443,14 @@ class Ingest:
     def _parse(self, stream: str, fields: dict[Any, Any]) -> list[dict[str, Any]]:
         """The valid items of one entry, as dicts; a malformed entry or item is logged, skipped."""
         raw = fields.get(BATCH_FIELD.encode()) or fields.get(BATCH_FIELD) or b""
+        fast = FAST_BATCHES.get(stream)
+        if fast is not None:  # the fastest path: the whole entry at once, in msgspec
+            try:
+                typed = fast.decode(raw)
+                self._count_drops(stream, typed["producer"], typed.get("dropped", 0))
+                return with_defaults(stream, typed["items"])
+            except msgspec.MsgspecError:
+                pass
         try:  # the fast path: the whole entry validated at once, in pydantic-core
             typed = TYPED_BATCHES[stream].validate_json(raw)
             self._count_drops(stream, typed["producer"], typed.get("dropped", 0))

@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 
+import msgspec
 import pytest
 import redis
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from backend.db import Database
-from backend.telemetry.ingest import Ingest, Round, Written
+from backend.telemetry.ingest import FAST_BATCHES, TYPED_BATCHES, Ingest, Round, Written
 from backend.telemetry.live import LIVE_STREAM
 from backend.telemetry.streams import backlog, trim_acknowledged
 from tests.telemetry.helpers import count_points, point, stored_steps
@@ -147,3 +151,74 @@ def test_a_drained_backlog_commits_in_order_and_a_failed_round_stays_pending(
     live = [json.loads(fields[b"d"]) for _, fields in client.xrange(LIVE_STREAM)]
     steps = [p["step"] for delta in live for p in delta["metrics"]]
     assert steps == list(range(1200))  # live in the order committed
+
+
+EDGE_INTS = [-1, 0, 1, 2**31 - 1, 2**31, 2**63, -(2**63) - 1]
+#: what a producer might put in a field: every kind JSON has, at and past the bounds
+VALUES = st.one_of(
+    st.sampled_from(EDGE_INTS),
+    st.integers(),
+    st.floats(),  # NaN and ±inf included: json.dumps writes them as NaN and Infinity
+    st.sampled_from([1.0, -0.0, 1e308, 1e-320, float(2**31)]),
+    st.text(max_size=3),
+    st.sampled_from(["", "x" * 128, "x" * 129, "é" * 128, "é" * 129, "\ud800"]),
+    st.booleans(),
+    st.none(),
+    st.lists(st.integers(), max_size=2),
+)
+GOOD_POINT = {"attempt_id": 1, "rank": 0, "step": 3, "name": "loss", "value": 0.5, "time": 1.0}
+GOOD_ENVELOPE = {"producer": "p", "seq": 0, "dropped": 0}
+
+
+def mostly(good: object) -> st.SearchStrategy[object]:
+    """The good value eight times in ten, else anything or (`...`) nothing."""
+    return st.integers(0, 9).flatmap(
+        lambda k: st.just(...) if k == 0 else VALUES if k == 1 else st.just(good)
+    )
+
+
+def dicts(good: dict[str, object]) -> st.SearchStrategy[dict[str, object]]:
+    """Each field mostly good, now and then missing; now and then an extra field."""
+    fields = {name: mostly(value) for name, value in good.items()}
+    kept = st.fixed_dictionaries({**fields, "extra": st.one_of(st.just(...), VALUES)})
+    return kept.map(lambda d: {k: v for k, v in d.items() if v is not ...})
+
+
+ITEMS = dicts(GOOD_POINT)
+ENVELOPES = st.tuples(dicts(GOOD_ENVELOPE), st.lists(ITEMS, max_size=3)).map(
+    lambda pair: {**pair[0], "items": pair[1]}
+)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(ENVELOPES)
+def test_what_the_fastest_validator_takes_pydantic_takes_alike(entry: dict[str, object]) -> None:
+    """msgspec's decoding of a metrics entry accepts nothing pydantic's refuses, and agrees."""
+    raw = json.dumps(entry)
+    try:
+        fast = FAST_BATCHES[METRICS_STREAM].decode(raw)
+    except msgspec.MsgspecError:
+        return  # goes on to pydantic's validation, as before
+    assert TYPED_BATCHES[METRICS_STREAM].validate_json(raw) == fast
+
+
+def test_an_entry_the_fastest_validator_refuses_is_still_validated_and_stored(
+    database: Database, new_attempt: NewAttempt, ingest: Ingest, client: redis.Redis
+) -> None:
+    _, attempt = new_attempt()
+    items = [point(attempt, s) for s in range(4)]
+    items[1]["step"] = 1.0  # pydantic takes an integral float for an int; msgspec does not
+    items[2]["value"] = float("nan")  # a NaN literal is not JSON msgspec reads
+    items[3]["time"] = float("inf")  # refused by both: this item alone is dropped
+    add_batch(client, METRICS_STREAM, items)
+    assert ingest.drain() == 1
+    assert stored_steps(database, attempt) == [0, 1]
+
+
+def test_a_number_past_the_floats_is_refused_by_both_validators() -> None:
+    item = '{"attempt_id": 1, "rank": 0, "step": 0, "name": "l", "value": 1, "time": 1e999}'
+    raw = '{"producer": "p", "seq": 0, "items": [' + item + "]}"
+    with pytest.raises(msgspec.ValidationError):
+        FAST_BATCHES[METRICS_STREAM].decode(raw)
+    with pytest.raises(ValidationError):
+        TYPED_BATCHES[METRICS_STREAM].validate_json(raw)
