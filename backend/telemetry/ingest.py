@@ -428,7 +428,9 @@ class Ingest:
         pipe = self.client.pipeline(transaction=True)
         for stream, entry_ids in written.ids.items():
             pipe.xack(stream, INGEST_GROUP, *entry_ids)
-        live.append(pipe, written.deltas)
+        # the deltas are plain dicts of validated values (metrics all finite): msgspec's
+        # encoder writes them as pydantic-core's does, in half the time
+        live.append(pipe, written.deltas, encode=msgspec.json.encode)
         pipe.execute()
         self._announce_progress(written.progressed)
         return len(written)
