@@ -151,6 +151,53 @@ class Sides:
             if len(trainer.metrics) >= (report_every or trainer.report_every):
                 trainer._report(False, False)
 
+    def engine_steps_without_norm(self, steps: int) -> None:
+        """The engine's steps with a constant for its gradient-norm pass: what that pass costs.
+
+        Not a configuration the engine has (`grad_norm` is a per-step metric and the NaN
+        policy checks it); it prices an option to sample it.
+        """
+        import torch
+
+        runner, constant = self.trainer.runner, torch.tensor(1.0)
+        runner.grad_norm = lambda: constant  # type: ignore[method-assign]
+        try:
+            self.engine_steps(steps)
+        finally:
+            delattr(runner, "grad_norm")
+
+
+def telemetry_steps(steps: int, *, report_every: int) -> None:
+    """The engine's telemetry for `steps` steps on the training thread, as `Trainer` does it.
+
+    Per step four clock marks, the metric row (8 values, two of them tensors) and its
+    buffering; every `report_every` steps the report's flush: one read-back, `peak_mem`,
+    and the points queued for the publisher through the SDK. No training.
+    """
+    import torch
+
+    from workers import sdk
+    from workers.engine.metrics import MetricBuffer, StepClock, Value, peak_memory_bytes
+
+    cpu = torch.device("cpu")
+    clock, buffer = StepClock(cpu), MetricBuffer(sdk.report_many)
+    loss, norm = torch.tensor(1.0), torch.tensor(2.0)
+    for step in range(steps):
+        a, b, c, d = clock.mark(), clock.mark(), clock.mark(), clock.mark()
+        row: dict[str, Value] = dict(
+            lr=0.1,
+            grad_norm=norm,
+            step_time=clock.between(a, d),
+            data_time=clock.between(a, b),
+            compute_time=clock.between(b, c),
+            optim_time=clock.between(c, d),
+            samples_per_s=1.0,
+            loss=loss,
+        )
+        buffer.add(step, row)
+        if len(buffer) >= report_every:
+            buffer.flush(peak_mem=peak_memory_bytes(cpu))
+
 
 def report_every_for(step_seconds: float) -> int:
     """The engine's cadence for steps this long (`workers.engine.train`: about every 0.25 s)."""
@@ -160,13 +207,19 @@ def report_every_for(step_seconds: float) -> int:
 
 
 def alternating_blocks(sides: Sides, *, block: int, blocks: int) -> dict[str, list[float]]:
-    """Wall and CPU µs per step of each side, alternating blocks so both see the same machine.
+    """Wall and CPU µs per step of each side, alternating blocks so all see the same machine.
 
-    CPU is the process's (every thread: the engine's publisher thread counts).
+    CPU is the process's (every thread: the engine's publisher thread counts). A third side,
+    `no_norm`, is the engine without its gradient-norm pass.
     """
-    out: dict[str, list[float]] = {"bare": [], "engine": [], "bare_cpu": [], "engine_cpu": []}
+    runs = {
+        "bare": sides.bare_steps,
+        "engine": sides.engine_steps,
+        "no_norm": sides.engine_steps_without_norm,
+    }
+    out: dict[str, list[float]] = {f"{n}{cpu}": [] for n in runs for cpu in ("", "_cpu")}
     for _ in range(blocks):
-        for name, run in (("bare", sides.bare_steps), ("engine", sides.engine_steps)):
+        for name, run in runs.items():
             began, began_cpu = time.perf_counter(), time.process_time()
             run(block)
             out[name].append((time.perf_counter() - began) / block * 1e6)
@@ -179,6 +232,24 @@ def count_instructions(size: Size, *, report_every: int) -> dict[str, float]:
 
     Each side runs `report_every` steps: the engine's one report cycle, its report included.
     """
+    totals = _callgrind(str(size.batch), str(size.hidden), str(size.layers), str(report_every))
+    if len(totals) != len(REGIONS) or not all(totals):
+        raise RuntimeError(f"callgrind counted {totals}: is the interpreter stripped of symbols?")
+    return {name: total / report_every for name, total in zip(REGIONS, totals, strict=True)}
+
+
+def count_telemetry_instructions(*, report_every: int, cycles: int = 3) -> float:
+    """Instructions per step of the engine's telemetry (`telemetry_steps`, then the publisher
+    thread's JSON and XADD for those points), counted by callgrind: `cycles` report cycles."""
+    steps = report_every * cycles
+    totals = _callgrind("telemetry", str(steps), str(report_every))
+    if len(totals) != 1 or not totals[0]:
+        raise RuntimeError(f"callgrind counted {totals}: is the interpreter stripped of symbols?")
+    return totals[0] / steps
+
+
+def _callgrind(*arguments: str) -> list[int]:
+    """Totals of each `operator.call` region of `python -m benchmarks.engine_inprocess ARGS`."""
     with tempfile.TemporaryDirectory() as tmp:
         command = [
             "valgrind",
@@ -190,16 +261,13 @@ def count_instructions(size: Size, *, report_every: int) -> dict[str, float]:
             sys.executable,
             "-m",
             "benchmarks.engine_inprocess",
-            *map(str, (size.batch, size.hidden, size.layers, report_every)),
+            *arguments,
         ]
         env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
         done = subprocess.run(command, env=env, capture_output=True, text=True)
         assert done.returncode == 0 and "counted" in done.stdout, done.stdout + done.stderr[-3000:]
         dumps = sorted(Path(tmp).glob("cg.*.*"), key=lambda p: int(p.suffix[1:]))
-        totals = [int(_TOTALS.findall(p.read_text())[0]) for p in dumps]
-    if len(totals) != len(REGIONS) or not all(totals):
-        raise RuntimeError(f"callgrind counted {totals}: is the interpreter stripped of symbols?")
-    return {name: total / report_every for name, total in zip(REGIONS, totals, strict=True)}
+        return [int(_TOTALS.findall(p.read_text())[0]) for p in dumps]
 
 
 _TOTALS = re.compile(r"^totals: (\d+)$", re.MULTILINE)
@@ -233,6 +301,26 @@ def _count_regions(size: Size, steps: int) -> None:
     print("counted", flush=True)
 
 
+def _count_telemetry(steps: int, report_every: int) -> None:
+    """Under callgrind: the telemetry of `steps` steps and the publisher's work, one region."""
+    with Sides(Size(batch=8, hidden=8, layers=2), held=True) as sides:
+        assert isinstance(sides.publisher, HeldPublisher)
+        drain = sides.publisher.drain
+        telemetry_steps(report_every, report_every=report_every)  # first calls
+        drain()
+
+        def cycle() -> None:
+            telemetry_steps(steps, report_every=report_every)
+            drain()  # the publisher thread's work for those points
+
+        gc.collect()
+        operator.call(cycle)
+    print("counted", flush=True)
+
+
 if __name__ == "__main__":
-    batch, hidden, layers, steps = map(int, sys.argv[1:5])
-    _count_regions(Size(batch, hidden, layers), steps)
+    if sys.argv[1] == "telemetry":
+        _count_telemetry(*map(int, sys.argv[2:4]))
+    else:
+        batch, hidden, layers, steps = map(int, sys.argv[1:5])
+        _count_regions(Size(batch, hidden, layers), steps)

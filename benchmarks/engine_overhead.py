@@ -39,13 +39,15 @@ from benchmarks.engine_inprocess import (
     Size,
     alternating_blocks,
     count_instructions,
+    count_telemetry_instructions,
     report_every_for,
+    telemetry_steps,
 )
 from workers.spec import JobSpec
 
 BARE = textwrap.dedent(
     """
-    import sys, time, torch, torch.distributed as dist
+    import os, sys, time, torch, torch.distributed as dist
     from torch import nn
     from workers.engine.templates.mlp import make_data  # the engine's data, not its loop
     steps, batch, hidden, layers, features, classes, count, seed = map(int, sys.argv[1:9])
@@ -70,6 +72,10 @@ BARE = textwrap.dedent(
     if dist.get_rank() == 0:
         print(f"training loop {seconds:.4f} s; cpu {cpu:.4f} s", flush=True)
     dist.destroy_process_group()
+    # as the engine leaves (workers/engine/__main__.py `_exit`): gloo's teardown in the
+    # destructors aborted a rank now and then ("terminate called without an active exception")
+    sys.stdout.flush()
+    os._exit(0)
     """
 )
 LOOP = re.compile(r"training loop (\d+\.\d+) s")
@@ -139,33 +145,13 @@ def trainboard(args: argparse.Namespace, workdir: Path) -> tuple[Timing, float]:
     return (float(loop.group(1)) - wall_saving, float(cpu.group(1)) - cpu_saving), wall_saving
 
 
-def telemetry_us_per_step(steps: int = 20_000) -> float:
+def telemetry_us_per_step(steps: int = 5_000, *, report_every: int = 100) -> float:
     """Microseconds per step of the engine's own telemetry on the training thread: clock
-    marks, the metric row, and (every 100 steps) the flush that queues every point for the
-    publisher thread through the SDK (the thread's encoding and XADD are not in this)."""
-    import torch
-
-    from workers import sdk
-    from workers.engine.metrics import MetricBuffer, StepClock, Value
-
-    clock, buffer = StepClock(torch.device("cpu")), MetricBuffer(sdk.report_many)
-    loss, norm = torch.tensor(1.0), torch.tensor(2.0)
+    marks, the metric row, and (every `report_every` steps) the flush that queues every
+    point for the publisher thread through the SDK (the thread's encoding and XADD are not
+    in this; `--instructions` counts them)."""
     began = time.perf_counter()
-    for step in range(steps):
-        a, b, c, d = clock.mark(), clock.mark(), clock.mark(), clock.mark()
-        row: dict[str, Value] = dict(
-            lr=0.1,
-            grad_norm=norm,
-            step_time=clock.between(a, d),
-            data_time=clock.between(a, b),
-            compute_time=clock.between(b, c),
-            optim_time=clock.between(c, d),
-            samples_per_s=1.0,
-            loss=loss,
-        )
-        buffer.add(step, row)
-        if len(buffer) >= 100:
-            buffer.flush()
+    telemetry_steps(steps, report_every=report_every)
     return (time.perf_counter() - began) / steps * 1e6
 
 
@@ -224,6 +210,8 @@ def inprocess_rows(sides: Sides, *, blocks: int) -> tuple[list[tuple[str, str]],
     torch.set_flush_denormal(False)
     pairs = zip(times["bare"], times["engine"], strict=True)
     cpu_pairs = zip(times["bare_cpu"], times["engine_cpu"], strict=True)
+    no_norm = _spread(times["no_norm_cpu"], ",.0f")
+    no_norm_pairs = zip(times["bare_cpu"], times["no_norm_cpu"], strict=True)
     one = f"one process, {blocks} alternating blocks of {every} steps"
     return [
         (f"{one}: bare step, wall µs", _spread(times["bare"], ",.0f")),
@@ -232,6 +220,8 @@ def inprocess_rows(sides: Sides, *, blocks: int) -> tuple[list[tuple[str, str]],
         ("one process: bare step, CPU µs (all threads)", _spread(times["bare_cpu"], ",.0f")),
         ("one process: engine step, CPU µs (all threads)", _spread(times["engine_cpu"], ",.0f")),
         ("one process: ratio bare / engine (CPU per step), per block pair", _ratio(cpu_pairs)),
+        ("one process: engine, its grad-norm pass a constant, CPU µs", no_norm),
+        ("one process: ratio bare / that engine (CPU per step), per block", _ratio(no_norm_pairs)),
     ], every
 
 
@@ -242,6 +232,7 @@ def _ratio(pairs: Iterable[tuple[float, float]]) -> str:
 def instruction_rows(size: Size, *, report_every: int) -> list[tuple[str, str]]:
     """Instructions per step of both sides and where the engine's extra ones go."""
     n = count_instructions(size, report_every=report_every)
+    telemetry = count_telemetry_instructions(report_every=report_every)
     engine = n["engine_steps"] + n["engine_report"] + n["engine_publish"]
     cg = f"callgrind, one process, {report_every} steps a side"
     return [
@@ -253,6 +244,10 @@ def instruction_rows(size: Size, *, report_every: int) -> list[tuple[str, str]]:
         ("… of which the report (read-back, vote, queueing points)", f"{n['engine_report']:,.0f}"),
         ("… of which the publisher (JSON, XADD), thread work", f"{n['engine_publish']:,.0f}"),
         ("… data fetch: engine / bare (randint + gather)", _pair(n, "engine_fetch", "bare_fetch")),
+        (
+            "telemetry alone (marks, row, flush, SDK, publisher JSON + XADD), instructions",
+            f"{telemetry:,.0f} ({telemetry / n['bare']:.3%} of the bare step)",
+        ),
     ]
 
 
@@ -276,7 +271,7 @@ def main() -> None:
     # the SDK's points go to a stream of the benchmark's own; progress lines to nowhere
     with Sides(size) as sides, contextlib.redirect_stdout(io.StringIO()):
         one, every = inprocess_rows(sides, blocks=args.blocks)
-        telemetry = [telemetry_us_per_step() for _ in range(3)]
+        telemetry = [telemetry_us_per_step(report_every=every) for _ in range(3)]
     rows += one
     if args.instructions:
         rows += instruction_rows(size, report_every=every)
