@@ -12,175 +12,28 @@ the order they were read.
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 import time
-import types
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Annotated, Any, NotRequired, Union, get_args, get_origin
+from typing import Any
 
 import msgspec
 import redis
-from annotated_types import Ge, Gt, Le, Lt, MaxLen, MinLen
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
-from pydantic.fields import FieldInfo
-from typing_extensions import TypedDict
 
 from backend.db import Database
 from backend.signals import announce_jobs
 from backend.telemetry import live
+from backend.telemetry.entries import decode_entry
 from backend.telemetry.points import Points
 from backend.telemetry.streams import as_text, trim_acknowledged
 from backend.telemetry.writer import Delta, write_batch
-from workers.protocol import (
-    ALL_STREAMS,
-    BATCH_FIELD,
-    DEVICES_STREAM,
-    EVENTS_STREAM,
-    INGEST_GROUP,
-    LOGS_STREAM,
-    METRICS_STREAM,
-    AttemptEvent,
-    Batch,
-    DeviceSample,
-    LogLine,
-    MetricPoint,
-)
+from workers.protocol import ALL_STREAMS, BATCH_FIELD, INGEST_GROUP, METRICS_STREAM
 
 log = logging.getLogger(__name__)
-
-ITEM_MODELS: dict[str, type[BaseModel]] = {
-    METRICS_STREAM: MetricPoint,
-    DEVICES_STREAM: DeviceSample,
-    LOGS_STREAM: LogLine,
-    EVENTS_STREAM: AttemptEvent,
-}
-
-
-#: a diverged run's NaN/inf loss is routine: it passes validation (so its batch stays on the
-#: fast path and no warning is logged per point) and the writer drops it without storing it
-NON_FINITE_DROPPED_BY_WRITER = {(MetricPoint, "value")}
-
-
-def _finite(annotation: Any) -> Any:
-    """float (or float | None) refusing NaN and ±Infinity; other annotations unchanged."""
-    if annotation is float:
-        return Annotated[float, Field(allow_inf_nan=False)]
-    if get_origin(annotation) in (Union, types.UnionType) and float in get_args(annotation):
-        finite = Annotated[float, Field(allow_inf_nan=False)]
-        return Union[tuple(finite if a is float else a for a in get_args(annotation))]  # noqa: UP007
-    return annotation
-
-
-def _bounded(annotation: Any, metadata: list[Any]) -> Any:
-    """The annotation with a field's constraints (Ge, Le, MaxLen, ...) attached."""
-    return Annotated[(annotation, *metadata)] if metadata else annotation
-
-
-def item_dict(model: type[BaseModel]) -> Any:
-    """A TypedDict with the model's fields and every bound they carry, floats made finite.
-
-    Validating into plain dicts skips building (and later dumping) a model instance per
-    item, which dominated the ingest. Defaults are filled in by `with_defaults`.
-    """
-    fields: dict[str, Any] = {}
-    for name, info in model.model_fields.items():
-        kept = (model, name) in NON_FINITE_DROPPED_BY_WRITER
-        annotation = _bounded(info.annotation if kept else _finite(info.annotation), info.metadata)
-        fields[name] = annotation if info.is_required() else NotRequired[annotation]
-    return TypedDict(f"{model.__name__}Item", fields)  # type: ignore[operator]
-
-
-ITEM_DICTS = {stream: item_dict(model) for stream, model in ITEM_MODELS.items()}
-#: the defaults of each item type's optional fields (all immutable: None, "", "stdout")
-DEFAULTS: dict[str, dict[str, Any]] = {
-    stream: {n: f.default for n, f in model.model_fields.items() if not f.is_required()}
-    for stream, model in ITEM_MODELS.items()
-}
-#: one validator per stream for a whole entry: the envelope's and every item's bounds
-TYPED_BATCHES = {
-    stream: TypeAdapter(
-        TypedDict(  # type: ignore[operator]
-            f"Batch_{model.__name__}",
-            {
-                name: _bounded(info.annotation, info.metadata)
-                if name != "items"
-                else list[ITEM_DICTS[stream]]  # type: ignore[valid-type]
-                for name, info in Batch.model_fields.items()
-            }
-            | {"dropped": NotRequired[Annotated[int, Field(ge=0)]]},
-        )
-    )
-    for stream, model in ITEM_MODELS.items()
-}
-#: one validator per stream for a single item (the slow path after a batch was refused)
-ITEM_ADAPTERS = {stream: TypeAdapter(item) for stream, item in ITEM_DICTS.items()}
-
-#: pydantic's constraints and msgspec's names for them
-MSGSPEC_BOUNDS = {
-    Ge: "ge",
-    Le: "le",
-    Gt: "gt",
-    Lt: "lt",
-    MinLen: "min_length",
-    MaxLen: "max_length",
-}
-#: every float but inf: msgspec reads 1e999 as inf, which pydantic refuses where it must be finite
-FINITE = {"ge": -sys.float_info.max, "le": sys.float_info.max}
-
-
-def _msgspec_type(info: FieldInfo, *, finite: bool) -> Any:
-    """A field's msgspec type with its bounds, if it is an int, float or str; else None."""
-    if info.annotation not in (int, float, str):
-        return None
-    bounds: dict[str, Any] = FINITE.copy() if finite and info.annotation is float else {}
-    for constraint in info.metadata:
-        name = MSGSPEC_BOUNDS.get(type(constraint))
-        if name is None:
-            return None
-        bounds[name] = getattr(constraint, name)
-    return Annotated[info.annotation, msgspec.Meta(**bounds)] if bounds else info.annotation
-
-
-def fast_batch(model: type[BaseModel]) -> msgspec.json.Decoder[Any] | None:
-    """A msgspec decoder of a whole entry of this model's items; None where it has none.
-
-    About twice as fast as pydantic-core. It refuses all that TYPED_BATCHES refuses and
-    more (NaN, 1.0 for an int, a missing optional field): such an entry goes on to
-    TYPED_BATCHES. Only for models whose fields are all required ints, floats and strs.
-    """
-    item: dict[str, Any] = {}
-    for name, info in model.model_fields.items():
-        finite = (model, name) not in NON_FINITE_DROPPED_BY_WRITER
-        item[name] = _msgspec_type(info, finite=finite) if info.is_required() else None
-    fields: dict[str, Any] = {"items": list[TypedDict(f"Fast{model.__name__}", item)]}  # type: ignore[misc, operator]
-    for name, info in Batch.model_fields.items():
-        if name != "items":
-            kind = _msgspec_type(info, finite=False)
-            fields[name] = kind if info.is_required() or kind is None else NotRequired[kind]
-    if None in item.values() or None in fields.values():
-        return None
-    return msgspec.json.Decoder(TypedDict(f"FastBatch{model.__name__}", fields))  # type: ignore[operator]
-
-
-FAST_BATCHES = {
-    stream: decoder
-    for stream, model in ITEM_MODELS.items()
-    if (decoder := fast_batch(model)) is not None
-}
-
-
-def with_defaults(stream: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every item with each optional field present (rows of one insert share their keys)."""
-    defaults = DEFAULTS[stream]
-    if not defaults:
-        return items
-    return [{**defaults, **item} for item in items]
-
 
 PROGRESS_ANNOUNCE_SECONDS = 1.0
 TRIM_EVERY_SECONDS = 5.0
@@ -445,36 +298,11 @@ class Ingest:
     def _parse(self, stream: str, fields: dict[Any, Any]) -> list[dict[str, Any]]:
         """The valid items of one entry, as dicts; a malformed entry or item is logged, skipped."""
         raw = fields.get(BATCH_FIELD.encode()) or fields.get(BATCH_FIELD) or b""
-        fast = FAST_BATCHES.get(stream)
-        if fast is not None:  # the fastest path: the whole entry at once, in msgspec
-            try:
-                typed = fast.decode(raw)
-                self._count_drops(stream, typed["producer"], typed.get("dropped", 0))
-                return with_defaults(stream, typed["items"])
-            except msgspec.MsgspecError:
-                pass
-        try:  # the fast path: the whole entry validated at once, in pydantic-core
-            typed = TYPED_BATCHES[stream].validate_json(raw)
-            self._count_drops(stream, typed["producer"], typed.get("dropped", 0))
-            return with_defaults(stream, typed["items"])
-        except ValidationError:
-            pass
-        try:
-            batch = Batch.model_validate_json(raw)
-        except ValidationError as err:
-            log.warning("ingest: dropping malformed entry on %s: %s", stream, err.errors()[:1])
+        entry = decode_entry(stream, raw)
+        if entry is None:
             return []
-        self._count_drops(stream, batch.producer, batch.dropped)
-        adapter = ITEM_ADAPTERS[stream]
-        parsed = []
-        for item in batch.items:  # item by item: a hostile item is refused alone
-            try:
-                parsed.append(adapter.validate_python(item))
-            except ValidationError as err:
-                log.warning(
-                    "ingest: dropping invalid item from %s: %s", batch.producer, err.errors()[:1]
-                )
-        return with_defaults(stream, parsed)
+        self._count_drops(stream, entry.producer, entry.dropped)
+        return entry.items
 
     def _count_drops(self, stream: str, producer: str, dropped: int) -> None:
         if dropped:

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from backend.db import Database
-from backend.telemetry.ingest import FAST_BATCHES, TYPED_BATCHES, Ingest, Round, Written
+from backend.telemetry.entries import FAST_BATCHES, TYPED_BATCHES
+from backend.telemetry.ingest import Ingest, Round, Written
 from backend.telemetry.live import LIVE_STREAM
 from backend.telemetry.streams import backlog, trim_acknowledged
 from tests.telemetry.helpers import count_points, point, stored_steps

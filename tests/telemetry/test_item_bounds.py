@@ -7,7 +7,8 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from backend.telemetry.ingest import ITEM_ADAPTERS, TYPED_BATCHES, Ingest
+from backend.telemetry.entries import ITEM_ADAPTERS, TYPED_BATCHES
+from backend.telemetry.ingest import Ingest
 from workers.protocol import (
     BATCH_FIELD,
     DEVICES_STREAM,
