@@ -5,22 +5,21 @@ from __future__ import annotations
 import concurrent.futures
 import time
 from collections.abc import Callable
-from datetime import timedelta
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, select
 
-from backend.db import Database, utcnow
+from backend.db import Database
 from backend.jobs.models import Attempt
 from backend.migrate import upgrade
 from backend.telemetry import rollups
 from backend.telemetry.cache import SeriesCache
 from backend.telemetry.curves import Curve, downsample, summary
 from backend.telemetry.models import CurveBlock, CurveSeal, MetricPoint
-from backend.telemetry.queries import job_curve, job_view, snapshot_series
+from backend.telemetry.queries import job_curve, job_view
 from backend.telemetry.rollup_builder import (
     LATE_SECONDS,
     MAX_LAG_STEPS,
@@ -29,47 +28,10 @@ from backend.telemetry.rollup_builder import (
     sweep,
 )
 from backend.telemetry.series import metric_names
+from tests.telemetry.curve_data import error, fill, finish, walk
 from tests.telemetry.helpers import add_attempt
 
 STEPS = 60_000
-
-
-def walk(count: int, seed: int = 0, start: int = 0) -> Curve:
-    step = np.arange(start, start + count, dtype=np.int64)
-    value = np.random.default_rng(seed).standard_normal(count).cumsum()
-    return Curve(step, 1.7e9 + step * 0.01, value)
-
-
-def error(shown: Curve, full: Curve) -> float:
-    """Mean distance of the line through `shown` from every point, over the value range."""
-    drawn = np.interp(full.step, shown.step, shown.value)
-    return float(np.abs(drawn - full.value).mean() / np.ptp(full.value))
-
-
-def fill(db: Database, attempt_id: int, curve: Curve, ranks: int = 1, first_rank: int = 0) -> None:
-    """`curve` as ranks `first_rank`, ... log it: each adds its rank to the value."""
-    rows = [
-        (attempt_id, rank, int(s), "loss", float(v) + rank, float(t))
-        for rank in range(first_rank, first_rank + ranks)
-        for s, t, v in zip(curve.step, curve.time, curve.value, strict=True)
-    ]
-    with db.engine.begin() as conn:
-        conn.exec_driver_sql(
-            "INSERT INTO metric_points (attempt_id, rank, step, name, value, time)"
-            " VALUES (%s, %s, %s, %s, %s, %s)".replace(
-                "%s", "?" if db.url.startswith("sqlite") else "%s"
-            ),
-            rows,
-        )
-
-
-def finish(db: Database, attempt_id: int, *, seconds_ago: float = 3600) -> None:
-    with db.session() as session:
-        session.execute(
-            update(Attempt)
-            .where(Attempt.id == attempt_id)
-            .values(state="succeeded", finished_at=utcnow() - timedelta(seconds=seconds_ago))
-        )
 
 
 @settings(max_examples=60, deadline=None)
@@ -319,34 +281,6 @@ def test_a_rank_is_read_raw(
         view, stats = job_view(session, cache, job_id=job, name="loss", points=0, rank=rank)
     assert len(view.step) == 20_000
     assert stats["final"] == pytest.approx(walk(20_000).value[-1] + rank)
-
-
-def test_a_job_snapshot_is_downsampled_per_rank_keeping_a_spike_and_aligned_steps(
-    database: Database, new_attempt: Callable[..., tuple[int, int]]
-) -> None:
-    job, attempt = new_attempt()
-    curve = walk(10_000)
-    curve.value[7_777] = 1e6  # one rank diverges for one step: rank 1 below gets +1
-    fill(database, attempt, curve, ranks=2)
-    with database.session() as session:
-        got = snapshot_series(session, SeriesCache(), job_id=job, steps=2000)["loss"]
-    steps = np.array(got["step"])
-    ranks = np.array(got["rank"])
-    assert set(ranks.tolist()) == {0, 1}
-    assert np.array_equal(steps[ranks == 0], steps[ranks == 1])  # the same x for every rank
-    assert len(steps[ranks == 0]) <= 2000
-    assert 7_777 in steps and 0 in steps and 9_999 in steps
-    assert got["value"][got["step"].index(7_777)] == 1e6
-
-
-def test_a_short_job_snapshot_holds_every_point(
-    database: Database, new_attempt: Callable[..., tuple[int, int]]
-) -> None:
-    job, attempt = new_attempt()
-    fill(database, attempt, walk(1500), ranks=3)
-    with database.session() as session:
-        got = snapshot_series(session, SeriesCache(), job_id=job, steps=2000)["loss"]
-    assert len(got["step"]) == 4500
 
 
 def test_two_processes_sealing_one_curve_leave_one_set_of_blocks(postgres_url: str) -> None:
