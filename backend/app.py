@@ -35,7 +35,7 @@ from backend.telemetry.ingest import Ingest
 from backend.telemetry.relay import relay_announcements
 from backend.telemetry.retention import run_retention
 from backend.telemetry.rollup_builder import run_rollups
-from workers.celery_app import make_celery
+from workers.node.celery_app import make_celery
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 
 from backend.deps import ReaderDep
-from workers.catalog import PIPELINE_UNITS, TEMPLATES
+from workers.contract.catalog import PIPELINE_UNITS, TEMPLATES
 
 router = APIRouter(prefix="/api", tags=["meta"])
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 import redis
 
-from workers.protocol import control_key
+from workers.contract.protocol import control_key
 
 log = logging.getLogger(__name__)
 

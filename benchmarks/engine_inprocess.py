@@ -28,7 +28,7 @@ from pathlib import Path
 
 import redis
 
-from workers.protocol import METRICS_STREAM
+from workers.contract.protocol import METRICS_STREAM
 from workers.telemetry import StreamPublisher
 
 #: callgrind regions, in the order the child measures them
@@ -77,12 +77,12 @@ class Sides:
         import torch
         from torch import nn
 
-        from workers import sdk
-        from workers.engine.distributed import ParallelContext
-        from workers.engine.templates import build_task
-        from workers.engine.templates.mlp import make_model
-        from workers.engine.train import Trainer
-        from workers.spec import JobSpec
+        from workers.contract.spec import JobSpec
+        from workers.rank import sdk
+        from workers.rank.engine.distributed import ParallelContext
+        from workers.rank.engine.templates import build_task
+        from workers.rank.engine.templates.mlp import make_model
+        from workers.rank.engine.train import Trainer
 
         torch.set_num_threads(1)
         hp = {
@@ -131,7 +131,7 @@ class Sides:
 
     def __exit__(self, *_: object) -> None:
         """Stop the publisher, hand the SDK's stream back, delete what was published."""
-        from workers import sdk
+        from workers.rank import sdk
 
         self.publisher.close()
         session = sdk._current()
@@ -176,8 +176,8 @@ def telemetry_steps(steps: int, *, report_every: int) -> None:
     """
     import torch
 
-    from workers import sdk
-    from workers.engine.metrics import MetricBuffer, StepClock, Value, peak_memory_bytes
+    from workers.rank import sdk
+    from workers.rank.engine.metrics import MetricBuffer, StepClock, Value, peak_memory_bytes
 
     cpu = torch.device("cpu")
     clock, buffer = StepClock(cpu), MetricBuffer(sdk.report_many)
@@ -200,8 +200,8 @@ def telemetry_steps(steps: int, *, report_every: int) -> None:
 
 
 def report_every_for(step_seconds: float) -> int:
-    """The engine's cadence for steps this long (`workers.engine.train`: about every 0.25 s)."""
-    from workers.engine.train import REPORT_EVERY, REPORT_SECONDS
+    """The engine's cadence for steps this long (its `train` module: about every 0.25 s)."""
+    from workers.rank.engine.train import REPORT_EVERY, REPORT_SECONDS
 
     return max(1, min(REPORT_EVERY, int(REPORT_SECONDS / max(step_seconds, 1e-9))))
 

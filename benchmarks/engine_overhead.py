@@ -43,13 +43,13 @@ from benchmarks.engine_inprocess import (
     report_every_for,
     telemetry_steps,
 )
-from workers.spec import JobSpec
+from workers.contract.spec import JobSpec
 
 BARE = textwrap.dedent(
     """
     import os, sys, time, torch, torch.distributed as dist
     from torch import nn
-    from workers.engine.templates.mlp import make_data  # the engine's data, not its loop
+    from workers.rank.engine.templates.mlp import make_data  # the engine's data, not its loop
     steps, batch, hidden, layers, features, classes, count, seed = map(int, sys.argv[1:9])
     lr, weight_decay = map(float, sys.argv[9:11])
     dist.init_process_group("gloo")
@@ -72,7 +72,7 @@ BARE = textwrap.dedent(
     if dist.get_rank() == 0:
         print(f"training loop {seconds:.4f} s; cpu {cpu:.4f} s", flush=True)
     dist.destroy_process_group()
-    # as the engine leaves (workers/engine/__main__.py `_exit`): gloo's teardown in the
+    # as the engine leaves (workers/rank/engine/__main__.py `_exit`): gloo's teardown in the
     # destructors aborted a rank now and then ("terminate called without an active exception")
     sys.stdout.flush()
     os._exit(0)
@@ -119,9 +119,9 @@ def bare(args: argparse.Namespace, workdir: Path) -> Timing:
 
 def trainboard(args: argparse.Namespace, workdir: Path) -> tuple[Timing, float]:
     """The engine's training loop in a real attempt without its checkpoints; and those (s)."""
-    from workers.protocol import AttemptOrder
-    from workers.settings import WorkerSettings
-    from workers.supervisor import Supervisor
+    from workers.contract.protocol import AttemptOrder
+    from workers.node.settings import WorkerSettings
+    from workers.supervisor.attempt import Supervisor
 
     spec = _spec(args, parallelism={"devices": args.ranks})
     settings = WorkerSettings(data_dir=workdir / "data", node_name="bench")

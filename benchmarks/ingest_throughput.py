@@ -36,7 +36,7 @@ from backend.telemetry.models import MetricPoint
 from backend.telemetry.store import insert_metric_points
 from benchmarks.own_redis import own_redis
 from tests.telemetry.helpers import add_attempt
-from workers.protocol import BATCH_FIELD, METRICS_STREAM
+from workers.contract.protocol import BATCH_FIELD, METRICS_STREAM
 
 POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432"
 CHUNK = 10_000

@@ -33,7 +33,7 @@ from backend.nodes.models import Device, Node
 from backend.scheduler.loop import Scheduler
 from backend.scheduler.policy import NodeCapacity, Placement, Plan, QueuedJob, plan
 from benchmarks.own_redis import own_redis
-from workers.celery_app import make_celery
+from workers.node.celery_app import make_celery
 
 SIZES = (1, 1, 2, 4, 8)
 

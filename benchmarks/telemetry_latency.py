@@ -44,7 +44,7 @@ from backend.migrate import upgrade
 from benchmarks.own_redis import own_redis
 from benchmarks.raw_ws import Bursts, raw_client
 from tests.telemetry.helpers import ADMIN_TOKEN, LiveServer, add_attempt, receive, subscribe
-from workers.protocol import DEVICES_STREAM, METRICS_STREAM
+from workers.contract.protocol import DEVICES_STREAM, METRICS_STREAM
 from workers.telemetry import FLUSH_INTERVAL, StreamPublisher
 
 WARMUP_SECONDS = 2.0

@@ -19,7 +19,7 @@ import pydantic_core
 import redis
 from pydantic import BaseModel
 
-from workers.protocol import BATCH_FIELD, DEVICES_STREAM, LOGS_STREAM
+from workers.contract.protocol import BATCH_FIELD, DEVICES_STREAM, LOGS_STREAM
 
 log = logging.getLogger(__name__)
 

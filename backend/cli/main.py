@@ -49,8 +49,8 @@ def worker(
     ] = None,
 ) -> None:
     """Run a node agent that joins a running Trainboard (needs TRAINBOARD_NODE_TOKEN)."""
-    from workers.agent import run_node_agent
-    from workers.settings import WorkerSettings
+    from workers.node.agent import run_node_agent
+    from workers.node.settings import WorkerSettings
 
     overrides: dict[str, Any] = {}
     if node_name:

@@ -17,7 +17,7 @@ from backend.db import utcnow
 from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.jobs.states import JobState, transition
 from backend.signals import request_stop
-from workers.protocol import AttemptOutcome
+from workers.contract.protocol import AttemptOutcome
 
 LIVE_SLICE_STATES = ("scheduled", "running")
 

@@ -28,7 +28,7 @@ from backend.jobs.schemas import (
 from backend.jobs.states import IllegalTransition
 from backend.jobs.views import attempt_view, describe_job, describe_jobs, event_view
 from backend.telemetry import series
-from workers.spec import JobSpec
+from workers.contract.spec import JobSpec
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 JobState = Annotated[

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from workers.spec import JobSpec
+from workers.contract.spec import JobSpec
 
 
 class Implications(BaseModel):

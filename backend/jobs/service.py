@@ -15,7 +15,7 @@ from backend.jobs.attempts import newest_checkpoint
 from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
 from backend.jobs.states import IllegalTransition, JobState, transition
 from backend.signals import announce_jobs, request_stop, wake_scheduler
-from workers.spec import JobSpec, unsupported_reason
+from workers.contract.spec import JobSpec, unsupported_reason
 
 PRIORITY_RANK = {"high": 0, "normal": 1, "low": 2}
 

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 from backend.auth.models import User
 from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
 from backend.jobs.schemas import AttemptOut, EventOut, Implications, JobOut, SliceOut
-from workers.spec import JobSpec
+from workers.contract.spec import JobSpec
 
 PRIORITY_NAMES = ("high", "normal", "low")
 

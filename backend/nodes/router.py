@@ -13,7 +13,7 @@ from backend.nodes import control, service
 from backend.nodes.schemas import HeartbeatOut, NodeList, NodeOut
 from backend.signals import announce_jobs, announce_nodes, wake_scheduler
 from backend.telemetry.live import publish_live
-from workers.protocol import AttemptOutcome, Heartbeat, NodeRegistration
+from workers.contract.protocol import AttemptOutcome, Heartbeat, NodeRegistration
 
 router = APIRouter(prefix="/api", tags=["nodes"])
 

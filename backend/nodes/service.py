@@ -11,7 +11,7 @@ from backend.db import utcnow
 from backend.jobs.models import Attempt, AttemptSlice
 from backend.nodes.models import Device, Node
 from backend.nodes.schemas import DeviceOut, HostOut, NodeOut
-from workers.protocol import HostStats, NodeRegistration
+from workers.contract.protocol import HostStats, NodeRegistration
 
 BUSY_SLICE_STATES = ("scheduled", "running")
 

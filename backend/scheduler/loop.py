@@ -19,9 +19,9 @@ from backend.nodes.models import Node
 from backend.scheduler.leader import LeaderLock
 from backend.scheduler.policy import NodeCapacity, Placement, QueuedJob, plan
 from backend.signals import SCHEDULER_WAKE_KEY, announce_jobs, announce_nodes, request_stop
-from workers.celery_app import direct_queue
-from workers.protocol import RUN_ATTEMPT_TASK, AttemptOrder, node_queue
-from workers.spec import JobSpec
+from workers.contract.protocol import RUN_ATTEMPT_TASK, AttemptOrder, node_queue
+from workers.contract.spec import JobSpec
+from workers.node.celery_app import direct_queue
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Stream entries to items: how the ingest decodes and validates what publishers send.
 
 Three tiers, fastest first: msgspec decodes a whole entry with every item's types and
-bounds (derived from the pydantic models in workers/protocol.py); whatever it refuses
+bounds (derived from the pydantic models in workers/contract/protocol.py); whatever it refuses
 (NaN literals, 1.0 for an int, ...) pydantic-core validates as a whole entry; an entry
 refused there is taken apart item by item, so a hostile item is dropped alone.
 """
@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 from typing_extensions import TypedDict
 
-from workers.protocol import (
+from workers.contract.protocol import (
     DEVICES_STREAM,
     EVENTS_STREAM,
     LOGS_STREAM,

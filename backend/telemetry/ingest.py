@@ -31,7 +31,7 @@ from backend.telemetry.entries import decode_entry
 from backend.telemetry.points import Points
 from backend.telemetry.streams import as_text, trim_acknowledged
 from backend.telemetry.writer import Delta, write_batch
-from workers.protocol import ALL_STREAMS, BATCH_FIELD, INGEST_GROUP, METRICS_STREAM
+from workers.contract.protocol import ALL_STREAMS, BATCH_FIELD, INGEST_GROUP, METRICS_STREAM
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from backend.jobs.models import Job
 from backend.nodes.models import Device, Node
 from backend.telemetry.models import DeviceSample
 from backend.telemetry.streams import backlog
-from workers.protocol import ALL_STREAMS
+from workers.contract.protocol import ALL_STREAMS
 
 router = APIRouter(tags=["metrics"])
 MIB = 1024 * 1024

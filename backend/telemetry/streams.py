@@ -8,7 +8,7 @@ from typing import Any
 
 import redis
 
-from workers.protocol import INGEST_GROUP
+from workers.contract.protocol import INGEST_GROUP
 
 #: consumers idle this long with nothing pending are removed from the group
 IDLE_CONSUMER_MS = 3_600_000

@@ -15,7 +15,7 @@ from backend.jobs.models import Attempt, Job, JobEvent
 from backend.telemetry import models as rows
 from backend.telemetry.points import Points
 from backend.telemetry.store import insert_ignoring_duplicates, insert_metric_points
-from workers.protocol import (
+from workers.contract.protocol import (
     DEVICES_STREAM,
     EVENTS_STREAM,
     LOGS_STREAM,
@@ -25,7 +25,7 @@ from workers.protocol import (
 #: PostgreSQL advisory lock key held by each ingest transaction ("tbingest")
 INGEST_LOCK = 0x7462696E67657374
 Delta = tuple[str, dict[str, Any]]
-#: one validated stream item (a dict with every field of its workers.protocol model)
+#: one validated stream item (a dict with every field of its workers.contract.protocol model)
 Item = dict[str, Any]
 SAMPLE_COLUMNS = [c.name for c in rows.DeviceSample.__table__.columns if c.name != "id"]
 

@@ -12,8 +12,8 @@ from backend.db import Database
 from backend.scheduler.loop import Scheduler
 from tests.backend.conftest import bearer
 from tests.backend.test_jobs_api import GOOD_SPEC, queued_orders
-from workers.celery_app import make_celery
-from workers.protocol import NodeDevice, NodeRegistration
+from workers.contract.protocol import NodeDevice, NodeRegistration
+from workers.node.celery_app import make_celery
 
 
 @pytest.fixture

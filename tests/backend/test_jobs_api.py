@@ -14,8 +14,8 @@ from backend.config import Settings
 from backend.db import Database
 from backend.scheduler.loop import Scheduler
 from tests.backend.conftest import bearer
-from workers.celery_app import make_celery
-from workers.protocol import NodeDevice, NodeRegistration
+from workers.contract.protocol import NodeDevice, NodeRegistration
+from workers.node.celery_app import make_celery
 
 GOOD_SPEC: dict[str, Any] = {
     "name": "mlp-dp",

@@ -9,8 +9,8 @@ from fastapi.testclient import TestClient
 
 from backend.telemetry.live import LIVE_STREAM
 from tests.backend.conftest import bearer
+from workers.contract.protocol import NodeDevice, NodeRegistration
 from workers.devices.host import host_stats
-from workers.protocol import NodeDevice, NodeRegistration
 
 
 @pytest.fixture

@@ -128,7 +128,7 @@ def rank_processes(job_id: int) -> list[psutil.Process]:
     ranks = []
     for proc in psutil.process_iter(["cmdline"]):
         try:
-            if "workers.engine" in " ".join(proc.info["cmdline"] or ()) and (
+            if "workers.rank.engine" in " ".join(proc.info["cmdline"] or ()) and (
                 proc.environ().get("TRAINBOARD_JOB_ID") == str(job_id)
             ):
                 ranks.append(proc)

@@ -9,9 +9,9 @@ import pytest
 
 from tests.integration.cluster import Cluster, rank_processes, two_node_cluster
 from tests.stack import wait_for
-from workers.celery_app import direct_queue, make_celery
-from workers.protocol import RUN_ATTEMPT_TASK, AttemptOrder, node_queue
-from workers.spec import JobSpec
+from workers.contract.protocol import RUN_ATTEMPT_TASK, AttemptOrder, node_queue
+from workers.contract.spec import JobSpec
+from workers.node.celery_app import direct_queue, make_celery
 
 pytestmark = pytest.mark.slow
 

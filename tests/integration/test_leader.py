@@ -17,7 +17,7 @@ from backend.db import Database
 from backend.migrate import upgrade
 from backend.scheduler.leader import LEADER_KEY
 from tests.stack import ADMIN_TOKEN, free_port, private_redis, wait_for
-from workers.protocol import NodeDevice, NodeRegistration
+from workers.contract.protocol import NodeDevice, NodeRegistration
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from workers.engine.checkpoint import SafeReader, load
+from workers.rank.engine.checkpoint import SafeReader, load
 
 
 class _Payload:

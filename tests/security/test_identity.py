@@ -10,7 +10,7 @@ from sqlalchemy import select, update
 from backend.auth.models import ApiToken, User
 from backend.db import Database, utcnow
 from tests.backend.conftest import bearer
-from workers.protocol import NodeDevice, NodeRegistration
+from workers.contract.protocol import NodeDevice, NodeRegistration
 
 PASSWORD = "correct horse battery"
 SPEC = {"name": "x", "template": "mlp"}

@@ -18,7 +18,7 @@ from backend.telemetry.ingest import Ingest, Round, Written
 from backend.telemetry.live import LIVE_STREAM
 from backend.telemetry.streams import backlog, trim_acknowledged
 from tests.telemetry.helpers import count_points, point, stored_steps
-from workers.protocol import BATCH_FIELD, DEVICES_STREAM, INGEST_GROUP, METRICS_STREAM
+from workers.contract.protocol import BATCH_FIELD, DEVICES_STREAM, INGEST_GROUP, METRICS_STREAM
 
 NewAttempt = Callable[..., tuple[int, int]]
 

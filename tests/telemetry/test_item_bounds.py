@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from backend.telemetry.entries import ITEM_ADAPTERS, TYPED_BATCHES
 from backend.telemetry.ingest import Ingest
-from workers.protocol import (
+from workers.contract.protocol import (
     BATCH_FIELD,
     DEVICES_STREAM,
     METRICS_STREAM,

@@ -11,7 +11,7 @@ import pytest
 from websockets.sync.client import ClientConnection
 
 from tests.telemetry.helpers import LiveServer, add_attempt, receive, subscribe, wait_for
-from workers.protocol import METRICS_STREAM
+from workers.contract.protocol import METRICS_STREAM
 from workers.telemetry import StreamPublisher
 
 Key = tuple[str, int, int, float]

@@ -13,7 +13,7 @@ from backend.db import Database
 from backend.telemetry.ingest import Ingest
 from tests.telemetry.helpers import count_points, point, stored_steps
 from tests.workers.worker_helpers import PrivateRedis, wait_for
-from workers.protocol import DEVICES_STREAM, METRICS_STREAM, Batch
+from workers.contract.protocol import DEVICES_STREAM, METRICS_STREAM, Batch
 from workers.telemetry import StreamPublisher
 
 

@@ -15,7 +15,7 @@ from backend.db import Database
 from backend.telemetry.ingest import Ingest
 from backend.telemetry.streams import backlog
 from tests.telemetry.helpers import count_points, point, stored_steps, wait_for
-from workers.protocol import BATCH_FIELD, INGEST_GROUP, METRICS_STREAM
+from workers.contract.protocol import BATCH_FIELD, INGEST_GROUP, METRICS_STREAM
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,7 +15,7 @@ from backend.nodes.service import register
 from backend.telemetry.models import DeviceRollup, DeviceSample
 from backend.telemetry.retention import roll_up
 from tests.telemetry.helpers import ADMIN, add_attempt
-from workers.protocol import NodeDevice, NodeRegistration
+from workers.contract.protocol import NodeDevice, NodeRegistration
 
 GIB = 1024**3
 SCRAPE_TOKEN = "tb_scrape-token-0123456789"

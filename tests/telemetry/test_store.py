@@ -15,7 +15,7 @@ from backend.telemetry.models import DeviceSample, MetricPoint
 from backend.telemetry.store import COPY_THRESHOLD, insert_ignoring_duplicates, insert_metric_points
 from backend.telemetry.writer import write_batch
 from tests.telemetry.helpers import count_points, point
-from workers.protocol import DEVICES_STREAM, EVENTS_STREAM, LOGS_STREAM, METRICS_STREAM
+from workers.contract.protocol import DEVICES_STREAM, EVENTS_STREAM, LOGS_STREAM, METRICS_STREAM
 
 NewAttempt = Callable[..., tuple[int, int]]
 

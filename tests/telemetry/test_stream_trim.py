@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from backend.telemetry.streams import oldest_unacknowledged, trim_acknowledged
-from workers.protocol import INGEST_GROUP
+from workers.contract.protocol import INGEST_GROUP
 
 STREAM = "trim-race-test"
 

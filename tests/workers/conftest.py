@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from worker_helpers import PrivateRedis
 
-from workers.settings import WorkerSettings
+from workers.node.settings import WorkerSettings
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from workers.engine.distributed import ParallelContext
-from workers.engine.templates import build_task
-from workers.engine.train import Trainer
-from workers.spec import JobSpec
+from workers.contract.spec import JobSpec
+from workers.rank.engine.distributed import ParallelContext
+from workers.rank.engine.templates import build_task
+from workers.rank.engine.train import Trainer
 
 
 class DumpingTrainer(Trainer):
@@ -47,7 +47,7 @@ def main(spec_file: str, out_dir: str) -> None:
     trainer.run()
     dist.destroy_process_group()
     # exit before the trainer (and its DDP reducer, holding the gloo group) is freed: that
-    # destructor can deadlock on the GIL (see workers/engine/__main__.py `_exit`)
+    # destructor can deadlock on the GIL (see workers/rank/engine/__main__.py `_exit`)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

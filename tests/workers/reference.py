@@ -9,10 +9,10 @@ from pathlib import Path
 
 import torch
 
-from workers.engine.data import ShardedBatches
-from workers.engine.optim import build_optimizer, lr_at
-from workers.engine.templates import build_task
-from workers.spec import JobSpec
+from workers.contract.spec import JobSpec
+from workers.rank.engine.data import ShardedBatches
+from workers.rank.engine.optim import build_optimizer, lr_at
+from workers.rank.engine.templates import build_task
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from workers.engine.data import ShardedBatches
+from workers.rank.engine.data import ShardedBatches
 
 
 @pytest.mark.parametrize(

@@ -10,10 +10,10 @@ import pytest
 import torch
 from worker_helpers import mlp_spec
 
-from workers.engine import checkpoint
-from workers.engine.distributed import ParallelContext
-from workers.engine.templates import build_task
-from workers.engine.train import Trainer
+from workers.rank.engine import checkpoint
+from workers.rank.engine.distributed import ParallelContext
+from workers.rank.engine.templates import build_task
+from workers.rank.engine.train import Trainer
 
 
 class Exploit:

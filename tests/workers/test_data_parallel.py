@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 from worker_helpers import mlp_spec
 
-from workers.engine.distributed import ParallelContext
-from workers.engine.templates import build_task
-from workers.engine.train import Trainer
+from workers.rank.engine.distributed import ParallelContext
+from workers.rank.engine.templates import build_task
+from workers.rank.engine.train import Trainer
 
 
 def test_accumulating_two_micro_batches_of_b_equals_one_batch_of_2b() -> None:

@@ -8,9 +8,9 @@ import pytest
 import torch
 from reference import rank_weights, torchrun
 
-from workers.engine.errors import EngineFailure
-from workers.engine.reshape import batch_for
-from workers.spec import JobSpec
+from workers.contract.spec import JobSpec
+from workers.rank.engine.errors import EngineFailure
+from workers.rank.engine.reshape import batch_for
 
 STEPS = 6
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from worker_helpers import attempt_order, mlp_spec, read_items
 
-from workers.protocol import METRICS_STREAM
-from workers.settings import WorkerSettings
-from workers.spec import JobSpec
-from workers.supervisor import Supervisor
+from workers.contract.protocol import METRICS_STREAM
+from workers.contract.spec import JobSpec
+from workers.node.settings import WorkerSettings
+from workers.supervisor.attempt import Supervisor
 
 
 def test_pipelined_gpt_in_bf16_succeeds_with_loss_from_the_last_stage_only(

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from worker_helpers import attempt_order, read_items
 
-from workers.entrypoints import EntrypointRefused, resolve
-from workers.protocol import LOGS_STREAM, METRICS_STREAM
-from workers.settings import WorkerSettings
-from workers.spec import Entrypoint, JobSpec
-from workers.stdout_metrics import StdoutMetrics
-from workers.supervisor import Supervisor
+from workers.contract.entrypoints import EntrypointRefused, resolve
+from workers.contract.protocol import LOGS_STREAM, METRICS_STREAM
+from workers.contract.spec import Entrypoint, JobSpec
+from workers.node.settings import WorkerSettings
+from workers.supervisor.attempt import Supervisor
+from workers.supervisor.stdout_metrics import StdoutMetrics
 
 #: an unmodified torchrun-style program: only torch.distributed and print
 TORCHRUN_SCRIPT = textwrap.dedent(

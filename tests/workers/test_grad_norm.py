@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from workers.engine.optim import total_norm
-from workers.engine.templates.mlp import make_model
+from workers.rank.engine.optim import total_norm
+from workers.rank.engine.templates.mlp import make_model
 
 
 def test_total_norm_is_bit_identical_to_get_total_norm_and_clip_grad_norm() -> None:

@@ -9,10 +9,10 @@ import pytest
 import torch
 from worker_helpers import mlp_spec
 
-from workers.engine.distributed import ParallelContext
-from workers.engine.errors import Diverged, EngineFailure
-from workers.engine.templates import Task, build_task
-from workers.engine.train import Trainer
+from workers.rank.engine.distributed import ParallelContext
+from workers.rank.engine.errors import Diverged, EngineFailure
+from workers.rank.engine.templates import Task, build_task
+from workers.rank.engine.train import Trainer
 
 
 def poisoned(task: Task, at_call: int) -> Task:

@@ -11,12 +11,12 @@ from typing import Any
 import pynvml
 import pytest
 
-from workers.agent import detect_devices
 from workers.devices.host import HostProbe
 from workers.devices.nvml import NvmlProbe
 from workers.devices.registry import DeviceRegistry, Occupant
 from workers.devices.sampler import attribute
-from workers.settings import WorkerSettings
+from workers.node.agent import detect_devices
+from workers.node.settings import WorkerSettings
 
 GIB = 1024**3
 

@@ -11,7 +11,7 @@ from tests.stack import wait_for
 
 SUPERVISOR = (
     "import subprocess, time\n"
-    "from workers.orphan_guard import guarded\n"
+    "from workers.supervisor.orphan_guard import guarded\n"
     "rank = subprocess.Popen(guarded(['sleep', '120']), process_group=0)\n"
     "print(rank.pid, flush=True)\n"
     "time.sleep(120)\n"
@@ -53,7 +53,7 @@ def test_rank_in_its_own_process_group_dies_with_a_killed_supervisor() -> None:
 
 def test_guard_refuses_to_start_when_its_supervisor_is_already_gone() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "workers.orphan_guard", "1", "--", "true"],
+        [sys.executable, "-m", "workers.supervisor.orphan_guard", "1", "--", "true"],
         capture_output=True,
         text=True,
     )

@@ -8,8 +8,8 @@ import pytest
 import torch
 from reference import rank_weights, reference_weights, torchrun
 
-from workers.engine.templates import build_task
-from workers.spec import JobSpec
+from workers.contract.spec import JobSpec
+from workers.rank.engine.templates import build_task
 
 STEPS, EVERY = 6, 3
 PARALLELISM = {

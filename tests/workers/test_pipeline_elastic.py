@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 from reference import rank_weights, torchrun
 
-from workers.spec import JobSpec
+from workers.contract.spec import JobSpec
 
 STEPS, STAGES = 6, 2
 

@@ -8,7 +8,7 @@ import time
 import redis
 from worker_helpers import PrivateRedis, read_items, wait_for
 
-from workers.protocol import Batch
+from workers.contract.protocol import Batch
 from workers.telemetry import StreamPublisher, encode
 
 

@@ -11,9 +11,9 @@ import pytest
 import redis
 from worker_helpers import PrivateRedis, attempt_order, mlp_spec
 
-from workers.celery_app import celery_broker_url, make_celery
-from workers.protocol import RUN_ATTEMPT_TASK, AttemptOrder, node_queue
-from workers.settings import WorkerSettings
+from workers.contract.protocol import RUN_ATTEMPT_TASK, AttemptOrder, node_queue
+from workers.node.celery_app import celery_broker_url, make_celery
+from workers.node.settings import WorkerSettings
 
 
 def test_settings_come_from_trainboard_variables(monkeypatch: pytest.MonkeyPatch) -> None:

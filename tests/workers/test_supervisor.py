@@ -12,11 +12,7 @@ import redis
 import torch
 from worker_helpers import attempt_order, mlp_spec, read_items, wait_for
 
-from workers.devices.registry import DeviceRegistry
-from workers.engine import checkpoint
-from workers.engine.optim import build_optimizer
-from workers.engine.templates import build_task
-from workers.protocol import (
+from workers.contract.protocol import (
     EVENTS_STREAM,
     LOGS_STREAM,
     METRICS_STREAM,
@@ -24,9 +20,13 @@ from workers.protocol import (
     AttemptOutcome,
     control_key,
 )
-from workers.settings import WorkerSettings
-from workers.spec import JobSpec
-from workers.supervisor import Supervisor
+from workers.contract.spec import JobSpec
+from workers.devices.registry import DeviceRegistry
+from workers.node.settings import WorkerSettings
+from workers.rank.engine import checkpoint
+from workers.rank.engine.optim import build_optimizer
+from workers.rank.engine.templates import build_task
+from workers.supervisor.attempt import Supervisor
 
 #: every step: loss, rate, and the step time split into data wait, forward+backward, optimizer
 METRIC_NAMES = {"loss", "lr", "grad_norm", "samples_per_s", "step_time"}

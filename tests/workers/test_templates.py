@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 import torch
 
-from workers.catalog import PIPELINE_UNITS
-from workers.engine.distributed import ParallelContext
-from workers.engine.pipeline import balanced_split
-from workers.engine.templates import build_task
-from workers.engine.train import Trainer
-from workers.spec import JobSpec
+from workers.contract.catalog import PIPELINE_UNITS
+from workers.contract.spec import JobSpec
+from workers.rank.engine.distributed import ParallelContext
+from workers.rank.engine.pipeline import balanced_split
+from workers.rank.engine.templates import build_task
+from workers.rank.engine.train import Trainer
 
 #: CI sizes, and the fraction of its first losses the mean of the last five must fall below
 CASES: dict[str, tuple[dict[str, Any], float]] = {

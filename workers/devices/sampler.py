@@ -6,9 +6,9 @@ import logging
 import threading
 import time
 
+from workers.contract.protocol import DeviceSample
 from workers.devices import DeviceProbe
 from workers.devices.registry import DeviceRegistry
-from workers.protocol import DeviceSample
 from workers.telemetry import StreamPublisher
 
 log = logging.getLogger(__name__)

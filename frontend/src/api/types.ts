@@ -32,7 +32,7 @@ export const JOB_STATES = [
 
 /**
  * Websocket-only items. They are not in the OpenAPI schema (no REST route returns them), so
- * they mirror workers/protocol.py MetricPoint / DeviceSample / AttemptEvent by hand.
+ * they mirror workers/contract/protocol.py MetricPoint / DeviceSample / AttemptEvent by hand.
  */
 export interface MetricPoint {
   attempt_id: number;

@@ -12,7 +12,7 @@ export function lossMetric(names: string[]): string | undefined {
   return names.find((n) => n === "loss") ?? names.find((n) => n === "train/loss") ?? names.find((n) => n.includes("loss"));
 }
 
-/** Units the engine's metric names imply (workers/engine/train.py reports seconds and rates). */
+/** Units the engine's metric names imply (workers/rank/engine/train.py reports seconds and rates). */
 function unitOf(name: string): string {
   if (name.endsWith("_time")) return `${name} (s)`;
   if (name.endsWith("_per_s")) return name.replace(/_per_s$/, " / s");

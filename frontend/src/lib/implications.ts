@@ -1,7 +1,7 @@
-/** What a spec implies, computed in the browser the same way workers/spec.py does. */
+/** What a spec implies, computed in the browser the same way workers/contract/spec.py does. */
 import type { Strategy } from "../api/types";
 
-/** The shape of JobSpec.implications() in workers/spec.py (the API sends it as a plain object). */
+/** The shape of JobSpec.implications() in workers/contract/spec.py (the API sends it as a plain object). */
 export interface Implications {
   data_parallel_degree: number;
   pipeline_stages: number;

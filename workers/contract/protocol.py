@@ -1,0 +1,175 @@
+"""Wire formats between the control plane and the workers: task orders, streams, control keys.
+
+The backend may import this module (like ``workers.contract.spec``); it never imports torch.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from workers.contract.spec import JobSpec
+
+#: Celery task that supervises one attempt; routed to the queue of the chosen node
+RUN_ATTEMPT_TASK = "trainboard.run_attempt"
+
+#: Redis Streams carrying telemetry from workers to the backend ingest
+METRICS_STREAM = "tb:metrics"
+DEVICES_STREAM = "tb:devices"
+LOGS_STREAM = "tb:logs"
+EVENTS_STREAM = "tb:events"
+ALL_STREAMS = (METRICS_STREAM, DEVICES_STREAM, LOGS_STREAM, EVENTS_STREAM)
+#: each stream entry has one field holding a JSON-encoded Batch
+BATCH_FIELD = "b"
+#: consumer group of the backend ingest
+INGEST_GROUP = "ingest"
+
+
+def node_queue(node: str) -> str:
+    """The Celery queue a node agent consumes."""
+    return f"node.{node}"
+
+
+def control_key(attempt_id: int) -> str:
+    """Redis key the backend sets to 'cancel' or 'pause'; the supervisor polls it."""
+    return f"tb:control:{attempt_id}"
+
+
+class AttemptOrder(BaseModel):
+    """Everything a worker needs to run one attempt (sent as the Celery task's only argument)."""
+
+    attempt_id: int
+    job_id: int
+    number: int = Field(description="attempt number within the job, from 1")
+    node: str
+    devices: list[int] = Field(description="device indexes on this node, one per local rank")
+    node_rank: int = 0
+    nnodes: int = 1
+    master_addr: str = "127.0.0.1"
+    master_port: int
+    spec: JobSpec
+    resume_from: str | None = Field(None, description="checkpoint directory to resume from")
+
+
+#: every integer a producer sends must fit the database's 32-bit INTEGER columns;
+#: an item out of bounds is refused alone instead of failing its whole batch
+MAX_INT = 2**31 - 1
+Id = Annotated[int, Field(ge=1, le=MAX_INT)]
+Count = Annotated[int, Field(ge=0, le=MAX_INT)]
+Bytes = Annotated[int, Field(ge=0, le=2**63 - 1)]
+#: the longest metric name stored; producers truncate, the ingest refuses longer ones
+MAX_METRIC_NAME = 128
+
+
+class MetricPoint(BaseModel):
+    attempt_id: Id
+    rank: Count
+    step: Count
+    name: str = Field(min_length=1, max_length=MAX_METRIC_NAME)
+    value: float
+    time: float = Field(description="unix seconds")
+
+
+class GpuProcess(BaseModel):
+    """One process holding memory on a GPU, attributed to the rank that owns its pid."""
+
+    pid: Count
+    mem_used: Bytes | None = Field(None, description="bytes; None where the driver hides it")
+    attempt_id: Id | None = None
+    rank: Count | None = None
+
+
+class DeviceSample(BaseModel):
+    node: str = Field(max_length=64)
+    device: Count
+    kind: Literal["gpu", "cpu"]
+    time: float
+    util: float | None = Field(None, description="percent; a CPU slot reports its process CPU %")
+    mem_used: Bytes | None = Field(None, description="bytes; a CPU slot reports its process RSS")
+    mem_total: Bytes | None = None
+    temperature: float | None = None
+    power: float | None = Field(None, description="watts")
+    attempt_id: Id | None = None
+    rank: Count | None = None
+    processes: list[GpuProcess] | None = Field(
+        None, max_length=1024, description="GPU only: processes with memory on it (live only)"
+    )
+    ecc_corrected: Bytes | None = Field(None, description="volatile ECC errors since driver load")
+    ecc_uncorrected: Bytes | None = None
+    xids: list[Count] | None = Field(
+        None, max_length=64, description="Xid errors since the previous sample; None: not watched"
+    )
+
+
+class LogLine(BaseModel):
+    attempt_id: Id
+    rank: Count
+    stream: Literal["stdout", "stderr"] = "stdout"
+    seq: Count = Field(description="line number within this rank's stream")
+    line: str = Field(max_length=8192)
+    time: float
+
+
+class AttemptEvent(BaseModel):
+    attempt_id: Id
+    kind: str = Field(max_length=64, description="e.g. checkpoint, started, warning")
+    message: str = Field("", max_length=4096)
+    step: Count | None = None
+    time: float
+
+
+class Batch(BaseModel):
+    """One stream entry: a producer's numbered batch of items of one kind."""
+
+    producer: str = Field(max_length=128)
+    seq: int = Field(description="per-producer sequence number, from 0, so gaps are detectable")
+    items: list[dict[str, object]]
+    dropped: int = Field(0, ge=0, description="items a lossy producer dropped before this batch")
+
+
+class NodeDevice(BaseModel):
+    index: int = Field(ge=0, le=65535)
+    kind: Literal["gpu", "cpu"]
+    name: str = Field(max_length=128)
+    uuid: str | None = Field(None, max_length=128)
+    memory_total: int | None = Field(None, ge=0, le=2**62, description="bytes")
+
+
+class NodeRegistration(BaseModel):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    hostname: str = Field(max_length=255)
+    address: str = Field(max_length=255, description="address other nodes reach this one on")
+    devices: list[NodeDevice] = Field(max_length=1024)
+
+    @field_validator("devices")
+    @classmethod
+    def _indexes_are_unique(cls, devices: list[NodeDevice]) -> list[NodeDevice]:
+        if len({d.index for d in devices}) != len(devices):
+            raise ValueError("device indexes must be unique")
+        return devices
+
+
+class HostStats(BaseModel):
+    """The whole machine, sent with each heartbeat (what the node's CPU slots share)."""
+
+    cpu_percent: float = Field(ge=0, le=100, description="all cores, since the previous beat")
+    cpus: int = Field(ge=1, le=65535, description="logical CPUs")
+    memory_used: Bytes = Field(description="bytes in use (total − available)")
+    memory_total: Bytes = Field(description="bytes")
+
+
+class Heartbeat(BaseModel):
+    host: HostStats | None = Field(None, description="machine load; absent from older agents")
+
+
+class AttemptOutcome(BaseModel):
+    """What a worker reports when an attempt's ranks have all exited."""
+
+    outcome: Literal["succeeded", "failed", "stopped"]
+    node: str | None = Field(
+        None, max_length=64, description="the reporting node (multi-node gangs)"
+    )
+    reason: str | None = Field(None, max_length=4096)
+    exit_codes: list[int] = Field(default_factory=list)
+    last_checkpoint: str | None = None

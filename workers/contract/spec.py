@@ -1,0 +1,282 @@
+"""The job contract: one pydantic model shared by browser, API, scheduler and worker."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from workers.contract.catalog import PIPELINE_UNITS, resolve_hyperparameters
+
+MAX_DEVICES = 1024
+MODULE_PATTERN = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+TAG_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$")
+
+
+class Strict(BaseModel):
+    """Base for spec parts: unknown keys are refused, never ignored."""
+
+    model_config = ConfigDict(extra="forbid", str_max_length=4096)
+
+
+class Strategy(StrEnum):
+    data = "data"
+    model = "model"
+    hybrid = "hybrid"
+
+
+class Precision(StrEnum):
+    fp32 = "fp32"
+    bf16 = "bf16"
+    fp16 = "fp16"
+
+
+class Priority(StrEnum):
+    high = "high"
+    normal = "normal"
+    low = "low"
+
+
+def _clean_text(value: str, what: str) -> str:
+    if any(unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn") for ch in value):
+        raise ValueError(f"{what} must not contain control or unassigned characters")
+    return value
+
+
+class Entrypoint(Strict):
+    """A user's own torchrun-style program: a script path or a module, with arguments."""
+
+    script: str | None = Field(None, min_length=1, max_length=1024)
+    module: str | None = Field(None, min_length=1, max_length=256)
+    args: list[Annotated[str, Field(max_length=4096)]] = Field(default_factory=list, max_length=256)
+
+    @field_validator("script")
+    @classmethod
+    def _script_is_relative_and_plain(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if "\x00" in value:
+            raise ValueError("script path must not contain NUL bytes")
+        if "%" in value:
+            raise ValueError("script path must not contain URL-encoded characters")
+        if any(part == ".." for part in re.split(r"[\\/]", value)):
+            raise ValueError("script path must not contain '..'")
+        return _clean_text(value, "script path")
+
+    @field_validator("module")
+    @classmethod
+    def _module_is_dotted_name(cls, value: str | None) -> str | None:
+        if value is not None and not MODULE_PATTERN.fullmatch(value):
+            raise ValueError("module must be a dotted Python module name, like pkg.train")
+        return value
+
+    @field_validator("args")
+    @classmethod
+    def _args_have_no_nul(cls, value: list[str]) -> list[str]:
+        if any("\x00" in arg for arg in value):
+            raise ValueError("arguments must not contain NUL bytes")
+        return value
+
+    @model_validator(mode="after")
+    def _exactly_one_target(self) -> Entrypoint:
+        if (self.script is None) == (self.module is None):
+            raise ValueError("give exactly one of entrypoint.script or entrypoint.module")
+        return self
+
+
+class Parallelism(Strict):
+    """How the job spreads over its gang of devices."""
+
+    strategy: Strategy = Strategy.data
+    devices: int = Field(1, ge=1, le=MAX_DEVICES, description="total gang size")
+    nodes: int = Field(1, ge=1, le=256, description="nodes the gang spans")
+    pipeline_stages: int | None = Field(None, ge=1, le=256)
+    microbatches: int = Field(1, ge=1, le=4096)
+    schedule: Literal["gpipe", "1f1b"] = "1f1b"
+    bucket_cap_mb: float = Field(25.0, gt=0, le=1024, description="DDP gradient bucket size")
+
+    @model_validator(mode="after")
+    def _degrees_are_consistent(self) -> Parallelism:
+        if self.devices % self.nodes:
+            raise ValueError(f"devices ({self.devices}) must divide evenly by nodes ({self.nodes})")
+        stages = self.pipeline_stages
+        if self.strategy is Strategy.data:
+            if stages not in (None, 1):
+                raise ValueError("pipeline_stages applies to the model and hybrid strategies only")
+            if self.microbatches != 1:
+                raise ValueError("microbatches applies to the model and hybrid strategies only")
+        elif self.strategy is Strategy.model:
+            if stages is None:
+                self.pipeline_stages = stages = self.devices
+            if stages != self.devices:
+                raise ValueError("strategy model needs pipeline_stages equal to devices")
+            if stages < 2:
+                raise ValueError("strategy model needs at least 2 devices (one per stage)")
+        else:
+            if stages is None or stages < 2:
+                raise ValueError("strategy hybrid needs pipeline_stages >= 2")
+            if self.devices % stages or self.devices // stages < 2:
+                raise ValueError(
+                    "strategy hybrid needs devices to be a multiple (>= 2) of pipeline_stages"
+                )
+        return self
+
+    @property
+    def stages(self) -> int:
+        return self.pipeline_stages or 1
+
+    @property
+    def data_parallel_degree(self) -> int:
+        return self.devices // self.stages
+
+    @property
+    def bubble_fraction(self) -> float:
+        """Idle share of a GPipe/1F1B schedule: (K-1)/(M+K-1)."""
+        k, m = self.stages, self.microbatches
+        return (k - 1) / (m + k - 1)
+
+
+class Checkpointing(Strict):
+    every_steps: int | None = Field(None, ge=1, le=10_000_000)
+    every_minutes: float | None = Field(None, gt=0, le=7 * 24 * 60)
+    keep_last: int = Field(3, ge=1, le=1000)
+
+
+class LRSchedule(Strict):
+    kind: Literal["constant", "cosine"] = "constant"
+    warmup_steps: int = Field(0, ge=0, le=10_000_000)
+    min_lr_ratio: float = Field(0.1, ge=0, le=1)
+
+
+class NanPolicy(Strict):
+    action: Literal["stop", "rollback"] = "stop"
+    max_rollbacks: int = Field(3, ge=0, le=100)
+
+
+class JobSpec(Strict):
+    """What to run, on how many devices, and how: validated once, at submission."""
+
+    name: str = Field(..., min_length=1, max_length=128)
+    template: Literal["mlp", "cnn", "gpt"] | None = None
+    entrypoint: Entrypoint | None = None
+    parallelism: Parallelism = Field(default_factory=Parallelism)
+    hyperparameters: dict[Annotated[str, Field(max_length=64)], Any] = Field(
+        default_factory=dict, max_length=64, validate_default=True
+    )
+    precision: Precision = Precision.fp32
+    grad_accum: int = Field(1, ge=1, le=4096, description="micro-steps per optimizer step")
+    grad_clip: float | None = Field(None, gt=0, le=1e6)
+    lr_schedule: LRSchedule = Field(default_factory=LRSchedule)
+    checkpoint: Checkpointing = Field(default_factory=Checkpointing)
+    priority: Priority = Priority.normal
+    max_restarts: int = Field(2, ge=0, le=100)
+    nan_policy: NanPolicy = Field(default_factory=NanPolicy)
+    tags: list[str] = Field(default_factory=list, max_length=32)
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_clean(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("name must not be blank")
+        return _clean_text(value, "name")
+
+    @field_validator("tags")
+    @classmethod
+    def _tags_are_plain(cls, value: list[str]) -> list[str]:
+        for tag in value:
+            if not TAG_PATTERN.match(tag):
+                raise ValueError(
+                    f"tag {tag[:70]!r} must be 1-64 characters of letters, digits and _.:/-"
+                )
+        if len(set(value)) != len(value):
+            raise ValueError("tags must be unique")
+        return value
+
+    @field_validator("hyperparameters")
+    @classmethod
+    def _hyperparameters_fit_template(
+        cls, value: dict[str, Any], info: ValidationInfo
+    ) -> dict[str, Any]:
+        template = info.data.get("template")
+        if template is None:
+            return value
+        try:
+            return resolve_hyperparameters(template, value)
+        except ValueError as err:
+            raise ValueError(f"hyperparameters.{err}") from None
+
+    @model_validator(mode="after")
+    def _target_and_combinations(self) -> JobSpec:
+        if (self.template is None) == (self.entrypoint is None):
+            raise ValueError("give exactly one of template or entrypoint")
+        if self.template is not None:
+            units = self.hyperparameters[PIPELINE_UNITS[self.template]]
+            if self.parallelism.stages > units:
+                raise ValueError(
+                    f"pipeline_stages ({self.parallelism.stages}) exceeds the template's "
+                    f"{PIPELINE_UNITS[self.template]} ({units}); each stage needs a layer"
+                )
+            if (
+                self.template == "gpt"
+                and self.hyperparameters["n_embd"] % self.hyperparameters["n_head"]
+            ):
+                raise ValueError("hyperparameters.n_embd must be divisible by n_head")
+            batch = self.hyperparameters["batch_size"]
+            if batch % self.parallelism.microbatches:
+                raise ValueError(
+                    f"batch_size ({batch}) must split evenly into microbatches "
+                    f"({self.parallelism.microbatches})"
+                )
+        return self
+
+    @property
+    def total_steps(self) -> int | None:
+        steps = self.hyperparameters.get("steps")
+        return int(steps) if isinstance(steps, int | float) else None
+
+    @property
+    def global_batch(self) -> int | None:
+        """Samples per optimizer step: batch_size x grad_accum x data-parallel degree."""
+        batch = self.hyperparameters.get("batch_size")
+        if not isinstance(batch, int):
+            return None
+        return batch * self.grad_accum * self.parallelism.data_parallel_degree
+
+    def implications(self) -> dict[str, Any]:
+        """What the spec implies, shown to the user before and after submitting."""
+        par = self.parallelism
+        warnings = []
+        if par.strategy is not Strategy.data and par.microbatches < 4 * par.stages:
+            warnings.append(
+                f"microbatches ({par.microbatches}) < 4 x pipeline_stages ({par.stages}): "
+                f"the pipeline idles {par.bubble_fraction:.0%} of each step"
+            )
+        return {
+            "data_parallel_degree": par.data_parallel_degree,
+            "pipeline_stages": par.stages,
+            "global_batch": self.global_batch,
+            "bubble_fraction": par.bubble_fraction,
+            "warnings": warnings,
+        }
+
+
+def unsupported_reason(spec: JobSpec) -> str | None:
+    """Why the engine cannot run this valid spec yet, or None when it can.
+
+    fp16 is accepted here because the API cannot know where the job will land: on CPU
+    slots the attempt fails with a reason saying fp16 needs a GPU.
+    """
+    par = spec.parallelism
+    if spec.precision is Precision.fp16 and par.strategy is not Strategy.data:
+        return "precision 'fp16' is not supported yet with pipelines (use bf16 or fp32)"
+    return None

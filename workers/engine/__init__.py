@@ -1,1 +1,0 @@
-"""The training program that runs inside each rank (`python -m workers.engine`)."""

@@ -1,0 +1,95 @@
+"""The node agent (`trainboard worker`): register, heartbeat, sample devices, run attempts."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from typing import Any
+
+from celery.signals import worker_shutting_down
+from celery.utils.nodenames import host_format
+
+from workers.contract.protocol import DEVICES_STREAM, NodeRegistration, node_queue
+from workers.devices import DeviceProbe
+from workers.devices.host import HostProbe
+from workers.devices.nvml import NvmlProbe
+from workers.devices.registry import DeviceRegistry
+from workers.devices.sampler import DeviceSampler
+from workers.node.api_client import NodeApiClient
+from workers.node.celery_app import make_celery
+from workers.node.heartbeat import Heartbeat
+from workers.node.settings import WorkerSettings
+from workers.node.tasks import ActiveAttempts, register_tasks
+from workers.telemetry import StreamPublisher, producer_name
+
+log = logging.getLogger(__name__)
+
+
+def detect_devices(settings: WorkerSettings, registry: DeviceRegistry) -> tuple[DeviceProbe, bool]:
+    """NVML GPUs when there are any, else the configured CPU slots; and whether they are GPUs."""
+    nvml = NvmlProbe.create()
+    if nvml is not None:
+        return nvml, True
+    return HostProbe(settings.slots, registry), False
+
+
+def run_node_agent(settings: WorkerSettings) -> int:
+    """Run this node's agent until SIGINT/SIGTERM; running ranks are stopped, never orphaned."""
+    registry = DeviceRegistry()
+    probe, use_gpus = detect_devices(settings, registry)
+    registration = NodeRegistration(
+        name=settings.node_name,
+        hostname=socket.gethostname(),
+        address=settings.address,
+        devices=probe.devices(),
+    )
+    api = NodeApiClient(settings.api_url, settings.node_token)
+    log.info("registering node %s with %d devices", settings.node_name, len(registration.devices))
+    api.register(registration)  # retried until the API answers
+    heartbeat = Heartbeat(
+        api,
+        settings.node_name,
+        settings.heartbeat_interval,
+        lambda: api.register(registration, retry_for=settings.heartbeat_interval),
+    )
+    publisher = StreamPublisher(
+        settings.redis_url, DEVICES_STREAM, producer_name(settings.node_name, "devices")
+    )
+    sampler = DeviceSampler(
+        probe, registry, publisher, node=settings.node_name, interval=settings.sample_interval
+    )
+    active = ActiveAttempts()
+    app = make_celery(settings.redis_url)
+    register_tasks(
+        app, settings=settings, api=api, registry=registry, active=active, use_gpus=use_gpus
+    )
+
+    def stop_ranks(**_: Any) -> None:
+        active.shutdown_all()  # SIGTERM to every rank group; their tasks then report and end
+
+    worker_shutting_down.connect(stop_ranks, weak=False)
+    heartbeat.start()
+    sampler.start()
+    try:
+        worker = app.Worker(
+            queues=[node_queue(settings.node_name)],
+            pool="threads",
+            concurrency=max(1, len(registration.devices)),
+            hostname=host_format(f"{settings.node_name}@%h"),
+            redirect_stdouts=False,
+            without_heartbeat=True,
+            without_mingle=True,
+            without_gossip=True,
+            loglevel="INFO",
+        )
+        worker.start()
+        return int(worker.exitcode or 0)
+    finally:
+        active.shutdown_all()
+        worker_shutting_down.disconnect(stop_ranks)
+        sampler.stop()
+        heartbeat.stop()
+        publisher.close()
+        api.close()
+        if isinstance(probe, NvmlProbe):
+            probe.shutdown()

@@ -1,0 +1,81 @@
+"""HTTP client for the four node endpoints of the backend, authenticated by the node token."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import httpx
+
+from workers.contract.protocol import AttemptOutcome, HostStats, NodeRegistration
+
+log = logging.getLogger(__name__)
+
+
+class ApiError(RuntimeError):
+    """The backend answered with an unexpected status."""
+
+
+class NodeApiClient:
+    """Calls register, heartbeat, claim and finish; retries where an answer must not be lost."""
+
+    def __init__(self, api_url: str, token: str, *, timeout: float = 10.0) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=api_url.rstrip("/"), headers=headers, timeout=timeout)
+
+    def close(self) -> None:
+        """Close the underlying connection pool."""
+        self._http.close()
+
+    def register(self, registration: NodeRegistration, *, retry_for: float | None = None) -> Any:
+        """Register this node and its devices; retry until the API answers (or retry_for ends)."""
+        body = registration.model_dump(mode="json")
+        return self._post("/api/nodes/register", body, retry_for=retry_for).json()
+
+    def heartbeat(
+        self, node: str, *, host: HostStats | None = None, retry_for: float = 5.0
+    ) -> bool:
+        """Send one heartbeat (with the machine's load); return whether the node is drained."""
+        body = {"host": host.model_dump(mode="json")} if host is not None else {}
+        answer = self._post(f"/api/nodes/{node}/heartbeat", body, retry_for=retry_for).json()
+        return bool(answer.get("drained", False))
+
+    def claim(self, attempt_id: int, node: str) -> bool:
+        """Claim an attempt; False when the backend refuses it (409)."""
+        response = self._post(
+            f"/api/attempts/{attempt_id}/claim", {"node": node}, retry_for=30.0, accept=(409,)
+        )
+        return response.status_code != 409 and bool(response.json().get("claimed", False))
+
+    def finish(self, attempt_id: int, outcome: AttemptOutcome, *, retry_for: float = 60.0) -> Any:
+        """Report how an attempt ended; retried for up to retry_for seconds so it is not lost."""
+        body = outcome.model_dump(mode="json")
+        return self._post(f"/api/attempts/{attempt_id}/finish", body, retry_for=retry_for).json()
+
+    def _post(
+        self,
+        path: str,
+        body: dict[str, Any],
+        *,
+        retry_for: float | None,
+        accept: tuple[int, ...] = (),
+    ) -> httpx.Response:
+        """POST with exponential backoff on connection errors and 5xx, up to retry_for seconds."""
+        deadline = None if retry_for is None else time.monotonic() + retry_for
+        delay = 0.2
+        while True:
+            try:
+                response = self._http.post(path, json=body)
+                if response.status_code < 500:
+                    if response.is_success or response.status_code in accept:
+                        return response
+                    raise ApiError(f"POST {path}: {response.status_code} {response.text[:300]}")
+                problem = f"{response.status_code} {response.text[:200]}"
+            except httpx.TransportError as err:
+                problem = f"{type(err).__name__}: {err}"
+            if deadline is not None and time.monotonic() + delay > deadline:
+                raise ApiError(f"POST {path} failed: {problem}")
+            log.warning("POST %s failed (%s); retrying in %.1fs", path, problem, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)

@@ -1,0 +1,49 @@
+"""The worker's own configuration, read once from TRAINBOARD_* environment variables."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from workers.supervisor.stdout_metrics import DEFAULT_PATTERNS, DEFAULT_STEP_PATTERN
+
+
+class WorkerSettings(BaseSettings):
+    """Settings of one node agent (`trainboard worker`)."""
+
+    model_config = SettingsConfigDict(env_prefix="TRAINBOARD_", extra="ignore")
+
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    api_url: str = "http://127.0.0.1:8000"
+    node_name: str = Field(default_factory=socket.gethostname)
+    node_token: str = ""
+    cpu_slots: int | None = Field(None, ge=1, le=1024)
+    data_dir: Path = Path(".trainboard")
+    sample_interval: float = Field(1.0, ge=0.1)
+    heartbeat_interval: float = Field(2.0, gt=0)
+    stop_grace_seconds: float = Field(10.0, ge=0)
+    address: str = "127.0.0.1"
+    script_roots: str = Field(
+        "scripts", description="colon-separated directories user entrypoints resolve under"
+    )
+    metric_patterns: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_PATTERNS),
+        description="regexes with groups name and value: stdout numbers that become metrics",
+    )
+    metric_step_pattern: str = Field(
+        DEFAULT_STEP_PATTERN, description="regex with group step: where a line states its step"
+    )
+
+    @property
+    def script_root_paths(self) -> list[Path]:
+        """The entrypoint roots, resolved (the same rule as the API's)."""
+        return [Path(p).resolve() for p in self.script_roots.split(":") if p]
+
+    @property
+    def slots(self) -> int:
+        """CPU slots this node offers when it has no GPU."""
+        return self.cpu_slots or os.cpu_count() or 1

@@ -1,0 +1,90 @@
+"""The Celery task that runs one attempt: claim → supervise → finish."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from celery import Celery
+from pydantic import ValidationError
+
+from workers.contract.protocol import RUN_ATTEMPT_TASK, AttemptOrder
+from workers.devices.registry import DeviceRegistry
+from workers.node.api_client import NodeApiClient
+from workers.node.settings import WorkerSettings
+from workers.supervisor.attempt import Supervisor
+
+log = logging.getLogger(__name__)
+
+
+class ActiveAttempts:
+    """The supervisors running on this node, so a shutdown can stop them all."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[Supervisor] = set()
+        self.closing = False
+
+    def add(self, supervisor: Supervisor) -> bool:
+        """Track a supervisor; False once the node is shutting down."""
+        with self._lock:
+            if self.closing:
+                return False
+            self._running.add(supervisor)
+            return True
+
+    def discard(self, supervisor: Supervisor) -> None:
+        """Forget a supervisor whose attempt ended."""
+        with self._lock:
+            self._running.discard(supervisor)
+
+    def shutdown_all(self) -> None:
+        """Refuse new attempts and ask every running supervisor to stop its ranks."""
+        with self._lock:
+            self.closing = True
+            running = list(self._running)
+        for supervisor in running:
+            supervisor.shutdown()
+
+
+def run_attempt(
+    order_json: dict[str, Any],
+    *,
+    settings: WorkerSettings,
+    api: NodeApiClient,
+    registry: DeviceRegistry,
+    active: ActiveAttempts,
+    use_gpus: bool,
+) -> str:
+    """Claim the attempt, run its ranks, report the outcome; return what happened."""
+    try:
+        order = AttemptOrder.model_validate(order_json)
+    except ValidationError as err:
+        log.error("dropping malformed attempt order: %s", err)
+        return "malformed"
+    if order.node != settings.node_name:
+        log.error("attempt %d is for node %r, not this one", order.attempt_id, order.node)
+        return "wrong-node"
+    if not api.claim(order.attempt_id, settings.node_name):
+        log.info("attempt %d: claim refused (stale, duplicate or cancelled)", order.attempt_id)
+        return "refused"
+    supervisor = Supervisor(order, settings, registry=registry, use_gpus=use_gpus)
+    if not active.add(supervisor):
+        outcome = supervisor.refuse("the worker node is shutting down")
+    else:
+        try:
+            outcome = supervisor.run()
+        finally:
+            active.discard(supervisor)
+    log.info("attempt %d: %s %s", order.attempt_id, outcome.outcome, outcome.reason or "")
+    api.finish(order.attempt_id, outcome.model_copy(update={"node": settings.node_name}))
+    return outcome.outcome
+
+
+def register_tasks(app: Celery, **deps: Any) -> None:
+    """Register RUN_ATTEMPT_TASK on app, bound to this node's settings, API client and registry."""
+
+    @app.task(name=RUN_ATTEMPT_TASK, ignore_result=True)
+    def _run_attempt(order_json: dict[str, Any]) -> str:
+        return run_attempt(order_json, **deps)

@@ -1,0 +1,169 @@
+"""Checkpoints with torch.distributed.checkpoint: atomic, pruned, and loaded without pickle risk."""
+
+from __future__ import annotations
+
+import io
+import pickle
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch import nn
+from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+from torch.distributed.checkpoint.metadata import Metadata
+from torch.distributed.checkpoint.planner import ReadItem
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_state_dict,
+    set_state_dict,
+)
+
+from workers.contract.checkpoints import checkpoint_path, complete_checkpoints
+
+#: numbers saved beside the weights: step, epoch, global_batch, data_offset, lr_scale, ...
+Progress = dict[str, float]
+
+#: optimizer state and hyperparameters keyed by parameter name ("param_groups.3.0.weight.lr"),
+#: not by group index: pipeline stages each have their own group 0, which a list-shaped
+#: state would save under one shared key (one stage's copy wins) and load into every stage
+_OPTIONS = StateDictOptions(flatten_optimizer_state_dict=True)
+#: how checkpoints written before that were shaped (still loaded: fine for `data` jobs)
+_LEGACY_OPTIONS, _LEGACY_KEY = StateDictOptions(), "optim.param_groups.0.params"
+
+#: modules whose classes a checkpoint's metadata may name; anything else is refused
+_SAFE_MODULES = ("torch.distributed.checkpoint.", "pathlib")
+_SAFE_GLOBALS = {
+    ("torch", "Size"),
+    ("torch.serialization", "_get_layout"),
+    ("collections", "OrderedDict"),
+}
+
+
+class _MetadataUnpickler(pickle.Unpickler):
+    """Unpickles DCP metadata only: its own dataclasses, torch dtypes and sizes."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
+            return getattr(torch, name)
+        if module.startswith(_SAFE_MODULES) or (module, name) in _SAFE_GLOBALS:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"checkpoint metadata may not load {module}.{name}")
+
+
+class SafeReader(dcp.FileSystemReader):
+    """A FileSystemReader whose metadata load refuses arbitrary classes."""
+
+    def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
+        metadata = _MetadataUnpickler(io.BytesIO((Path(self.path) / ".metadata").read_bytes()))
+        found: Metadata = metadata.load()
+        if getattr(found, "storage_meta", None) is None:
+            from torch.distributed.checkpoint.metadata import StorageMeta
+
+            found.storage_meta = StorageMeta()
+        found.storage_meta.load_id = self.load_id  # type: ignore[union-attr]
+        return found
+
+
+class SafeLoadPlanner(DefaultLoadPlanner):
+    """Loads non-tensor values (optimizer hyperparameters) with torch's weights-only unpickler."""
+
+    def load_bytes(self, read_item: ReadItem, value: io.BytesIO) -> None:
+        loaded = torch.load(value, weights_only=True)
+        if self.flatten_state_dict:
+            from torch.distributed.checkpoint._nested_dict import set_element
+
+            set_element(self.original_state_dict, self.mappings[read_item.dest_index.fqn], loaded)
+        else:
+            self.state_dict[read_item.dest_index.fqn] = loaded
+
+
+def _state(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    progress: Progress,
+    options: StateDictOptions | None = None,
+) -> dict:
+    """The state to save or load into: unwrapped model and optimizer, progress, RNG."""
+    model_state, optim_state = get_state_dict(model, optimizer, options=options or _OPTIONS)
+    state: dict[str, Any] = {
+        "model": model_state,
+        "optim": optim_state,
+        "progress": {k: torch.tensor(float(v), dtype=torch.float64) for k, v in progress.items()},
+        "rng": {"cpu": torch.get_rng_state()},
+    }
+    if torch.cuda.is_available():
+        state["rng"]["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def save(
+    checkpoint_dir: Path,
+    *,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    progress: Progress,
+    keep_last: int,
+    tag: str,
+) -> Path:
+    """Save collectively into a temporary directory, then rank 0 renames it to step-<N>."""
+    final = checkpoint_path(checkpoint_dir, int(progress["step"]))
+    tmp = checkpoint_dir / f".tmp-{final.name}-{tag}"
+    leader = not dist.is_initialized() or dist.get_rank() == 0
+    if leader:
+        checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+    _barrier()
+    dcp.save(_state(model, optimizer, progress), checkpoint_id=tmp)
+    _barrier()  # every rank's shard is on disk before the directory becomes visible
+    if leader:
+        if final.exists():  # the same step saved by an earlier attempt: identical content
+            shutil.rmtree(tmp)
+        else:
+            tmp.rename(final)
+        for old in complete_checkpoints(checkpoint_dir)[:-keep_last]:
+            shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def read_progress(path: Path) -> Progress:
+    """The progress numbers of a checkpoint (step, epoch, global_batch, ...), nothing else."""
+    reader = SafeReader(path)
+    names = [
+        key.removeprefix("progress.")
+        for key in reader.read_metadata().state_dict_metadata
+        if key.startswith("progress.")
+    ]
+    state = {"progress": {name: torch.zeros((), dtype=torch.float64) for name in names}}
+    dcp.load(state, storage_reader=reader, planner=SafeLoadPlanner())
+    return {name: float(value) for name, value in state["progress"].items()}
+
+
+def load(path: Path, *, model: nn.Module, optimizer: torch.optim.Optimizer) -> Progress:
+    """Load a checkpoint (resharded to this world size and split) in place; return its progress."""
+    reader = SafeReader(path)
+    saved = reader.read_metadata().state_dict_metadata
+    progress = {k.removeprefix("progress."): 0.0 for k in saved if k.startswith("progress.")}
+    options = _LEGACY_OPTIONS if _LEGACY_KEY in saved else _OPTIONS
+    state = _state(model, optimizer, progress, options)
+    if "rng.cuda" not in saved:
+        state["rng"].pop("cuda", None)
+    dcp.load(state, storage_reader=reader, planner=SafeLoadPlanner())
+    set_state_dict(
+        model,
+        optimizer,
+        model_state_dict=state["model"],
+        optim_state_dict=state["optim"],
+        options=options,
+    )
+    torch.set_rng_state(state["rng"]["cpu"])
+    if "cuda" in state["rng"]:
+        torch.cuda.set_rng_state(state["rng"]["cuda"])
+    return {name: float(value) for name, value in state["progress"].items()}
+
+
+def _barrier() -> None:
+    if dist.is_initialized():
+        dist.barrier()

@@ -1,0 +1,97 @@
+"""torch.distributed setup for one rank: gloo on CPU, NCCL on GPUs, a CPU control group, a mesh."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+
+from workers.contract.rank_env import RankEnv
+
+
+@dataclass
+class ParallelContext:
+    """Where this rank runs and how it talks to the others.
+
+    Ranks form a (dp, pp) grid, row-major like `init_device_mesh`: rank = dp_rank * pp + pp_rank.
+    A `data` job has pp_size 1; a `model` job has dp_size 1.
+    """
+
+    rank: int = 0
+    world_size: int = 1
+    device: torch.device = torch.device("cpu")
+    control_group: dist.ProcessGroup | None = None
+    pp_size: int = 1
+    dp_group: dist.ProcessGroup | None = None
+    pp_group: dist.ProcessGroup | None = None
+
+    def __post_init__(self) -> None:
+        assert self.world_size % self.pp_size == 0, "pipeline stages must divide the world size"
+
+    @property
+    def is_leader(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def dp_size(self) -> int:
+        return self.world_size // self.pp_size
+
+    @property
+    def dp_rank(self) -> int:
+        return self.rank // self.pp_size
+
+    @property
+    def pp_rank(self) -> int:
+        return self.rank % self.pp_size
+
+    def build_mesh(self) -> None:
+        """Create the dp and pp process groups of a 2-D device mesh (collective: every rank)."""
+        mesh = init_device_mesh(
+            self.device.type, (self.dp_size, self.pp_size), mesh_dim_names=("dp", "pp")
+        )
+        self.dp_group, self.pp_group = mesh["dp"].get_group(), mesh["pp"].get_group()
+
+    def agree(self, *flags: bool) -> list[bool]:
+        """True for each flag that any rank raised (a CPU all-reduce: no GPU sync)."""
+        return [v > 0 for v in self.max_all(*map(float, flags))]
+
+    def max_all(self, *values: float) -> list[float]:
+        """The maximum of each value over all ranks, on the CPU control group."""
+        if self.world_size == 1 or not dist.is_initialized():
+            return list(values)
+        votes = torch.tensor(values, dtype=torch.float64)
+        dist.all_reduce(votes, op=dist.ReduceOp.MAX, group=self.control_group)
+        return [float(v) for v in votes.tolist()]
+
+
+def setup(env: RankEnv, *, pp_size: int = 1, timeout_s: float = 300.0) -> ParallelContext:
+    """Join the process group; device cuda:LOCAL_RANK when CUDA is available, else CPU."""
+    if torch.cuda.is_available():
+        device = torch.device("cuda", env.local_rank)
+        torch.cuda.set_device(device)
+        backend = "nccl"
+    else:
+        device, backend = torch.device("cpu"), "gloo"
+    dist.init_process_group(
+        backend=backend,
+        init_method=f"tcp://{env.master_addr}:{env.master_port}",
+        rank=env.rank,
+        world_size=env.world_size,
+        timeout=timedelta(seconds=timeout_s),
+        device_id=device if backend == "nccl" else None,
+    )
+    # stop/checkpoint votes travel on CPU so agreeing never waits for the GPU stream
+    control = dist.new_group(backend="gloo") if backend == "nccl" else dist.group.WORLD
+    ctx = ParallelContext(env.rank, env.world_size, device, control, pp_size=pp_size)
+    if pp_size > 1:
+        ctx.build_mesh()
+    return ctx
+
+
+def teardown() -> None:
+    """Leave the process group."""
+    if dist.is_initialized():
+        dist.destroy_process_group()

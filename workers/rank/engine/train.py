@@ -1,0 +1,294 @@
+"""The training loop for every strategy: accumulation, LR schedule, telemetry, checkpoints, NaN."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from workers.contract.checkpoints import newest_checkpoint
+from workers.contract.spec import JobSpec
+from workers.rank import sdk
+from workers.rank.engine import checkpoint
+from workers.rank.engine.data import ShardedBatches
+from workers.rank.engine.distributed import ParallelContext
+from workers.rank.engine.errors import Diverged
+from workers.rank.engine.metrics import MetricBuffer, StepClock, Value, peak_memory_bytes
+from workers.rank.engine.optim import build_optimizer, lr_at
+from workers.rank.engine.parallelize import parallelize
+from workers.rank.engine.precision import MixedPrecision
+from workers.rank.engine.reshape import batch_for
+from workers.rank.engine.templates import Task
+
+#: most steps between reports: metric read-back (one device sync), NaN check, stop vote
+REPORT_EVERY = 100
+#: a report about this often (fewer steps between reports when steps are slow): live charts
+#: lag by about this, and a stop is honoured within it. Each report costs a collective, a
+#: progress line and a device read-back (every 10 steps was 33 a second on a 3 ms step)
+REPORT_SECONDS = 0.25
+#: encodes "the earliest bad step" into a MAX all-reduce (larger = earlier)
+_NO_STEP = 2**40
+
+
+@dataclass
+class TrainResult:
+    """How the loop ended."""
+
+    step: int
+    stopped: bool
+    last_checkpoint: Path | None
+    model: nn.Module
+
+
+class Trainer:
+    """Runs the optimizer steps of one rank; every rank of the gang runs the same loop."""
+
+    def __init__(
+        self,
+        spec: JobSpec,
+        task: Task,
+        ctx: ParallelContext,
+        *,
+        checkpoint_dir: Path | None = None,
+        tag: str = "local",
+    ) -> None:
+        hp = spec.hyperparameters
+        self.spec, self.ctx, self.tag, self.task = spec, ctx, tag, task
+        self.checkpoint_dir = checkpoint_dir
+        self.precision = MixedPrecision(spec, ctx.device)
+        scaler = self.precision.scaler
+        self.runner = parallelize(
+            task.model,
+            task.loss_fn,
+            ctx,
+            spec=spec,
+            autocast=self.precision.autocast,
+            scale_loss=scaler.scale if scaler is not None else None,
+        )
+        self.model = self.runner.model
+        #: fixed for the run (walking the module tree every step is measurable on small models)
+        self.params = list(self.model.parameters())
+        self.optimizer = build_optimizer(
+            self.model.parameters(),
+            name=hp["optimizer"],
+            lr=hp["lr"],
+            weight_decay=hp["weight_decay"],
+        )
+        self.total_steps = int(hp["steps"])
+        self.step = 0
+        #: batches skipped by rollbacks before `step`, and steps whose batch will be skipped
+        self.data_offset, self.skip_at = 0, set[int]()
+        self.lr_scale, self.rollbacks = 1.0, 0
+        self._reshape(hp["batch_size"], spec.grad_accum)
+        self.metrics = MetricBuffer(sdk.report_many)
+        self.clock = StepClock(ctx.device)
+        #: the training loop's seconds and this process's CPU seconds in it (all threads), and
+        #: the parts of both spent writing checkpoints
+        self.loop_seconds = self.checkpoint_seconds = 0.0
+        self.loop_cpu_seconds = self.checkpoint_cpu_seconds = 0.0
+        self.report_every = 1  # until the first report has measured a step
+
+    @property
+    def global_batch(self) -> int:
+        return self.batch_size * self.accum * self.ctx.dp_size
+
+    def _reshape(self, batch_size: int, accum: int) -> None:
+        self.batch_size, self.accum = batch_size, accum
+        self.batches = ShardedBatches(
+            self.task.inputs,
+            self.task.targets,
+            batch_size=batch_size,
+            rank=self.ctx.dp_rank,
+            replicas=self.ctx.dp_size,
+            seed=self.spec.hyperparameters["seed"],
+        )
+
+    def resume(self, path: Path) -> None:
+        """Continue from a checkpoint: same next step and data, global batch kept on any dp size."""
+        saved = checkpoint.read_progress(path)
+        if "global_batch" in saved and int(saved["global_batch"]) != self.global_batch:
+            self._reshape(
+                *batch_for(
+                    int(saved["global_batch"]),
+                    dp_size=self.ctx.dp_size,
+                    max_batch=self.spec.hyperparameters["batch_size"],
+                    microbatches=self.spec.parallelism.microbatches,
+                )
+            )
+        progress = checkpoint.load(path, model=self.model, optimizer=self.optimizer)
+        self.step = int(progress["step"])
+        self.data_offset = int(progress.get("data_offset", 0))
+        self.lr_scale = progress.get("lr_scale", 1.0)
+        self.rollbacks = max(self.rollbacks, int(progress.get("rollbacks", 0)))
+        self.skip_at = {s for s in self.skip_at if s >= self.step}
+
+    def train_step(self) -> None:
+        """One optimizer step over `accum` micro-batches."""
+        hp = self.spec.hyperparameters
+        start = self.clock.mark()
+        if self.step in self.skip_at:
+            self.data_offset += 1  # a rollback skips the batch that produced a NaN
+        schedule = self.spec.lr_schedule
+        lr = self.lr_scale * lr_at(
+            self.step + 1, peak=hp["lr"], total_steps=self.total_steps, schedule=schedule
+        )
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        first = (self.step + self.data_offset) * self.accum
+        batches = [self.batches.batch(first + i) for i in range(self.accum)]
+        fetched = self.clock.mark()
+        loss = self.runner.forward_backward(batches)
+        computed = self.clock.mark()
+        grad_norm = self._step_optimizer()
+        self.step += 1
+        done = self.clock.mark()
+        step_time = self.clock.between(start, done)
+        rate = _per_second(self.global_batch, step_time)
+        row: dict[str, Value] = dict(
+            lr=lr,
+            grad_norm=grad_norm,
+            step_time=step_time,
+            data_time=self.clock.between(start, fetched),
+            compute_time=self.clock.between(fetched, computed),
+            optim_time=self.clock.between(computed, done),
+            samples_per_s=rate,
+        )
+        if loss is not None:
+            row["loss"] = loss
+        if self.task.tokens_per_sample:
+            tokens = self.global_batch * self.task.tokens_per_sample
+            row["tokens_per_s"] = _per_second(tokens, step_time)
+        self.metrics.add(self.step, row)
+
+    def _step_optimizer(self) -> torch.Tensor:
+        scaler, clip = self.precision.scaler, self.spec.grad_clip
+        if scaler is not None:
+            scaler.unscale_(self.optimizer)
+        # one norm pass serves telemetry and clipping; it stays on the device until a report
+        grad_norm = self.runner.grad_norm()
+        if clip is not None:  # it skips parameters without a gradient itself
+            torch.nn.utils.clip_grads_with_norm_(self.params, clip, grad_norm)
+        if scaler is not None:
+            scaler.step(self.optimizer)
+            scaler.update()
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return grad_norm
+
+    def run(self) -> TrainResult:
+        """Train to the last step, or until asked to stop; checkpoint as the spec says."""
+        every = self.spec.checkpoint.every_steps
+        minutes = self.spec.checkpoint.every_minutes
+        last_saved_at, last_path = time.monotonic(), None
+        stopped, began, began_cpu = False, time.perf_counter(), time.process_time()
+        while self.step < self.total_steps:
+            self.train_step()
+            due = every is not None and self.step % every == 0
+            if not (due or self.step == self.total_steps or len(self.metrics) >= self.report_every):
+                continue
+            # every rank reaches this at the same step: the stop and time votes ride on the
+            # report's one collective, and a NaN is found before any checkpoint saves it
+            time_due = minutes is not None and time.monotonic() - last_saved_at >= minutes * 60
+            healthy, stopped, time_due = self._report(sdk.should_stop(), time_due)
+            if not healthy:
+                if stopped:
+                    break
+                continue  # rolled back to the newest checkpoint: nothing to save now
+            if stopped or due or time_due or self.step == self.total_steps:
+                last_path = self.save()
+                last_saved_at = time.monotonic()
+            if stopped:
+                break
+        self.loop_seconds = time.perf_counter() - began
+        self.loop_cpu_seconds = time.process_time() - began_cpu
+        return TrainResult(self.step, stopped, last_path, self.model)
+
+    def save(self) -> Path | None:
+        """Checkpoint the current step (all ranks take part); announce it from rank 0."""
+        if self.checkpoint_dir is None:
+            return None
+        began, began_cpu = time.perf_counter(), time.process_time()
+        progress = {
+            "step": self.step,
+            "epoch": self.batches.epoch_of((self.step + self.data_offset) * self.accum),
+            "global_batch": self.global_batch,
+            "data_offset": self.data_offset,
+            "lr_scale": self.lr_scale,
+            "rollbacks": self.rollbacks,
+        }
+        path = checkpoint.save(
+            self.checkpoint_dir,
+            model=self.model,
+            optimizer=self.optimizer,
+            progress=progress,
+            keep_last=self.spec.checkpoint.keep_last,
+            tag=self.tag,
+        )
+        if self.ctx.is_leader:
+            sdk.event("checkpoint", message=str(path), step=self.step)
+            print(f"checkpoint step {self.step} saved to {path}", flush=True)
+        self.checkpoint_seconds += time.perf_counter() - began
+        self.checkpoint_cpu_seconds += time.process_time() - began_cpu
+        return path
+
+    def _report(self, stop: bool, time_due: bool) -> tuple[bool, bool, bool]:
+        """Publish and check held metrics, agree on stop and time votes with every rank.
+
+        Returns (healthy, stop, time_due); not healthy means it rolled back.
+        """
+        rows = self.metrics.flush(peak_mem=peak_memory_bytes(self.ctx.device))
+        bad = next((s for s, r in rows if not all(map(math.isfinite, r.values()))), None)
+        designated = self.runner.has_loss and self.ctx.dp_rank == 0 and bool(rows)
+        loss = rows[-1][1].get("loss", -math.inf) if designated else -math.inf
+        step_time = max((r["step_time"] for _, r in rows), default=0.0)
+        any_bad, earliest, loss, stop_vote, time_vote, step_time = self.ctx.max_all(
+            float(bad is not None),
+            _NO_STEP - bad if bad is not None else 0.0,
+            loss,
+            float(stop),
+            float(time_due),
+            step_time,
+        )
+        self.report_every = max(1, min(REPORT_EVERY, int(REPORT_SECONDS / max(step_time, 1e-9))))
+        if any_bad:
+            self._on_nonfinite(int(_NO_STEP - earliest))
+            return False, stop_vote > 0, False
+        if self.ctx.is_leader and rows:
+            print(
+                f"step {self.step}/{self.total_steps} loss {loss:.4f} lr {rows[-1][1]['lr']:.4g}",
+                flush=True,
+            )
+        return True, stop_vote > 0, time_vote > 0
+
+    def _on_nonfinite(self, bad_step: int) -> None:
+        policy = self.spec.nan_policy
+        what = f"the loss or gradients became NaN/Inf at step {bad_step}"
+        if policy.action == "stop":
+            raise Diverged(what)
+        path = newest_checkpoint(self.checkpoint_dir) if self.checkpoint_dir else None
+        if path is None:
+            raise Diverged(f"{what} and there is no checkpoint to roll back to")
+        if self.rollbacks >= policy.max_rollbacks:
+            raise Diverged(f"{what} after {self.rollbacks} rollbacks (max_rollbacks)")
+        lr_scale, rollbacks = self.lr_scale / 2, self.rollbacks + 1
+        self.skip_at.add(bad_step - 1)
+        self.resume(path)
+        self.lr_scale, self.rollbacks = lr_scale, rollbacks
+        if self.ctx.is_leader:
+            message = (
+                f"{what}: rolled back to step {self.step}, skipped that batch, lr x{lr_scale:g}"
+            )
+            sdk.event("rollback", message=message, step=self.step)
+            print(message, flush=True)
+
+
+def _per_second(amount: float, seconds: float | Callable[[], float]) -> Value:
+    if callable(seconds):
+        return lambda: amount / max(seconds(), 1e-9)
+    return amount / max(seconds, 1e-9)

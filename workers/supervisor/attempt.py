@@ -1,0 +1,293 @@
+"""Starts the rank processes of one attempt, watches them, stops them on request, reports why."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from time import time as now
+
+import redis
+
+from workers.contract import entrypoints
+from workers.contract.checkpoints import newest_checkpoint
+from workers.contract.protocol import (
+    LOGS_STREAM,
+    METRICS_STREAM,
+    AttemptOrder,
+    AttemptOutcome,
+    MetricPoint,
+    control_key,
+)
+from workers.contract.rank_env import EXIT_EXPLAINED, RankEnv, failure_file
+from workers.devices.registry import DeviceRegistry, Occupant
+from workers.node.settings import WorkerSettings
+from workers.supervisor.orphan_guard import guarded
+from workers.supervisor.rank_output import OutputForwarder
+from workers.supervisor.stdout_metrics import StdoutMetrics
+from workers.telemetry import StreamPublisher, producer_name
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.25
+STOP_REQUESTS = ("cancel", "pause")
+#: worker variables a rank (user code) must not see
+_PRIVATE_ENV = ("TRAINBOARD_NODE_TOKEN",)
+_PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+def job_dir(data_dir: Path, job_id: int) -> Path:
+    """Everything a job writes on this node."""
+    return data_dir / "runs" / f"job-{job_id}"
+
+
+class Supervisor:
+    """Runs one attempt's local ranks in one process group; no rank outlives `run()`."""
+
+    def __init__(
+        self,
+        order: AttemptOrder,
+        settings: WorkerSettings,
+        *,
+        publisher: StreamPublisher | None = None,
+        registry: DeviceRegistry | None = None,
+        use_gpus: bool = False,
+    ) -> None:
+        self.order, self.settings, self.use_gpus = order, settings, use_gpus
+        self.registry = registry or DeviceRegistry()
+        self._own_publisher = publisher is None
+        self.publisher = publisher or StreamPublisher(
+            settings.redis_url,
+            LOGS_STREAM,
+            producer_name(order.node, f"attempt-{order.attempt_id}"),
+        )
+        self.run_dir = job_dir(settings.data_dir, order.job_id) / f"attempt-{order.number}"
+        self.checkpoint_dir = job_dir(settings.data_dir, order.job_id) / "checkpoints"
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self._forwarders: list[OutputForwarder] = []
+        self._stderr: list[OutputForwarder] = []
+        self._pgid: int | None = None
+        self._stop_reason: str | None = None
+        self._shutdown = threading.Event()
+        self._redis = redis.Redis.from_url(settings.redis_url, socket_timeout=2.0)
+        #: metric points parsed from a user program's stdout (entrypoint jobs only)
+        self._stdout_metrics: StreamPublisher | None = None
+
+    def shutdown(self) -> None:
+        """Stop the ranks because this node agent is going away (the attempt counts as failed)."""
+        self._shutdown.set()
+
+    def refuse(self, reason: str) -> AttemptOutcome:
+        """The outcome of an attempt that was claimed but never started."""
+        self._close_connections()
+        return AttemptOutcome(outcome="failed", reason=reason)
+
+    def run(self) -> AttemptOutcome:
+        """Start every local rank, supervise them to the end, and say how the attempt ended."""
+        try:
+            self._start()
+            failed = self._watch()
+        except entrypoints.EntrypointRefused as err:
+            failed = str(err)
+        except Exception as err:
+            log.exception("attempt %d: supervisor error", self.order.attempt_id)
+            failed = f"supervisor error: {type(err).__name__}: {err}"
+        finally:
+            self._cleanup()
+        return self._outcome(failed)
+
+    def rank_envs(self) -> list[RankEnv]:
+        """The environment of each local rank, exactly as torchrun would set it."""
+        order, local = self.order, len(self.order.devices)
+        visible = ",".join(map(str, order.devices)) if self.use_gpus else None
+        resume = Path(order.resume_from) if order.resume_from else None
+        return [
+            RankEnv(
+                rank=order.node_rank * local + i,
+                local_rank=i,
+                world_size=order.nnodes * local,
+                local_world_size=local,
+                group_rank=order.node_rank,
+                master_addr=order.master_addr,
+                master_port=order.master_port,
+                run_id=f"trainboard-job{order.job_id}-attempt{order.attempt_id}",
+                attempt_id=order.attempt_id,
+                job_id=order.job_id,
+                spec_file=(self.run_dir / "spec.json").resolve(),
+                run_dir=self.run_dir.resolve(),
+                checkpoint_dir=self.checkpoint_dir.resolve(),
+                redis_url=self.settings.redis_url,
+                resume_from=resume,
+                cuda_visible_devices=visible,
+            )
+            for i in range(local)
+        ]
+
+    def _command(self) -> tuple[list[str], list[str], Path | None]:
+        """argv, PYTHONPATH entries to prepend and working directory of every rank."""
+        entry = self.order.spec.entrypoint
+        if entry is None:
+            return [sys.executable, "-m", "workers.rank.engine"], [], None
+        # resolved again here: the API's check ran on another machine, maybe long ago
+        launch = entrypoints.resolve(entry, self.settings.script_root_paths)
+        self._stdout_metrics = StreamPublisher(
+            self.settings.redis_url,
+            METRICS_STREAM,
+            producer_name(self.order.node, f"attempt-{self.order.attempt_id}-stdout"),
+        )
+        return launch.argv, [str(launch.root)], self.run_dir
+
+    def _metric_sink(self, rank: int) -> Callable[[str], None] | None:
+        """What turns a rank's stdout lines into metric points (entrypoint jobs only)."""
+        publisher = self._stdout_metrics
+        if publisher is None:
+            return None
+        parser = StdoutMetrics(self.settings.metric_patterns, self.settings.metric_step_pattern)
+        attempt = self.order.attempt_id
+
+        def sink(line: str) -> None:
+            for step, name, value in parser.parse(line):
+                point = MetricPoint(
+                    attempt_id=attempt, rank=rank, step=step, name=name, value=value, time=now()
+                )
+                publisher.add(point)
+
+        return sink
+
+    def _start(self) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "spec.json").write_text(self.order.spec.model_dump_json(indent=2))
+        for stale in self.run_dir.glob("rank-*.failure"):
+            stale.unlink()
+        argv, paths, cwd = self._command()
+        base = {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV}
+        base["PYTHONUNBUFFERED"] = "1"
+        # ranks import the very `workers` package this supervisor runs, installed or not
+        base["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [*paths, _PACKAGE_ROOT, base.get("PYTHONPATH")])
+        )
+        for env, slot in zip(self.rank_envs(), self.order.devices, strict=True):
+            # process_group=0 makes the first rank lead a new group; the others join it.
+            # (A new session would not do: setpgid cannot join a group in another session.)
+            process = subprocess.Popen(
+                guarded(argv),
+                env={**base, **env.to_env()},
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                process_group=self._pgid or 0,
+            )
+            if self._pgid is None:
+                self._pgid = process.pid  # the first rank leads the attempt's process group
+            self.processes.append(process)
+            self.registry.assign(slot, Occupant(self.order.attempt_id, env.rank, process.pid))
+            for stream, pipe in (("stdout", process.stdout), ("stderr", process.stderr)):
+                assert pipe is not None
+                forwarder = OutputForwarder(
+                    pipe,
+                    attempt_id=self.order.attempt_id,
+                    rank=env.rank,
+                    stream=stream,  # type: ignore[arg-type]
+                    log_file=self.run_dir / f"rank-{env.rank}.{stream}.log",
+                    publisher=self.publisher,
+                    on_line=self._metric_sink(env.rank) if stream == "stdout" else None,
+                )
+                self._forwarders.append(forwarder)
+                if stream == "stderr":
+                    self._stderr.append(forwarder)
+        log.info("attempt %d: started %d ranks", self.order.attempt_id, len(self.processes))
+
+    def _watch(self) -> str | None:
+        """Poll ranks and the control key until all ranks exit; return a failure, if any."""
+        kill_at: float | None = None
+        while True:
+            codes = [p.poll() for p in self.processes]
+            bad = next((i for i, c in enumerate(codes) if c not in (None, 0)), None)
+            if bad is not None and self._stop_reason is None:
+                self._signal(signal.SIGKILL)  # the gang cannot go on without one of its ranks
+                for p in self.processes:
+                    p.wait()
+                return self._failure(bad)
+            if all(code is not None for code in codes):
+                return None
+            if self._stop_reason is None:
+                self._stop_reason = self._stop_request()
+                if self._stop_reason is not None:
+                    log.info("attempt %d: %s requested", self.order.attempt_id, self._stop_reason)
+                    self._signal(signal.SIGTERM)
+                    kill_at = time.monotonic() + self.settings.stop_grace_seconds
+            elif kill_at is not None and time.monotonic() >= kill_at:
+                log.warning("attempt %d: ranks ignored SIGTERM; killing", self.order.attempt_id)
+                self._signal(signal.SIGKILL)
+                kill_at = None
+            time.sleep(POLL_SECONDS)
+
+    def _stop_request(self) -> str | None:
+        if self._shutdown.is_set():
+            return "shutdown"
+        try:
+            value = self._redis.get(control_key(self.order.attempt_id))
+        except redis.RedisError as err:
+            log.warning("attempt %d: cannot read control key: %s", self.order.attempt_id, err)
+            return None
+        request = value.decode() if isinstance(value, bytes) else value
+        return request if request in STOP_REQUESTS else None
+
+    def _failure(self, index: int) -> str:
+        code = self.processes[index].returncode
+        if code == EXIT_EXPLAINED:  # the engine wrote the reason the user should read
+            rank = self.rank_envs()[index].rank
+            with contextlib.suppress(OSError):
+                return failure_file(self.run_dir, rank).read_text()[:4096]
+        how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with {code}"
+        self._stderr[index].join(timeout=2.0)
+        tail = "\n".join(self._stderr[index].tail)
+        return f"rank {index} {how}" + (f"; last stderr lines:\n{tail}" if tail else "")
+
+    def _signal(self, signum: int) -> None:
+        if self._pgid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._pgid, signum)
+
+    def _cleanup(self) -> None:
+        """Kill whatever is left of the group (no orphan survives), drain output, free slots."""
+        self._signal(signal.SIGKILL)
+        for process in self.processes:
+            process.wait()
+        for forwarder in self._forwarders:
+            forwarder.join(timeout=5.0)
+        for slot, process in zip(self.order.devices, self.processes, strict=False):
+            self.registry.release(slot, process.pid)
+        self._close_connections()
+
+    def _close_connections(self) -> None:
+        if self._own_publisher:
+            self.publisher.close()
+        if self._stdout_metrics is not None:
+            self._stdout_metrics.close()
+        self._redis.close()
+
+    def _outcome(self, failed: str | None) -> AttemptOutcome:
+        codes = [p.returncode for p in self.processes if p.returncode is not None]
+        checkpoint = newest_checkpoint(self.checkpoint_dir)
+        last = str(checkpoint.resolve()) if checkpoint else None
+        if self._stop_reason == "shutdown":
+            failed = failed or "the worker node shut down while the attempt ran"
+        if failed is not None:
+            outcome = AttemptOutcome(outcome="failed", reason=failed[-4096:], exit_codes=codes)
+        elif self._stop_reason is not None:
+            reason = f"stopped on {self._stop_reason} request"
+            outcome = AttemptOutcome(outcome="stopped", reason=reason, exit_codes=codes)
+        else:
+            outcome = AttemptOutcome(outcome="succeeded", reason=None, exit_codes=codes)
+        outcome.last_checkpoint = last
+        return outcome

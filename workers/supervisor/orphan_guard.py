@@ -1,0 +1,47 @@
+"""Run a command that dies with its supervisor (`python -m workers.supervisor.orphan_guard ...`).
+
+Rank processes live in their own process group so a cancel can signal them all; that
+also means nothing kills them if the worker itself is killed (`kill -9`, OOM). Before
+exec'ing the real command this asks Linux to SIGKILL the process when its parent dies
+(PR_SET_PDEATHSIG, which survives exec), so a lost node leaves no orphan training on
+its devices while the job restarts elsewhere.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+
+PR_SET_PDEATHSIG = 1
+
+
+def guarded(command: list[str]) -> list[str]:
+    """The command wrapped so it is killed when the calling process dies."""
+    return [
+        sys.executable,
+        "-m",
+        "workers.supervisor.orphan_guard",
+        str(os.getpid()),
+        "--",
+        *command,
+    ]
+
+
+def main(argv: list[str]) -> None:
+    parent, separator, *command = argv
+    if separator != "--" or not command:
+        raise SystemExit(
+            "usage: python -m workers.supervisor.orphan_guard PARENT_PID -- COMMAND ..."
+        )
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != int(parent):
+        raise SystemExit("the supervisor died before this rank started")
+    os.execvp(command[0], command)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
