@@ -11,7 +11,8 @@ from tsdownsample import LTTBDownsampler
 from backend.telemetry.cache import Raw
 
 XAxis = Literal["step", "time"]
-LOWER_IS_BETTER = ("loss", "err", "perplex", "ppl", "time", "latency", "nan")
+#: a metric whose name contains one of these is best when lowest (compare's "best")
+LOWER_IS_BETTER = ("loss", "err", "perplex", "ppl", "time", "latency", "nan", "mem")
 
 
 @dataclass(frozen=True)
@@ -86,11 +87,9 @@ def downsample(curve: Curve, points: int, x: XAxis = "step") -> Curve:
 
 
 def lower_is_better(name: str) -> bool:
-    """Loss-like metrics are best when lowest (the frontend's rule, kept identical)."""
+    """Loss-, error-, time- and memory-like metrics are best when lowest; others when highest."""
     lowered = name.lower()
-    return any(
-        word in lowered for word in ("loss", "err", "perplex", "ppl", "time", "latency", "nan")
-    )
+    return any(word in lowered for word in LOWER_IS_BETTER)
 
 
 def summary(name: str, curve: Curve) -> dict[str, float | int | None]:

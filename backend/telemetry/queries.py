@@ -1,10 +1,9 @@
-"""Series, comparison and CSV export of jobs' metrics (the caller checks who may read them)."""
+"""Series, snapshots and CSV export of jobs' metrics (the caller checks who may read them)."""
 
 from __future__ import annotations
 
 import csv
 import io
-import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -12,7 +11,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from backend.jobs.models import Attempt, Job
+from backend.jobs.models import Attempt
 from backend.telemetry import rollups, series
 from backend.telemetry.cache import SeriesCache
 from backend.telemetry.curves import Curve, XAxis, downsample, merge_attempts, per_step, summary
@@ -21,8 +20,6 @@ from backend.telemetry.models import MetricPoint
 #: steps per metric a job topic's snapshot holds (all ranks at each), downsampled
 SNAPSHOT_STEPS = 2000
 CSV_COLUMNS = ["job_id", "attempt", "rank", "step", "name", "value", "time"]
-#: spec keys that name a run rather than change how it trains
-IDENTITY_KEYS = frozenset({"name"})
 
 
 def attempts_of(session: Session, job_id: int) -> list[Attempt]:
@@ -102,66 +99,6 @@ def snapshot_series(
             columns["rank"] += [rank] * int(keep.sum())
         out[name] = columns
     return out
-
-
-def compare(
-    session: Session,
-    cache: SeriesCache,
-    *,
-    jobs: Sequence[Job],
-    metrics: Sequence[str],
-    points: int,
-    x: XAxis,
-) -> dict[str, Any]:
-    """Spec differences, per-metric summaries and aligned downsampled curves of the jobs."""
-    ids = [job.id for job in jobs]
-    summaries: dict[str, dict[str, Any]] = {}
-    curves: dict[str, dict[str, Any]] = {}
-    for name in metrics:
-        views = {i: job_view(session, cache, job_id=i, name=name, points=points, x=x) for i in ids}
-        summaries[name] = {str(i): views[i][1] for i in ids}
-        curves[name] = aligned({i: views[i][0] for i in ids}, x)
-    return {
-        "jobs": [{"id": j.id, "name": j.name, "state": j.state} for j in jobs],
-        "spec_diff": spec_diff([j.spec for j in jobs]),
-        "summary": summaries,
-        "curves": curves,
-    }
-
-
-def aligned(curves: dict[int, Curve], x: XAxis) -> dict[str, Any]:
-    """One shared x column and, per job, a value column with null where it has no point."""
-    xs = sorted({v for c in curves.values() for v in (c.step if x == "step" else c.time).tolist()})
-    where = {v: i for i, v in enumerate(xs)}
-    columns: dict[str, list[float | None]] = {}
-    for job_id, curve in curves.items():
-        column: list[float | None] = [None] * len(xs)
-        for at, value in zip(
-            (curve.step if x == "step" else curve.time).tolist(), curve.value.tolist(), strict=True
-        ):
-            column[where[at]] = value
-        columns[str(job_id)] = column
-    return {"x": xs, "values": columns}
-
-
-def spec_diff(specs: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
-    """Dotted spec keys whose values differ: one value per spec (None where absent)."""
-    flat = [_flatten(spec) for spec in specs]
-    keys = sorted({k for f in flat for k in f} - IDENTITY_KEYS)
-    return {
-        key: [f.get(key) for f in flat]
-        for key in keys
-        if len({json.dumps(f.get(key), sort_keys=True) for f in flat}) > 1
-    }
-
-
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, dict) and value:
-        out: dict[str, Any] = {}
-        for key, inner in value.items():
-            out.update(_flatten(inner, f"{prefix}.{key}" if prefix else str(key)))
-        return out
-    return {prefix: value} if prefix else {}
 
 
 def csv_lines(session: Session, *, job_id: int, names: Sequence[str] = ()) -> Iterator[str]:

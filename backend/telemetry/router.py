@@ -14,7 +14,8 @@ from backend.db import Database
 from backend.deps import ObjectId, ReaderDep, RowId, SessionDep
 from backend.jobs import service as jobs
 from backend.jobs.models import Attempt, Job
-from backend.telemetry import queries
+from backend.jobs.views import describe_jobs
+from backend.telemetry import compare, queries
 from backend.telemetry.cache import SeriesCache
 from backend.telemetry.curves import XAxis, downsample
 from backend.telemetry.schemas import AttemptSeries, Comparison, Curve
@@ -78,19 +79,47 @@ def attempt_series(
     return found
 
 
+CompareJobs = Annotated[list[RowId], Query(min_length=1, max_length=10)]
+
+
 @router.get("/compare", response_model=Comparison)
 def compare_jobs(
     principal: ReaderDep,
     session: SessionDep,
     cache: CacheDep,
-    job: Annotated[list[RowId], Query(min_length=1, max_length=10)],
-    metric: Annotated[list[str], Query(min_length=1, max_length=20)],
+    job: CompareJobs,
+    metric: Annotated[list[str] | None, Query(max_length=20, description="default: all")] = None,
     points: Points = 1000,
     x: X = "step",
 ) -> dict[str, Any]:
-    """Spec differences, final/min/max/best of each metric, and aligned downsampled curves."""
+    """The jobs, their spec differences, each metric's summaries and aligned curves."""
     chosen = [_job(session, principal, job_id) for job_id in dict.fromkeys(job)]
-    return queries.compare(session, cache, jobs=chosen, metrics=metric, points=points, x=x)
+    names = metric or compare.metric_names(session, jobs=chosen)
+    found = compare.compare(session, cache, jobs=chosen, metrics=names, points=points, x=x)
+    return {"jobs": describe_jobs(session, chosen), **found}
+
+
+@router.get("/compare.csv", response_class=StreamingResponse)
+def compare_csv(
+    request: Request,
+    principal: ReaderDep,
+    session: SessionDep,
+    job: CompareJobs,
+    metric: str,
+    x: X = "step",
+) -> StreamingResponse:
+    """One metric of the jobs at every step, aligned on x: one column per job."""
+    chosen = [_job(session, principal, job_id) for job_id in dict.fromkeys(job)]
+    db: Database = request.app.state.db
+    cache = get_cache(request)
+
+    def lines() -> Iterator[str]:
+        with db.session() as reading:
+            yield from compare.csv_lines(reading, cache, jobs=chosen, name=metric, x=x)
+
+    filename = compare.csv_filename(jobs=chosen, name=metric)
+    headers = {"Content-Disposition": f'attachment; filename="{filename}"'}
+    return StreamingResponse(lines(), media_type="text/csv", headers=headers)
 
 
 @router.get("/jobs/{job_id}.csv", response_class=StreamingResponse)

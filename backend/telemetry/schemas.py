@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from backend.jobs.schemas import JobOut
+
 
 class Curve(BaseModel):
     """Columnar points of one curve."""
@@ -21,30 +23,30 @@ class AttemptSeries(Curve):
     number: int
 
 
-class ComparedJob(BaseModel):
-    id: int
-    name: str
-    state: str
-
-
 class MetricSummary(BaseModel):
     final: float | None
     final_step: int | None
     min: float | None
     max: float | None
-    best: float | None = Field(description="min for loss-like names, else max")
+    best: float | None = Field(description="min where curves.lower_is_better(name), else max")
     best_step: int | None
 
 
 class AlignedCurves(BaseModel):
-    """One shared x column; per job id a value column with null where it has no point."""
+    """Shared x (steps, or seconds since each job's first point); per job id, null: no point."""
 
     x: list[float]
     values: dict[str, list[float | None]]
 
 
 class Comparison(BaseModel):
-    jobs: list[ComparedJob]
-    spec_diff: dict[str, list[Any]] = Field(description="dotted spec key → one value per job")
+    """Everything the Compare page shows; the page computes none of it."""
+
+    jobs: list[JobOut] = Field(description="the compared jobs, in the order asked")
+    metrics: list[str] = Field(description="the compared metrics (default: every one reported)")
+    spec_diff: dict[str, list[Any]] = Field(
+        description="dotted spec key → one value per job (null: absent), where they differ"
+    )
+    spec_same: dict[str, Any] = Field(description="dotted spec key → the value every job has")
     summary: dict[str, dict[str, MetricSummary]] = Field(description="metric → job id → summary")
     curves: dict[str, AlignedCurves] = Field(description="metric → aligned curves")

@@ -1,4 +1,4 @@
-"""Series, CSV and compare routes over real rows: downsampling, attempt merging, access."""
+"""Series and CSV routes over real rows: downsampling, attempt merging, access (compare too)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from sqlalchemy import insert
 from backend.auth.models import User
 from backend.auth.service import issue_token
 from backend.db import Database
-from backend.jobs.models import Attempt, Job
+from backend.jobs.models import Attempt
 from backend.telemetry.models import MetricPoint
 from tests.telemetry.helpers import ADMIN, add_attempt
 
@@ -91,33 +91,6 @@ def test_csv_export_holds_every_raw_point(api: tuple[TestClient, Database]) -> N
     assert rows[1] == {**second, "value": str(math.sin(1 / 50)), "time": "1001.0"}
 
 
-def test_compare_gives_spec_differences_summaries_and_aligned_curves(
-    api: tuple[TestClient, Database],
-) -> None:
-    client, db = api
-    a, attempt_a = add_attempt(db)
-    b, attempt_b = add_attempt(db)
-    with db.session() as session:
-        session.get_one(Job, b).spec = {
-            **session.get_one(Job, b).spec,
-            "hyperparameters": {"lr": 0.5},
-        }
-    add_points(db, attempt_a, range(0, 300))
-    add_points(db, attempt_b, range(0, 200, 2))
-    body = client.get(
-        f"/api/series/compare?job={a}&job={b}&metric=loss&points=50", headers=ADMIN
-    ).json()
-    assert body["spec_diff"] == {"hyperparameters.lr": [0.1, 0.5]}
-    loss_a = body["summary"]["loss"][str(a)]
-    assert loss_a["final_step"] == 299 and loss_a["best"] == loss_a["min"] == pytest.approx(
-        -1, abs=1e-3
-    )
-    curves = body["curves"]["loss"]
-    assert curves["x"] == sorted(curves["x"])
-    assert {len(column) for column in curves["values"].values()} == {len(curves["x"])}
-    assert sum(v is not None for v in curves["values"][str(b)]) == 50
-
-
 def test_another_users_job_is_not_found(api: tuple[TestClient, Database]) -> None:
     client, db = api
     job, _ = add_attempt(db, owner="alice")
@@ -128,6 +101,7 @@ def test_another_users_job_is_not_found(api: tuple[TestClient, Database]) -> Non
         _, secret = issue_token(session, user=bob, scopes="read")
     bob_headers = {"Authorization": f"Bearer {secret}"}
     for path in (f"/api/series/jobs/{job}/loss", f"/api/series/jobs/{job}.csv",
-                 f"/api/series/compare?job={job}&metric=loss"):  # fmt: skip
+                 f"/api/series/compare?job={job}&metric=loss",
+                 f"/api/series/compare.csv?job={job}&metric=loss"):  # fmt: skip
         assert client.get(path, headers=bob_headers).status_code == 404
         assert client.get(path).status_code == 401

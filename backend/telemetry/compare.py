@@ -1,0 +1,127 @@
+"""Comparing jobs: spec differences, metric summaries, aligned downsampled curves and CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from backend.jobs.models import Job
+from backend.telemetry import series
+from backend.telemetry.cache import SeriesCache
+from backend.telemetry.curves import Curve, XAxis
+from backend.telemetry.queries import job_view
+
+#: spec keys that name a run rather than change how it trains
+IDENTITY_KEYS = frozenset({"name"})
+
+
+def metric_names(session: Session, *, jobs: Sequence[Job]) -> list[str]:
+    """Every metric any of the jobs reported, sorted."""
+    return sorted({n for job in jobs for n in series.metric_names(session, job_id=job.id)})
+
+
+def compare(
+    session: Session,
+    cache: SeriesCache,
+    *,
+    jobs: Sequence[Job],
+    metrics: Sequence[str],
+    points: int,
+    x: XAxis,
+) -> dict[str, Any]:
+    """Spec differences, per-metric summaries and aligned downsampled curves of the jobs."""
+    ids = [job.id for job in jobs]
+    summaries: dict[str, dict[str, Any]] = {}
+    curves: dict[str, dict[str, Any]] = {}
+    for name in metrics:
+        views = {i: job_view(session, cache, job_id=i, name=name, points=points, x=x) for i in ids}
+        summaries[name] = {str(i): views[i][1] for i in ids}
+        curves[name] = aligned({i: views[i][0] for i in ids}, x)
+    differ, same = spec_diff([j.spec for j in jobs])
+    return {
+        "metrics": list(metrics),
+        "spec_diff": differ,
+        "spec_same": same,
+        "summary": summaries,
+        "curves": curves,
+    }
+
+
+def aligned(curves: dict[int, Curve], x: XAxis) -> dict[str, Any]:
+    """One shared x column and per job a value column (null: no point there)."""
+    xs_of = {job_id: _xs(curve, x) for job_id, curve in curves.items()}
+    xs = np.unique(np.concatenate(list(xs_of.values()))) if xs_of else np.empty(0)
+    columns: dict[str, list[float | None]] = {}
+    for job_id, curve in curves.items():
+        column: list[float | None] = [None] * len(xs)
+        at = np.searchsorted(xs, xs_of[job_id]).tolist()
+        for i, value in zip(at, curve.value.tolist(), strict=True):
+            column[i] = value
+        columns[str(job_id)] = column
+    return {"x": xs.tolist(), "values": columns}
+
+
+def _xs(curve: Curve, x: XAxis) -> np.ndarray:
+    # by time, seconds since the job's own first point (to the ms): runs started apart overlay
+    if x == "step":
+        return curve.step
+    if not len(curve.time):
+        return curve.time
+    return np.round(curve.time - curve.time.min(), 3)
+
+
+def spec_diff(specs: Sequence[dict[str, Any]]) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+    """Differing dotted spec keys (a value per spec, None: absent) and same ones (the value)."""
+    flat = [_flatten(spec) for spec in specs]
+    keys = sorted({k for f in flat for k in f} - IDENTITY_KEYS)
+    differ: dict[str, list[Any]] = {}
+    same: dict[str, Any] = {}
+    for key in keys:
+        values = [f.get(key) for f in flat]
+        shown = {json.dumps(v, sort_keys=True) for v in values}
+        if all(key in f for f in flat) and len(shown) == 1:
+            same[key] = values[0]
+        else:
+            differ[key] = values
+    return differ, same
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict) and value:
+        out: dict[str, Any] = {}
+        for key, inner in value.items():
+            out.update(_flatten(inner, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: value} if prefix else {}
+
+
+def csv_lines(
+    session: Session, cache: SeriesCache, *, jobs: Sequence[Job], name: str, x: XAxis
+) -> Iterator[str]:
+    """One metric of the jobs at every step, aligned on x, as CSV: x, then a column per job."""
+    views = [job_view(session, cache, job_id=j.id, name=name, points=0, x=x) for j in jobs]
+    table = aligned({j.id: view[0] for j, view in zip(jobs, views, strict=True)}, x)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")  # None is written as an empty cell
+    writer.writerow(["step" if x == "step" else "seconds", *(f"#{j.id} {j.name}" for j in jobs)])
+    rows = zip(table["x"], *(table["values"][str(j.id)] for j in jobs), strict=True)
+    while chunk := list(itertools.islice(rows, 10_000)):
+        writer.writerows(chunk)
+        yield buffer.getvalue()
+        buffer.seek(0)
+        buffer.truncate()
+    yield buffer.getvalue()
+
+
+def csv_filename(*, jobs: Sequence[Job], name: str) -> str:
+    """compare-3-5-val_loss.csv: the job ids and the metric, safe in a header."""
+    ids = "-".join(str(j.id) for j in jobs)
+    return f"compare-{ids}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.csv"
