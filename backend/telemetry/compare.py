@@ -104,15 +104,15 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def csv_lines(
-    session: Session, cache: SeriesCache, *, jobs: Sequence[Job], name: str, x: XAxis
+    session: Session, cache: SeriesCache, *, jobs: Sequence[tuple[int, str]], name: str, x: XAxis
 ) -> Iterator[str]:
-    """One metric of the jobs at every step, aligned on x, as CSV: x, then a column per job."""
-    views = [job_view(session, cache, job_id=j.id, name=name, points=0, x=x) for j in jobs]
-    table = aligned({j.id: view[0] for j, view in zip(jobs, views, strict=True)}, x)
+    """One metric of (job id, job name)s at every step, aligned on x, as CSV: x, a column each."""
+    views = {i: job_view(session, cache, job_id=i, name=name, points=0, x=x)[0] for i, _ in jobs}
+    table = aligned(views, x)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")  # None is written as an empty cell
-    writer.writerow(["step" if x == "step" else "seconds", *(f"#{j.id} {j.name}" for j in jobs)])
-    rows = zip(table["x"], *(table["values"][str(j.id)] for j in jobs), strict=True)
+    writer.writerow(["step" if x == "step" else "seconds", *(f"#{i} {n}" for i, n in jobs)])
+    rows = zip(table["x"], *(table["values"][str(i)] for i, _ in jobs), strict=True)
     while chunk := list(itertools.islice(rows, 10_000)):
         writer.writerows(chunk)
         yield buffer.getvalue()

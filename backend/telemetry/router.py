@@ -112,10 +112,11 @@ def compare_csv(
     chosen = [_job(session, principal, job_id) for job_id in dict.fromkeys(job)]
     db: Database = request.app.state.db
     cache = get_cache(request)
+    named = [(j.id, j.name) for j in chosen]  # read now: the request's session closes first
 
     def lines() -> Iterator[str]:
         with db.session() as reading:
-            yield from compare.csv_lines(reading, cache, jobs=chosen, name=metric, x=x)
+            yield from compare.csv_lines(reading, cache, jobs=named, name=metric, x=x)
 
     filename = compare.csv_filename(jobs=chosen, name=metric)
     headers = {"Content-Disposition": f'attachment; filename="{filename}"'}
