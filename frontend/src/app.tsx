@@ -1,6 +1,6 @@
 /** Shell: auth gate, header navigation, connection banner, and the routed view. */
 import { useEffect, useState } from "preact/hooks";
-import { api, ApiError, setUnauthorizedHandler } from "./api/http";
+import { ApiError, client, ok, setUnauthorizedHandler } from "./api/http";
 import type { Me } from "./api/types";
 import { live, useConnStatus } from "./live";
 import { setThemeChoice, themeChoice, type ThemeChoice } from "./lib/theme";
@@ -27,7 +27,7 @@ export function App() {
 
   useEffect(() => {
     if (route.name === "login" || me) return;
-    api<Me>("/api/me")
+    ok(client.GET("/api/me"))
       .then((user) => {
         setMe(user);
         setLoadError(null);
@@ -90,7 +90,7 @@ function Header({ me, route, onLogout }: { me: Me | null; route: Route; onLogout
   const [theme, setTheme] = useState<ThemeChoice>(themeChoice());
   const logout = async () => {
     try {
-      await api("/api/logout", { method: "POST" });
+      await ok(client.POST("/api/logout"));
     } finally {
       live.close();
       onLogout();

@@ -1,12 +1,12 @@
 /** The app's one websocket and a hook to follow a topic with it. */
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api } from "./api/http";
+import { client } from "./api/http";
 import { defaultWsUrl, WsClient, type ConnStatus, type WsMessage } from "./api/ws";
 
 export const live = new WsClient({
   url: defaultWsUrl(),
   // The socket was refused for credentials: ask /api/me, whose 401 routes to login.
-  onRefused: () => void api("/api/me").catch(() => {}),
+  onRefused: () => void client.GET("/api/me").catch(() => {}),
 });
 
 /** Follow a topic for the component's lifetime; the handler may change between renders. */

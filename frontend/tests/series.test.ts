@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { alignSeries, countPoints, DeviceStore, MetricStore } from "../src/lib/series";
+import { alignSeries, countPoints, DeviceStore, MetricStore, smooth } from "../src/lib/series";
 import { LogTail, busyDevices, jobsFromSnapshot, upsertJob } from "../src/lib/stores";
 import type { Job } from "../src/api/types";
 
@@ -109,5 +109,12 @@ describe("job stores", () => {
     expect(tail.apply([line(2)])).toBe(false);
     tail.apply([line(3)]);
     expect(tail.lines.map((l) => l.seq)).toEqual([2, 3]);
+  });
+});
+
+describe("smooth", () => {
+  it("smooths with an EMA and keeps gaps", () => {
+    expect(smooth([1, null, 3], 0.5)).toEqual([1, null, 2]);
+    expect(smooth([1, 2], 0)).toEqual([1, 2]);
   });
 });

@@ -1,4 +1,6 @@
-/** Same-origin REST calls with the session cookie; a 401 anywhere sends the user to login. */
+/** The typed REST client (openapi-fetch over the generated schema): same origin, session cookie. */
+import createClient from "openapi-fetch";
+import type { paths } from "./schema";
 
 export class ApiError extends Error {
   constructor(
@@ -16,27 +18,28 @@ export function setUnauthorizedHandler(handler: () => void): void {
   onUnauthorized = handler;
 }
 
-/** JSON request to `/api/...`; throws ApiError with FastAPI's `detail` on failure. */
-export async function api<T>(path: string, init: { method?: string; body?: unknown } = {}): Promise<T> {
-  const response = await fetch(path, {
-    method: init.method ?? (init.body === undefined ? "GET" : "POST"),
-    credentials: "same-origin",
-    headers: init.body === undefined ? { Accept: "application/json" } : { "Content-Type": "application/json", Accept: "application/json" },
-    body: init.body === undefined ? undefined : JSON.stringify(init.body),
-  });
-  const text = await response.text();
-  let payload: unknown = null;
-  if (text) {
-    try {
-      payload = JSON.parse(text);
-    } catch {
-      payload = text;
-    }
-  }
+/** Calls checked against the OpenAPI schema: `client.GET("/api/jobs/{job_id}", {params: ...})`. */
+export const client = createClient<paths>({
+  baseUrl: typeof location === "undefined" ? "http://localhost" : location.origin,
+  credentials: "same-origin",
+  headers: { Accept: "application/json" },
+});
+
+client.use({
+  onResponse({ request, response }) {
+    // a refused login is the login form's own error; every other 401 means "log in again"
+    if (response.status === 401 && new URL(request.url).pathname !== "/api/login") onUnauthorized();
+  },
+});
+
+type Answer<T> = { data?: T; error?: unknown; response: Response };
+
+/** A call's data, or an ApiError with FastAPI's `detail` when the status is not 2xx. */
+export async function ok<T>(call: Promise<Answer<T>>): Promise<T> {
+  const { data, error, response } = await call;
   if (!response.ok) {
-    if (response.status === 401 && path !== "/api/login") onUnauthorized();
-    const detail = payload && typeof payload === "object" && "detail" in payload ? payload.detail : payload;
+    const detail = error && typeof error === "object" && "detail" in error ? error.detail : error;
     throw new ApiError(response.status, detail);
   }
-  return payload as T;
+  return data as T;
 }

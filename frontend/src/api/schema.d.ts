@@ -459,9 +459,29 @@ export interface paths {
         };
         /**
          * Compare Jobs
-         * @description Spec differences, final/min/max/best of each metric, and aligned downsampled curves.
+         * @description The jobs, their spec differences, each metric's summaries and aligned curves.
          */
         get: operations["series-compare_jobs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/series/compare.csv": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Compare Csv
+         * @description One metric of the jobs at every step, aligned on x: one column per job.
+         */
+        get: operations["series-compare_csv"];
         put?: never;
         post?: never;
         delete?: never;
@@ -621,7 +641,7 @@ export interface components {
     schemas: {
         /**
          * AlignedCurves
-         * @description One shared x column; per job id a value column with null where it has no point.
+         * @description Shared x (steps, or seconds since each job's first point); per job id, null: no point.
          */
         AlignedCurves: {
             /** Values */
@@ -718,16 +738,10 @@ export interface components {
             /** Claimed */
             claimed: boolean;
         };
-        /** ComparedJob */
-        ComparedJob: {
-            /** Id */
-            id: number;
-            /** Name */
-            name: string;
-            /** State */
-            state: string;
-        };
-        /** Comparison */
+        /**
+         * Comparison
+         * @description Everything the Compare page shows; the page computes none of it.
+         */
         Comparison: {
             /**
              * Curves
@@ -736,14 +750,29 @@ export interface components {
             curves: {
                 [key: string]: components["schemas"]["AlignedCurves"];
             };
-            /** Jobs */
-            jobs: components["schemas"]["ComparedJob"][];
+            /**
+             * Jobs
+             * @description the compared jobs, in the order asked
+             */
+            jobs: components["schemas"]["JobOut"][];
+            /**
+             * Metrics
+             * @description the compared metrics (default: every one reported)
+             */
+            metrics: string[];
             /**
              * Spec Diff
-             * @description dotted spec key → one value per job
+             * @description dotted spec key → one value per job (null: absent), where they differ
              */
             spec_diff: {
                 [key: string]: unknown[];
+            };
+            /**
+             * Spec Same
+             * @description dotted spec key → the value every job has
+             */
+            spec_same: {
+                [key: string]: unknown;
             };
             /**
              * Summary
@@ -1090,7 +1119,7 @@ export interface components {
         MetricSummary: {
             /**
              * Best
-             * @description min for loss-like names, else max
+             * @description min where curves.lower_is_better(name), else max
              */
             best: number | null;
             /** Best Step */
@@ -2143,7 +2172,8 @@ export interface operations {
         parameters: {
             query: {
                 job: number[];
-                metric: string[];
+                /** @description default: all */
+                metric?: string[] | null;
                 /** @description LTTB point budget; 0 = raw */
                 points?: number;
                 /** @description x axis the downsampling follows */
@@ -2163,6 +2193,38 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Comparison"];
                 };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "series-compare_csv": {
+        parameters: {
+            query: {
+                job: number[];
+                metric: string;
+                /** @description x axis the downsampling follows */
+                x?: "step" | "time";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description Validation Error */
             422: {

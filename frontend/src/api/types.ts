@@ -16,6 +16,7 @@ export type ValidationIssue = Schemas["ValidationError"];
 export type Strategy = Schemas["Strategy"];
 export type Precision = Schemas["Precision"];
 export type Priority = Schemas["Priority"];
+export type Comparison = Schemas["Comparison"];
 
 export const JOB_STATES = [
   "queued",

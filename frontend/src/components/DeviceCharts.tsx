@@ -9,7 +9,7 @@ import type { Device } from "../api/types";
 import { formatBytes } from "../lib/format";
 import { deviceLabel } from "./bits";
 import { axis, Chart, type ChartColors } from "./Chart";
-import type { Cluster } from "./ClusterSummary";
+import type { Cluster } from "../data";
 
 const SYNC = { key: "job-devices" };
 

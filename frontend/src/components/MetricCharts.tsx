@@ -1,9 +1,8 @@
 /** Training metrics of a job: the loss chart first, then one chart per other metric. */
 import { useState } from "preact/hooks";
 import type uPlot from "uplot";
-import { smooth } from "../lib/compare";
 import { formatBytes, formatTick, isBytesMetric } from "../lib/format";
-import type { AlignedData, MetricStore } from "../lib/series";
+import { smooth, type AlignedData, type MetricStore } from "../lib/series";
 import type { Signal } from "../live";
 import { axis, Chart, type ChartColors } from "./Chart";
 

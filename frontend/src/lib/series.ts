@@ -179,3 +179,14 @@ export class DeviceStore {
     return this.series.get(DeviceStore.key(node, device))?.buffer.length ?? 0;
   }
 }
+
+/** Exponential moving average (TensorBoard's smoothing weight in [0, 1)); gaps stay gaps. */
+export function smooth(values: (number | null)[], weight: number): (number | null)[] {
+  if (weight <= 0) return values;
+  let last: number | null = null;
+  return values.map((v) => {
+    if (v === null || !Number.isFinite(v)) return v;
+    last = last === null ? v : last * weight + (1 - weight) * v;
+    return last;
+  });
+}

@@ -3,41 +3,16 @@
  * progress, ETA and a live loss line, then finished and paused ones; filters; free/busy devices.
  */
 import type { ComponentChildren } from "preact";
-import { useEffect, useMemo, useState } from "preact/hooks";
-import { api } from "../api/http";
-import type { Job, JobsDelta, JobsSnapshot } from "../api/types";
+import { useMemo, useState } from "preact/hooks";
+import type { Job } from "../api/types";
 import { JobDevices, Progress, StateBadge } from "../components/bits";
-import { ClusterSummary, useCluster } from "../components/ClusterSummary";
+import { ClusterSummary } from "../components/ClusterSummary";
 import { Sparkline } from "../components/Sparkline";
 import { etaSeconds, filtersFromQuery, filtersToQuery, matches, NO_FILTERS, sections, type Filters } from "../lib/board";
 import { formatDuration, formatTime } from "../lib/format";
-import { busyDevices, jobsFromSnapshot, sortedJobs, upsertJob } from "../lib/stores";
-import { useTopic } from "../live";
+import { busyDevices, sortedJobs } from "../lib/stores";
+import { MAX_COMPARE, useCluster, useJobs } from "../data";
 import { Link, navigate } from "../router";
-import { MAX_COMPARE } from "../lib/compare";
-
-/** The live job list: snapshot then deltas, with a REST read in case the socket is slow. */
-export function useJobs(): Map<number, Job> | null {
-  const [jobs, setJobs] = useState<Map<number, Job> | null>(null);
-  useEffect(() => {
-    api<Job[] | JobsSnapshot>("/api/jobs?limit=500")
-      .then((body) => setJobs((held) => held ?? jobsFromSnapshot(Array.isArray(body) ? body : body.jobs)))
-      .catch(() => {});
-  }, []);
-  useTopic("jobs", (message) => {
-    if (message.type === "snapshot") {
-      setJobs(jobsFromSnapshot((message.data as JobsSnapshot).jobs));
-      return;
-    }
-    const { job } = message.data as JobsDelta;
-    if (!job) return;
-    setJobs((held) => {
-      const next = new Map(held ?? []);
-      return upsertJob(next, job) ? next : held;
-    });
-  });
-  return jobs;
-}
 
 export function BoardView() {
   const jobs = useJobs();

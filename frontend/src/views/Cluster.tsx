@@ -1,14 +1,13 @@
 /** Nodes, their health and devices (who holds each), live charts per device; drain for admins. */
 import { useMemo, useState } from "preact/hooks";
-import { api } from "../api/http";
+import { client, ok } from "../api/http";
 import type { Me, Node } from "../api/types";
 import { deviceLabel } from "../components/bits";
-import { useCluster } from "../components/ClusterSummary";
+import { useCluster, useJobs } from "../data";
 import { DeviceCharts } from "../components/DeviceCharts";
 import { formatBytes, formatTime } from "../lib/format";
 import { busyDevices } from "../lib/stores";
 import { Link } from "../router";
-import { useJobs } from "./Board";
 
 export function ClusterView({ me }: { me: Me }) {
   const cluster = useCluster();
@@ -110,7 +109,8 @@ function DrainControl({ node, onChanged }: { node: Node; onChanged: (node: Node)
     setBusy(true);
     setError(null);
     try {
-      onChanged(await api<Node>(`/api/nodes/${encodeURIComponent(node.name)}/${action}`, { method: "POST" }));
+      const path = { params: { path: { name: node.name } } };
+      onChanged(await ok(action === "drain" ? client.POST("/api/nodes/{name}/drain", path) : client.POST("/api/nodes/{name}/undrain", path)));
     } catch (err) {
       setError(String(err));
     } finally {

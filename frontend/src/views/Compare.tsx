@@ -1,61 +1,47 @@
-/** Compare 2–10 jobs: overlaid curves per metric, the settings that differ, final/best values, CSV. */
-import { useEffect, useMemo, useState } from "preact/hooks";
+/** Compare 2–10 jobs as the server compares them: spec diff, summaries, aligned curves, CSV. */
+import { useMemo, useState } from "preact/hooks";
 import type uPlot from "uplot";
-import { api } from "../api/http";
-import type { Job } from "../api/types";
+import type { Comparison, Job } from "../api/types";
 import { StateBadge } from "../components/bits";
 import { axis, Chart, type ChartColors } from "../components/Chart";
 import { lossMetric, metricAxis } from "../components/MetricCharts";
+import { MAX_COMPARE, useComparison, useJobs, type XMode } from "../data";
 import { formatMetric } from "../lib/format";
-import { alignCurves, MAX_COMPARE, smooth, specDiff, summarize, toCsv, type Curve, type XMode } from "../lib/compare";
-import type { AlignedData } from "../lib/series";
+import { smooth, type AlignedData } from "../lib/series";
 import { FINISHED_STATES, sortedJobs } from "../lib/stores";
 import { Link, navigate } from "../router";
-import { useJobs } from "./Board";
 
-
-
-interface Loaded {
-  jobs: Job[];
-  names: string[];
-  /** metric → one curve per job (same order as jobs) */
-  curves: Map<string, (Curve | undefined)[]>;
+/** A row of a spec table: one value per job (undefined: the job's spec lacks the key). */
+interface DiffRow {
+  key: string;
+  values: unknown[];
+  differs: boolean;
 }
 
-async function load(ids: number[]): Promise<Loaded> {
-  const jobs = await Promise.all(ids.map((id) => api<Job>(`/api/jobs/${id}`)));
-  const perJob = await Promise.all(ids.map((id) => api<{ names: string[] }>(`/api/jobs/${id}/metrics`).then((b) => b.names)));
-  const names = [...new Set(perJob.flat())].sort();
-  const curves = new Map<string, (Curve | undefined)[]>();
-  await Promise.all(
-    names.map(async (name) => {
-      const row = await Promise.all(
-        ids.map((id, i) =>
-          perJob[i]!.includes(name) ? api<Curve>(`/api/jobs/${id}/metrics/${encodeURIComponent(name)}`) : Promise.resolve(undefined),
-        ),
-      );
-      curves.set(name, row);
-    }),
-  );
-  const loss = lossMetric(names);
-  return { jobs, names: loss ? [loss, ...names.filter((n) => n !== loss)] : names, curves };
+/** The server's spec_diff and spec_same as table rows, in the jobs' order. */
+function diffRows(comparison: Comparison): { differing: DiffRow[]; same: DiffRow[] } {
+  const count = comparison.jobs.length;
+  const differing = Object.entries(comparison.spec_diff).map(([key, values]) => ({ key, values, differs: true }));
+  const same = Object.entries(comparison.spec_same).map(([key, value]) => ({ key, values: Array<unknown>(count).fill(value), differs: false }));
+  return { differing, same };
+}
+
+/** Where the server streams one metric of the jobs at every step as CSV. */
+function csvHref(ids: number[], metric: string, x: XMode): string {
+  const query = new URLSearchParams([...ids.map((id) => ["job", String(id)]), ["metric", metric], ["x", x]]);
+  return `/api/series/compare.csv?${query}`;
 }
 
 export function CompareView({ ids }: { ids: number[] }) {
   if (ids.length < 2) return <ComparePicker initial={ids} />;
-  return <Comparison key={ids.join(",")} ids={ids.slice(0, MAX_COMPARE)} />;
+  return <JobsComparison key={ids.join(",")} ids={ids.slice(0, MAX_COMPARE)} />;
 }
 
-function Comparison({ ids }: { ids: number[] }) {
-  const [loaded, setLoaded] = useState<Loaded | null>(null);
-  const [error, setError] = useState<string | null>(null);
+function JobsComparison({ ids }: { ids: number[] }) {
   const [xMode, setXMode] = useState<XMode>("step");
   const [weight, setWeight] = useState(0);
   const [logScale, setLogScale] = useState(false);
-
-  useEffect(() => {
-    load(ids).then(setLoaded, (err: unknown) => setError(String(err)));
-  }, [ids.join(",")]);
+  const { comparison, error } = useComparison(ids, xMode);
 
   if (error) {
     return (
@@ -66,11 +52,11 @@ function Comparison({ ids }: { ids: number[] }) {
       </section>
     );
   }
-  if (!loaded) return <p class="muted">Loading jobs {ids.join(", ")}…</p>;
-  const { jobs, names, curves } = loaded;
-  const diff = specDiff(jobs.map((j) => j.spec as unknown as Record<string, unknown>));
-  const differing = diff.filter((r) => r.differs);
-  const same = diff.filter((r) => !r.differs);
+  if (!comparison) return <p class="muted">Loading jobs {ids.join(", ")}…</p>;
+  const { jobs, summary } = comparison;
+  const loss = lossMetric(comparison.metrics);
+  const names = loss ? [loss, ...comparison.metrics.filter((n) => n !== loss)] : comparison.metrics;
+  const { differing, same } = diffRows(comparison);
 
   return (
     <section class="compare">
@@ -147,11 +133,11 @@ function Comparison({ ids }: { ids: number[] }) {
             {names.map((name) => (
               <tr>
                 <th scope="row">{name}</th>
-                {curves.get(name)!.map((curve, i) => {
-                  const s = summarize(name, curve);
+                {jobs.map((job) => {
+                  const s = summary[name]![String(job.id)]!;
                   return (
-                    <td data-testid={`summary-${name}-${jobs[i]!.id}`}>
-                      {formatMetric(name, s.final)} <span class="muted">({formatMetric(name, s.best)} @ {s.bestStep ?? "—"})</span>
+                    <td data-testid={`summary-${name}-${job.id}`} title={`min ${formatMetric(name, s.min)}, max ${formatMetric(name, s.max)}`}>
+                      {formatMetric(name, s.final)} <span class="muted">({formatMetric(name, s.best)} @ {s.best_step ?? "—"})</span>
                     </td>
                   );
                 })}
@@ -189,7 +175,15 @@ function Comparison({ ids }: { ids: number[] }) {
       </div>
       <div class="metric-charts">
         {names.map((name) => (
-          <CompareChart key={`${name}:${xMode}:${weight}:${logScale}`} name={name} jobs={jobs} curves={curves.get(name)!} xMode={xMode} weight={weight} logScale={logScale} />
+          <CompareChart
+            key={`${name}:${xMode}:${weight}:${logScale}`}
+            name={name}
+            jobs={jobs}
+            curves={comparison.curves[name]!}
+            xMode={xMode}
+            weight={weight}
+            logScale={logScale}
+          />
         ))}
       </div>
     </section>
@@ -201,7 +195,7 @@ function show(value: unknown): string {
   return typeof value === "string" ? value : JSON.stringify(value);
 }
 
-function DiffTable({ jobs, rows, testId }: { jobs: Job[]; rows: ReturnType<typeof specDiff>; testId?: string }) {
+function DiffTable({ jobs, rows, testId }: { jobs: Job[]; rows: DiffRow[]; testId?: string }) {
   return (
     <table class="diff" data-testid={testId}>
       <thead>
@@ -229,17 +223,17 @@ function DiffTable({ jobs, rows, testId }: { jobs: Job[]; rows: ReturnType<typeo
 interface ChartProps {
   name: string;
   jobs: Job[];
-  curves: (Curve | undefined)[];
+  curves: Comparison["curves"][string];
   xMode: XMode;
   weight: number;
   logScale: boolean;
 }
 
 function CompareChart({ name, jobs, curves, xMode, weight, logScale }: ChartProps) {
-  const data = useMemo((): AlignedData => {
-    const [xs, ...ys] = alignCurves(curves, xMode);
-    return [xs, ...ys.map((col) => smooth(col as (number | null)[], weight))];
-  }, [curves, xMode, weight]);
+  const data = useMemo(
+    (): AlignedData => [curves.x, ...jobs.map((job) => smooth(curves.values[String(job.id)]!, weight))],
+    [curves, jobs, weight],
+  );
   const options = (c: ChartColors): Omit<uPlot.Options, "width" | "height"> => ({
     scales: { x: { time: false }, y: logScale ? { distr: 3 } : {} },
     axes: [axis(c, { label: xMode === "step" ? "step" : "seconds since start" }), axis(c, metricAxis(name, name))],
@@ -249,21 +243,12 @@ function CompareChart({ name, jobs, curves, xMode, weight, logScale }: ChartProp
     ],
     cursor: { sync: { key: "compare" } },
   });
-  const download = () => {
-    const header = [xMode === "step" ? "step" : "seconds", ...jobs.map((j) => `#${j.id} ${j.name}`)];
-    const url = URL.createObjectURL(new Blob([toCsv(header, alignCurves(curves, xMode))], { type: "text/csv" }));
-    const a = document.createElement("a");
-    a.href = url;
-    a.download = `compare-${jobs.map((j) => j.id).join("-")}-${name.replace(/[^\w.-]+/g, "_")}.csv`;
-    a.click();
-    setTimeout(() => URL.revokeObjectURL(url), 1000);
-  };
   return (
     <div>
       <Chart testId={`compare-chart-${name}`} title={name} options={options} data={() => data} subscribe={() => () => {}} countAttr="data-points" />
-      <button type="button" class="ghost small" data-testid={`compare-csv-${name}`} onClick={download}>
-        Download CSV (raw, {xMode})
-      </button>
+      <a class="button ghost small" data-testid={`compare-csv-${name}`} href={csvHref(jobs.map((j) => j.id), name, xMode)} download>
+        Download CSV (every step, {xMode})
+      </a>
     </div>
   );
 }

@@ -1,9 +1,9 @@
 /** One job: status, live loss and metric charts, its devices, events, log tail, cancel. */
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api, ApiError } from "../api/http";
+import { ApiError, client, ok } from "../api/http";
 import type { Job, JobEvent, JobSpec, JobTopicData, MetricPoint, SnapshotSeries } from "../api/types";
 import { JobDevices, Progress, StateBadge } from "../components/bits";
-import { useCluster } from "../components/ClusterSummary";
+import { useCluster } from "../data";
 import { DeviceCharts } from "../components/DeviceCharts";
 import { MetricCharts } from "../components/MetricCharts";
 import { formatPercent, formatTime } from "../lib/format";
@@ -37,7 +37,7 @@ export function JobView({ id }: { id: number }) {
     });
 
   useEffect(() => {
-    api<Job>(`/api/jobs/${id}`)
+    ok(client.GET("/api/jobs/{job_id}", { params: { path: { job_id: id } } }))
       .then(acceptJob)
       .catch((err: unknown) => setMissing(err instanceof ApiError && err.status === 404 ? "No such job." : String(err)));
   }, [id]);
@@ -45,8 +45,8 @@ export function JobView({ id }: { id: number }) {
   // Events come with state changes and as `events` deltas; the REST list is the one to show.
   useEffect(() => {
     if (!job) return;
-    api<JobEvent[] | { events: JobEvent[] }>(`/api/jobs/${id}/events`)
-      .then((body) => setEvents(Array.isArray(body) ? body : body.events))
+    ok(client.GET("/api/jobs/{job_id}/events", { params: { path: { job_id: id } } }))
+      .then(setEvents)
       .catch(() => {});
   }, [id, job?.state, job?.attempt, eventsVersion]);
 

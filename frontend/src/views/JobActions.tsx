@@ -1,7 +1,7 @@
 /** Cancel, pause, resume (on a chosen device count) and clone; each confirms what it will do. */
 import type { ComponentChildren } from "preact";
 import { useState } from "preact/hooks";
-import { api } from "../api/http";
+import { client, ok } from "../api/http";
 import type { Job } from "../api/types";
 import { CANCELLABLE_STATES, PAUSABLE_STATES, RESUMABLE_STATES } from "../lib/stores";
 import { Link } from "../router";
@@ -15,12 +15,17 @@ export function JobActions({ job, onChanged }: { job: Job; onChanged: (job: Job)
   const current = job.spec.parallelism?.devices ?? job.devices.length;
   const [devices, setDevices] = useState(String(current));
 
-  const run = async (path: string, body?: unknown) => {
+  const run = async (action: "cancel" | "pause" | "resume", devices?: number) => {
     setBusy(true);
     setError(null);
+    const path = { path: { job_id: job.id } };
     try {
-      const updated = await api<Job | null>(`/api/jobs/${job.id}/${path}`, { method: "POST", body });
-      if (updated && typeof updated === "object" && "state" in updated) onChanged(updated);
+      const updated = await ok(
+        action === "resume"
+          ? client.POST("/api/jobs/{job_id}/resume", { params: path, body: devices === undefined ? {} : { devices } })
+          : client.POST(action === "cancel" ? "/api/jobs/{job_id}/cancel" : "/api/jobs/{job_id}/pause", { params: path }),
+      );
+      onChanged(updated);
       setAsking(null);
     } catch (err) {
       setError(err instanceof Error ? err.message : String(err));
@@ -94,7 +99,7 @@ export function JobActions({ job, onChanged }: { job: Job; onChanged: (job: Job)
         </>
       ),
       label: busy ? "Resuming…" : "Resume",
-      go: () => void run("resume", validDevices && wanted !== current ? { devices: wanted } : {}),
+      go: () => void run("resume", validDevices && wanted !== current ? wanted : undefined),
     },
   };
   const panel = panels[asking];

@@ -1,6 +1,6 @@
 /** Every start of the job (attempt) with its node, devices, checkpoint it resumed from and left. */
 import { useEffect, useState } from "preact/hooks";
-import { api } from "../api/http";
+import { client, ok } from "../api/http";
 import type { Job } from "../api/types";
 import type { components } from "../api/schema";
 import { formatTime } from "../lib/format";
@@ -11,7 +11,7 @@ type Attempt = components["schemas"]["AttemptOut"];
 export function JobAttempts({ job, eventsVersion }: { job: Job; eventsVersion: number }) {
   const [attempts, setAttempts] = useState<Attempt[] | null>(null);
   useEffect(() => {
-    api<Attempt[]>(`/api/jobs/${job.id}/attempts`).then(setAttempts, () => {});
+    ok(client.GET("/api/jobs/{job_id}/attempts", { params: { path: { job_id: job.id } } })).then(setAttempts, () => {});
   }, [job.id, job.state, job.attempt, eventsVersion]);
   if (!attempts?.length) return null;
   return (

@@ -1,6 +1,6 @@
 /** Login by access token or by username and password: POST /api/login sets the session cookie. */
 import { useState } from "preact/hooks";
-import { api, ApiError } from "../api/http";
+import { ApiError, client, ok } from "../api/http";
 import type { Me } from "../api/types";
 
 type Mode = "token" | "password";
@@ -19,8 +19,8 @@ export function LoginView({ onLogin }: { next: string; onLogin: (me: Me) => void
     setError(null);
     try {
       const body = mode === "token" ? { token: token.trim() } : { username: username.trim(), password };
-      await api("/api/login", { body });
-      onLogin(await api<Me>("/api/me"));
+      await ok(client.POST("/api/login", { body }));
+      onLogin(await ok(client.GET("/api/me")));
     } catch (err) {
       const refused = err instanceof ApiError && (err.status === 401 || err.status === 403);
       setError(refused ? (mode === "token" ? "That token was not accepted." : "Wrong username or password.") : String(err));

@@ -1,8 +1,8 @@
 /** Submit a job: a form generated from GET /api/templates, its implications, and 422s by field. */
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { parse as parseYaml } from "yaml";
-import { api, ApiError } from "../api/http";
-import type { Job, Node, Template } from "../api/types";
+import { ApiError, client, ok } from "../api/http";
+import type { Job, JobSpec, Node, Template } from "../api/types";
 import { FieldError } from "../components/bits";
 import { fieldErrors } from "../lib/errors";
 import {
@@ -51,17 +51,16 @@ export function SubmitView({ clone }: { clone: number | null }) {
   const [nodes, setNodes] = useState<Node[] | null>(null);
 
   useEffect(() => {
-    api<{ nodes: Node[] }>("/api/nodes").then((body) => setNodes(body.nodes), () => {});
+    ok(client.GET("/api/nodes")).then((body) => setNodes(body.nodes), () => {});
   }, []);
 
   useEffect(() => {
     setParent(null);
     Promise.all([
-      api<Template[] | { templates: Template[] }>("/api/templates"),
-      clone === null ? Promise.resolve(null) : api<Job>(`/api/jobs/${clone}`),
+      ok(client.GET("/api/templates")),
+      clone === null ? Promise.resolve(null) : ok(client.GET("/api/jobs/{job_id}", { params: { path: { job_id: clone } } })),
     ])
-      .then(([body, source]) => {
-        const list = Array.isArray(body) ? body : body.templates;
+      .then(([list, source]) => {
         setTemplates(list);
         if (!source) {
           setForm(initialForm(list[0]));
@@ -87,7 +86,12 @@ export function SubmitView({ clone }: { clone: number | null }) {
     setBusy(true);
     setErrors(new Map());
     try {
-      const job = await api<Job>(parent ? `/api/jobs/${parent.id}/clone` : "/api/jobs", { body });
+      // the form's candidate spec: the server validates it and answers 422 per field
+      const job = await ok(
+        parent
+          ? client.POST("/api/jobs/{job_id}/clone", { params: { path: { job_id: parent.id } }, body: body as Record<string, unknown> })
+          : client.POST("/api/jobs", { body: body as JobSpec }),
+      );
       navigate(`/jobs/${job.id}`);
     } catch (err) {
       if (err instanceof ApiError && (err.status === 422 || err.status === 400)) setErrors(fieldErrors(err.detail, known));
