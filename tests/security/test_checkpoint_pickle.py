@@ -1,48 +1,167 @@
-"""A checkpoint that is not ours (a crafted pickle) is refused without running anything."""
+"""A crafted pickle planted anywhere in a checkpoint is refused on resume; nothing of it runs."""
 
 from __future__ import annotations
 
-import io
-import os
+import contextlib
+import json
 import pickle
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
-from torch import nn
+import torch.distributed.checkpoint as dcp
 
-from workers.rank.engine.checkpoint import SafeReader, load
+from tests.security.pickle_payloads import PAYLOADS, extension_codes
+from workers.contract.spec import JobSpec
+from workers.rank.engine.dcp_json import CheckpointRefused
+from workers.rank.engine.distributed import ParallelContext
+from workers.rank.engine.templates import build_task
+from workers.rank.engine.train import Trainer
 
-
-class _Payload:
-    """Unpickling this runs os.system: what an attacker's checkpoint would do."""
-
-    def __init__(self, marker: Path) -> None:
-        self.marker = marker
-
-    def __reduce__(self) -> tuple[object, tuple[str]]:
-        return (os.system, (f"touch {self.marker}",))
+SHARD = "__0_0.distcp"
 
 
-def _crafted(marker: Path) -> bytes:
-    return pickle.dumps(_Payload(marker))
+def _trainer(checkpoint_dir: Path) -> Trainer:
+    spec = JobSpec.model_validate(
+        {
+            "name": "victim",
+            "template": "mlp",
+            "parallelism": {"devices": 1},
+            "hyperparameters": {"steps": 2, "batch_size": 8, "dataset_size": 64, "hidden": 8},
+        }
+    )
+    task = build_task("mlp", spec.hyperparameters)
+    return Trainer(spec, task, ParallelContext(), checkpoint_dir=checkpoint_dir)
 
 
-def test_crafted_checkpoint_metadata_is_refused_unexecuted(tmp_path: Path) -> None:
-    marker = tmp_path / "pwned"
-    checkpoint = tmp_path / "step-10"
-    checkpoint.mkdir()
-    (checkpoint / ".metadata").write_bytes(_crafted(marker))
-    with pytest.raises(pickle.UnpicklingError, match=r"may not load (posix|os)\.system"):
-        SafeReader(checkpoint).read_metadata()
-    model = nn.Linear(2, 2)
-    with pytest.raises(pickle.UnpicklingError):
-        load(checkpoint, model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+@pytest.fixture(scope="module")
+def saved_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real checkpoint of a trained step, written by the engine."""
+    trainer = _trainer(tmp_path_factory.mktemp("job") / "checkpoints")
+    trainer.train_step()
+    path = trainer.save()
+    assert path is not None
+    return path
+
+
+@pytest.fixture
+def checkpoint(saved_checkpoint: Path, tmp_path: Path) -> Path:
+    """A copy of the real checkpoint to plant payloads in."""
+    return Path(shutil.copytree(saved_checkpoint, tmp_path / "checkpoints" / "step-1"))
+
+
+@pytest.fixture(autouse=True)
+def _registered_extensions() -> Iterator[None]:
+    with extension_codes():
+        yield
+
+
+def _marker(tmp_path: Path, form: str) -> Path:
+    return tmp_path / ("ran-" + "".join(c if c.isalnum() else "_" for c in form))
+
+
+def _point_entry_at(checkpoint: Path, fqn: str, payload: bytes) -> None:
+    """Append payload to the shard and point the metadata's storage of `fqn` at it."""
+    shard = checkpoint / SHARD
+    at = shard.stat().st_size
+    shard.write_bytes(shard.read_bytes() + payload)
+    doc = json.loads((checkpoint / ".metadata").read_bytes())
+    (entry,) = [s for s in doc["storage_data"] if s["fqn"] == fqn]
+    entry.update(at=at, length=len(payload))
+    (checkpoint / ".metadata").write_text(json.dumps(doc))
+
+
+def _resume(checkpoint: Path) -> None:
+    _trainer(checkpoint.parent).resume(checkpoint)
+
+
+@pytest.mark.parametrize("form", sorted(PAYLOADS))
+def test_each_payload_really_runs_when_unpickled(form: str, tmp_path: Path) -> None:
+    """The control: every payload below does run its command under a plain unpickler."""
+    marker = _marker(tmp_path, form)
+    with contextlib.suppress(pickle.UnpicklingError):
+        pickle.loads(PAYLOADS[form](marker))
+    assert marker.exists()
+
+
+@pytest.mark.parametrize("form", sorted(PAYLOADS))
+def test_payload_as_metadata_is_refused_unexecuted(
+    form: str, checkpoint: Path, tmp_path: Path
+) -> None:
+    marker = _marker(tmp_path, form)
+    (checkpoint / ".metadata").write_bytes(PAYLOADS[form](marker))
+    with pytest.raises(CheckpointRefused, match=r"\.metadata is (a pickle|not JSON)"):
+        _resume(checkpoint)
     assert not marker.exists()
 
 
-def test_weights_only_load_refuses_a_crafted_value(tmp_path: Path) -> None:
-    marker = tmp_path / "pwned"
-    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
-        torch.load(io.BytesIO(_crafted(marker)), weights_only=True)
+@pytest.mark.parametrize("form", sorted(PAYLOADS))
+def test_payload_as_a_hyperparameter_value_is_refused_unexecuted(
+    form: str, checkpoint: Path, tmp_path: Path
+) -> None:
+    marker = _marker(tmp_path, form)
+    fqn = "optim.param_groups.0.0.weight.lr"
+    _point_entry_at(checkpoint, fqn, PAYLOADS[form](marker))
+    with pytest.raises(CheckpointRefused, match=rf"the value of {fqn} is (a pickle|not JSON)"):
+        _resume(checkpoint)
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("form", sorted(PAYLOADS))
+def test_payload_as_tensor_bytes_is_refused_unexecuted(
+    form: str, checkpoint: Path, tmp_path: Path
+) -> None:
+    marker = _marker(tmp_path, form)
+    _point_entry_at(checkpoint, "model.0.0.weight", PAYLOADS[form](marker))
+    with pytest.raises(CheckpointRefused, match=r"model\.0\.0\.weight holds \d+ bytes, not a"):
+        _resume(checkpoint)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("form", sorted(PAYLOADS))
+def test_payload_as_the_whole_shard_is_refused_unexecuted(
+    form: str, checkpoint: Path, tmp_path: Path
+) -> None:
+    marker = _marker(tmp_path, form)
+    (checkpoint / SHARD).write_bytes(PAYLOADS[form](marker))
+    with pytest.raises(CheckpointRefused, match="shorter than its metadata says"):
+        _resume(checkpoint)
+    assert not marker.exists()
+
+
+def test_a_checkpoint_with_pickled_metadata_from_before_json_is_refused(tmp_path: Path) -> None:
+    """A checkpoint as stock DCP (and Trainboard before JSON metadata) wrote it: refused."""
+    old = tmp_path / "checkpoints" / "step-1"
+    trainer = _trainer(old.parent)
+    dcp.save({"model": trainer.model.state_dict()}, checkpoint_id=old)
+    assert (old / ".metadata").read_bytes()[:1] == b"\x80"  # a pickle
+    with pytest.raises(CheckpointRefused, match=r"is a pickle \(a checkpoint written before"):
+        _resume(old)
+
+
+def test_metadata_may_not_point_at_a_file_outside_the_checkpoint(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret"
+    secret.write_bytes(torch.ones(1000).numpy().tobytes())
+    doc = json.loads((checkpoint / ".metadata").read_bytes())
+    for entry in doc["storage_data"]:
+        entry["file"] = f"../../{secret.name}"
+    (checkpoint / ".metadata").write_text(json.dumps(doc))
+    with pytest.raises(CheckpointRefused, match=r"file must be a data file of this checkpoint"):
+        _resume(checkpoint)
+
+
+def test_trusted_code_never_unpickles() -> None:
+    """No torch.load or pickle load in the engine, worker or backend: there is nothing to allow."""
+    root = Path(__file__).resolve().parents[2]
+    found = [
+        f"{path.relative_to(root)}: {needle}"
+        for folder in ("workers", "backend")
+        for path in (root / folder).rglob("*.py")
+        for needle in ("torch.load(", "pickle.load", "import pickle", "Unpickler", "cloudpickle")
+        if needle in path.read_text()
+    ]
+    assert found == []

@@ -1,9 +1,7 @@
-"""Checkpoints with torch.distributed.checkpoint: atomic, pruned, and loaded without pickle risk."""
+"""Checkpoints with torch.distributed.checkpoint: atomic, pruned, JSON metadata, never a pickle."""
 
 from __future__ import annotations
 
-import io
-import pickle
 import shutil
 from pathlib import Path
 from typing import Any
@@ -12,9 +10,6 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
-from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
-from torch.distributed.checkpoint.metadata import Metadata
-from torch.distributed.checkpoint.planner import ReadItem
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
     get_state_dict,
@@ -22,6 +17,13 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from workers.contract.checkpoints import checkpoint_path, complete_checkpoints
+from workers.rank.engine.dcp_storage import (
+    JsonLoadPlanner,
+    JsonReader,
+    JsonSavePlanner,
+    JsonWriter,
+    unwrap,
+)
 
 #: numbers saved beside the weights: step, epoch, global_batch, data_offset, lr_scale, ...
 Progress = dict[str, float]
@@ -32,52 +34,6 @@ Progress = dict[str, float]
 _OPTIONS = StateDictOptions(flatten_optimizer_state_dict=True)
 #: how checkpoints written before that were shaped (still loaded: fine for `data` jobs)
 _LEGACY_OPTIONS, _LEGACY_KEY = StateDictOptions(), "optim.param_groups.0.params"
-
-#: modules whose classes a checkpoint's metadata may name; anything else is refused
-_SAFE_MODULES = ("torch.distributed.checkpoint.", "pathlib")
-_SAFE_GLOBALS = {
-    ("torch", "Size"),
-    ("torch.serialization", "_get_layout"),
-    ("collections", "OrderedDict"),
-}
-
-
-class _MetadataUnpickler(pickle.Unpickler):
-    """Unpickles DCP metadata only: its own dataclasses, torch dtypes and sizes."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
-            return getattr(torch, name)
-        if module.startswith(_SAFE_MODULES) or (module, name) in _SAFE_GLOBALS:
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"checkpoint metadata may not load {module}.{name}")
-
-
-class SafeReader(dcp.FileSystemReader):
-    """A FileSystemReader whose metadata load refuses arbitrary classes."""
-
-    def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
-        metadata = _MetadataUnpickler(io.BytesIO((Path(self.path) / ".metadata").read_bytes()))
-        found: Metadata = metadata.load()
-        if getattr(found, "storage_meta", None) is None:
-            from torch.distributed.checkpoint.metadata import StorageMeta
-
-            found.storage_meta = StorageMeta()
-        found.storage_meta.load_id = self.load_id  # type: ignore[union-attr]
-        return found
-
-
-class SafeLoadPlanner(DefaultLoadPlanner):
-    """Loads non-tensor values (optimizer hyperparameters) with torch's weights-only unpickler."""
-
-    def load_bytes(self, read_item: ReadItem, value: io.BytesIO) -> None:
-        loaded = torch.load(value, weights_only=True)
-        if self.flatten_state_dict:
-            from torch.distributed.checkpoint._nested_dict import set_element
-
-            set_element(self.original_state_dict, self.mappings[read_item.dest_index.fqn], loaded)
-        else:
-            self.state_dict[read_item.dest_index.fqn] = loaded
 
 
 def _state(
@@ -116,7 +72,11 @@ def save(
         checkpoint_dir.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)
     _barrier()
-    dcp.save(_state(model, optimizer, progress), checkpoint_id=tmp)
+    dcp.save(
+        _state(model, optimizer, progress),
+        storage_writer=JsonWriter(tmp),
+        planner=JsonSavePlanner(),
+    )
     _barrier()  # every rank's shard is on disk before the directory becomes visible
     if leader:
         if final.exists():  # the same step saved by an earlier attempt: identical content
@@ -130,27 +90,27 @@ def save(
 
 def read_progress(path: Path) -> Progress:
     """The progress numbers of a checkpoint (step, epoch, global_batch, ...), nothing else."""
-    reader = SafeReader(path)
+    reader = JsonReader(path)
     names = [
         key.removeprefix("progress.")
         for key in reader.read_metadata().state_dict_metadata
         if key.startswith("progress.")
     ]
     state = {"progress": {name: torch.zeros((), dtype=torch.float64) for name in names}}
-    dcp.load(state, storage_reader=reader, planner=SafeLoadPlanner())
+    _load(state, reader)
     return {name: float(value) for name, value in state["progress"].items()}
 
 
 def load(path: Path, *, model: nn.Module, optimizer: torch.optim.Optimizer) -> Progress:
     """Load a checkpoint (resharded to this world size and split) in place; return its progress."""
-    reader = SafeReader(path)
+    reader = JsonReader(path)
     saved = reader.read_metadata().state_dict_metadata
     progress = {k.removeprefix("progress."): 0.0 for k in saved if k.startswith("progress.")}
     options = _LEGACY_OPTIONS if _LEGACY_KEY in saved else _OPTIONS
     state = _state(model, optimizer, progress, options)
     if "rng.cuda" not in saved:
         state["rng"].pop("cuda", None)
-    dcp.load(state, storage_reader=reader, planner=SafeLoadPlanner())
+    _load(state, reader)
     set_state_dict(
         model,
         optimizer,
@@ -162,6 +122,17 @@ def load(path: Path, *, model: nn.Module, optimizer: torch.optim.Optimizer) -> P
     if "cuda" in state["rng"]:
         torch.cuda.set_rng_state(state["rng"]["cuda"])
     return {name: float(value) for name, value in state["progress"].items()}
+
+
+def _load(state: dict[str, Any], reader: JsonReader) -> None:
+    """DCP load (resharding to this world), raising a rank's CheckpointRefused as itself."""
+    try:
+        dcp.load(state, storage_reader=reader, planner=JsonLoadPlanner())
+    except BaseException as error:
+        found = unwrap(error)
+        if found is error:
+            raise
+        raise found from None
 
 
 def _barrier() -> None:
