@@ -95,7 +95,7 @@ def up(settings: Settings, *, cpu_slots: int, node_name: str = "local") -> int:
         db = Database(settings.db_url)
         with db.session() as session:
             admin_token = bootstrap_admin_token(session, configured=settings.admin_token)
-            node_token = bootstrap_node_token(session)
+            node_token = bootstrap_node_token(session, node=node_name)
         db.dispose()
         api_url = f"http://{_connectable(settings.host)}:{settings.port}"
         env = {

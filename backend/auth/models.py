@@ -32,6 +32,9 @@ class ApiToken(Base):
     kind: Mapped[str] = mapped_column(String(16), default="api")
     name: Mapped[str] = mapped_column(String(128), default="")
     scopes: Mapped[str] = mapped_column(String(128), default="read,submit")
+    node_name: Mapped[str | None] = mapped_column(
+        String(64), comment="node tokens: the only node this token may act as"
+    )
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     expires_at: Mapped[datetime | None]
     revoked_at: Mapped[datetime | None]

@@ -108,9 +108,12 @@ def create_token(body: TokenIn, principal: ReaderDep, session: SessionDep) -> To
             scopes=body.scopes,
             name=body.name,
             expires_in=body.expires_in,
+            node=body.node,
         )
     except tokens.ScopeRefused as err:
         raise HTTPException(status.HTTP_403_FORBIDDEN, str(err)) from None
+    except tokens.NodeNameRequired as err:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(err)) from None
     return TokenCreated(**_token(token).model_dump(), token=secret)
 
 
@@ -149,6 +152,7 @@ def _token(token: ApiToken) -> TokenOut:
         name=token.name,
         prefix=token.prefix,
         scopes=token.scopes.split(","),
+        node=token.node_name,
         created_at=token.created_at,
         expires_at=token.expires_at,
         revoked_at=token.revoked_at,

@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 Scope = Literal["read", "submit", "admin", "node"]
 USERNAME = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$"
 PRINTABLE = r"^[^\x00-\x1f\x7f]*$"
+#: the names a node registers under (workers.contract.protocol.NodeRegistration)
+NODE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 TEN_YEARS = 10 * 366 * 86400
 
 
@@ -65,6 +67,15 @@ class TokenIn(Closed):
     scopes: list[Scope] = Field(min_length=1, max_length=4)
     expires_in: int | None = Field(None, ge=60, le=TEN_YEARS, description="seconds until expiry")
     name: str = Field("", max_length=128, pattern=PRINTABLE)
+    node: str | None = Field(
+        None, pattern=NODE_NAME, description="node tokens (required): the one node it acts as"
+    )
+
+    @model_validator(mode="after")
+    def _node_only_for_node_tokens(self) -> Self:
+        if self.node is not None and "node" not in self.scopes:
+            raise ValueError("node names the node of a node token: ask for the node scope")
+        return self
 
 
 class TokenOut(BaseModel):
@@ -74,6 +85,7 @@ class TokenOut(BaseModel):
     name: str
     prefix: str
     scopes: list[str]
+    node: str | None = Field(None, description="a node token: the one node it acts as")
     created_at: datetime
     expires_at: datetime | None
     revoked_at: datetime | None

@@ -30,6 +30,7 @@ class Principal:
     scopes: frozenset[str]
     token_id: int
     kind: str
+    node: str | None = None  # a node token: the one node it may act as
 
     @property
     def is_admin(self) -> bool:
@@ -54,6 +55,7 @@ def issue_token(
     name: str = "",
     expires_at: datetime | None = None,
     secret: str | None = None,
+    node: str | None = None,
 ) -> tuple[ApiToken, str]:
     """Store a new token (hashed) and return it with its secret, which is shown once."""
     secret = secret or new_secret()
@@ -65,6 +67,7 @@ def issue_token(
         name=name,
         scopes=scopes,
         expires_at=expires_at,
+        node_name=node,
     )
     session.add(token)
     session.flush()
@@ -93,6 +96,7 @@ def authenticate(session: Session, secret: str) -> Principal | None:
         scopes=frozenset(token.scopes.split(",")),
         token_id=token.id,
         kind=token.kind,
+        node=token.node_name,
     )
 
 
@@ -139,11 +143,13 @@ def bootstrap_admin_token(session: Session, *, configured: str | None) -> str:
     return secret
 
 
-def bootstrap_node_token(session: Session) -> str:
-    """A fresh node token for the embedded worker (the previous one is revoked)."""
+def bootstrap_node_token(session: Session, *, node: str) -> str:
+    """A fresh node token for the embedded worker, bound to its node (revokes the last one)."""
     admin = ensure_admin(session)
     _revoke_named(session, user=admin, name=EMBEDDED_NODE_TOKEN_NAME)
-    _, secret = issue_token(session, user=admin, scopes="node", name=EMBEDDED_NODE_TOKEN_NAME)
+    _, secret = issue_token(
+        session, user=admin, scopes="node", name=EMBEDDED_NODE_TOKEN_NAME, node=node
+    )
     return secret
 
 

@@ -21,7 +21,11 @@ class TokenNotFound(LookupError):
     pass
 
 
-def grantable(principal: Principal, scopes: Iterable[str]) -> str:
+class NodeNameRequired(ValueError):
+    """A node token must name the one node it may act as."""
+
+
+def grantable(principal: Principal, scopes: Iterable[str], *, node: str | None = None) -> str:
     """The scopes as stored, if the caller may grant them; else ScopeRefused."""
     wanted = sorted(set(scopes))
     if "node" in wanted:
@@ -29,7 +33,11 @@ def grantable(principal: Principal, scopes: Iterable[str]) -> str:
             raise ScopeRefused("only an admin may create node tokens")
         if wanted != ["node"]:
             raise ScopeRefused("a node token carries the node scope alone")
+        if not node:
+            raise NodeNameRequired("a node token is bound to one node: name it (node / --node)")
         return "node"
+    if node is not None:
+        raise NodeNameRequired("only a node token names a node")
     missing = [s for s in wanted if s not in principal.scopes]
     if missing:
         raise ScopeRefused(f"you cannot grant scopes you do not hold: {', '.join(missing)}")
@@ -43,12 +51,15 @@ def mint(
     scopes: Iterable[str],
     name: str = "",
     expires_in: int | None = None,
+    node: str | None = None,
 ) -> tuple[ApiToken, str]:
-    """A new API token of the caller's own, and its secret (shown once)."""
-    stored = grantable(principal, scopes)
+    """A new API token of the caller's own (a node token bound to `node`), shown once."""
+    stored = grantable(principal, scopes, node=node)
     user = session.get_one(User, principal.user_id)
     expires_at = utcnow() + timedelta(seconds=expires_in) if expires_in else None
-    return issue_token(session, user=user, scopes=stored, name=name, expires_at=expires_at)
+    return issue_token(
+        session, user=user, scopes=stored, name=name, expires_at=expires_at, node=node
+    )
 
 
 def list_tokens(session: Session, *, user_id: int, limit: int = 500) -> Sequence[ApiToken]:

@@ -74,16 +74,23 @@ def token_create(
         int | None, typer.Option(min=60, help="seconds until the token expires")
     ] = None,
     name: Annotated[str, typer.Option(help="a label to recognise it by")] = "",
+    node: Annotated[
+        str | None, typer.Option(help="node tokens (required): the one node it may act as")
+    ] = None,
     api_url: ApiUrl = URL,
     token: Token = "",
 ) -> None:
-    """Mint a token with scopes you hold (node: admins only); prints it once, to stdout."""
+    """Mint a token with scopes you hold (node: admins only, bound to --node); prints it once."""
     body: dict[str, Any] = {"scopes": scope, "name": name}
     if expires_in:
         body["expires_in"] = expires_in
+    if node is not None:
+        body["node"] = node
     made = _client(api_url, token).call("POST", "/api/tokens", json=body)
     expiry = made["expires_at"] or "never"
-    typer.echo(f"token {made['id']} ({','.join(made['scopes'])}, expires {expiry}):", err=True)
+    bound = f", node {made['node']}" if made.get("node") else ""
+    scopes = ",".join(made["scopes"])
+    typer.echo(f"token {made['id']} ({scopes}{bound}, expires {expiry}):", err=True)
     typer.echo(made["token"])
 
 
@@ -92,7 +99,7 @@ def token_ls(api_url: ApiUrl = URL, token: Token = "") -> None:
     """List your tokens (never their secrets)."""
     for made in _client(api_url, token).call("GET", "/api/tokens"):
         state = "revoked" if made["revoked_at"] else f"expires {made['expires_at'] or 'never'}"
-        scopes = ",".join(made["scopes"])
+        scopes = ",".join(made["scopes"]) + (f"@{made['node']}" if made.get("node") else "")
         typer.echo(f"{made['id']:>5}  {made['prefix']}…  {scopes:<18} {state:<34} {made['name']}")
 
 

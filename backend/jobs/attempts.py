@@ -16,6 +16,8 @@ from sqlalchemy.orm import Session
 from backend.db import utcnow
 from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.jobs.states import JobState, transition
+from backend.nodes.models import Node
+from backend.nodes.trust import accepted_checkpoint
 from backend.signals import request_stop
 from workers.contract.protocol import AttemptOutcome
 
@@ -34,11 +36,17 @@ def slices_of(session: Session, attempt_id: int) -> Sequence[AttemptSlice]:
     ).all()
 
 
+def attempt_on(session: Session, *, attempt_id: int, node: str) -> Attempt:
+    """The attempt, if one of its slices is on `node`; AttemptNotFound otherwise (no probing)."""
+    attempt = session.get(Attempt, attempt_id)
+    if attempt is None or not any(s.node_name == node for s in slices_of(session, attempt_id)):
+        raise AttemptNotFound(f"attempt {attempt_id} not found")
+    return attempt
+
+
 def claim(session: Session, *, attempt_id: int, node: str) -> bool:
     """Compare-and-set this node's slice scheduled → running; duplicates and stale claims lose."""
-    attempt = session.get(Attempt, attempt_id)
-    if attempt is None:
-        raise AttemptNotFound(f"attempt {attempt_id} not found")
+    attempt = attempt_on(session, attempt_id=attempt_id, node=node)
     job = session.get_one(Job, attempt.job_id)
     if job.attempt != attempt.number or attempt.state not in LIVE_SLICE_STATES:
         return False
@@ -76,23 +84,28 @@ def claim(session: Session, *, attempt_id: int, node: str) -> bool:
 
 
 def finish(
-    session: Session, client: redis.Redis, *, attempt_id: int, outcome: AttemptOutcome
+    session: Session,
+    client: redis.Redis,
+    *,
+    attempt_id: int,
+    node: str,
+    outcome: AttemptOutcome,
 ) -> Job:
-    """Record how one node's slice ended and, once that decides the attempt, move the job on."""
-    attempt = session.get(Attempt, attempt_id)
-    if attempt is None:
-        raise AttemptNotFound(f"attempt {attempt_id} not found")
+    """Record how `node`'s slice ended and, once that decides the attempt, move the job on."""
+    attempt = attempt_on(session, attempt_id=attempt_id, node=node)
     job = session.get_one(Job, attempt.job_id)
     slices = slices_of(session, attempt_id)
-    mine = [s for s in slices if s.node_name == outcome.node] if outcome.node else list(slices)
-    reported = [s for s in mine if s.state == "running"]
+    reported = [s for s in slices if s.node_name == node and s.state == "running"]
     if not reported:
         return job  # a repeated or late report: the first one already counted
-    for part in reported[:1] if outcome.node else reported:
-        part.state = outcome.outcome
-        part.finished_at = utcnow()
-    if outcome.last_checkpoint:
-        attempt.last_checkpoint = outcome.last_checkpoint
+    reported[0].state = outcome.outcome
+    reported[0].finished_at = utcnow()
+    data_dir = session.scalars(select(Node.data_dir).where(Node.name == node)).first()
+    checkpoint = accepted_checkpoint(
+        outcome.last_checkpoint, data_dir=data_dir, job_id=job.id, node=node
+    )
+    if checkpoint:
+        attempt.last_checkpoint = checkpoint
     if attempt.state != "running":
         session.commit()
         return job

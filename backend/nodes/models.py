@@ -19,6 +19,10 @@ class Node(Base):
     address: Mapped[str] = mapped_column(String(255))
     state: Mapped[str] = mapped_column(String(16), default="up")
     drained: Mapped[bool] = mapped_column(default=False)
+    data_dir: Mapped[str | None] = mapped_column(
+        String(4096),
+        comment="the node's resolved data dir, as it registered; checkpoints lie under it",
+    )
     registered_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_heartbeat: Mapped[datetime] = mapped_column(default=utcnow)
     host_cpu_percent: Mapped[float | None] = mapped_column(

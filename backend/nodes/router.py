@@ -9,7 +9,7 @@ from fastapi import APIRouter, Body, HTTPException, Request, status
 from backend.deps import AdminDep, NodeDep, ObjectId, ReaderDep, SessionDep
 from backend.jobs import attempts
 from backend.jobs.schemas import ClaimIn, ClaimOut, FinishOut
-from backend.nodes import control, service
+from backend.nodes import control, service, trust
 from backend.nodes.schemas import HeartbeatOut, NodeList, NodeOut
 from backend.signals import announce_jobs, announce_nodes, wake_scheduler
 from backend.telemetry.live import publish_live
@@ -48,9 +48,10 @@ def _set_drained(session: SessionDep, request: Request, name: str, *, drained: b
 
 @router.post("/nodes/register", response_model=NodeOut)
 def register_node(
-    body: NodeRegistration, request: Request, _: NodeDep, session: SessionDep
+    body: NodeRegistration, request: Request, principal: NodeDep, session: SessionDep
 ) -> NodeOut:
-    """A node agent announces itself and its devices."""
+    """A node agent announces itself and its devices (only as the node its token names)."""
+    _acting_node(principal, body.name)
     node = service.register(session, registration=body)
     announce_nodes(request.app.state.redis)
     wake_scheduler(request.app.state.redis)
@@ -61,11 +62,12 @@ def register_node(
 def heartbeat(
     name: str,
     request: Request,
-    _: NodeDep,
+    principal: NodeDep,
     session: SessionDep,
     body: Annotated[Heartbeat | None, Body()] = None,
 ) -> HeartbeatOut:
     """A node agent is alive; its machine's CPU and memory go live to the `cluster` topic."""
+    _acting_node(principal, name)
     host = body.host if body is not None else None
     try:
         node = service.heartbeat(session, name=name, host=host)
@@ -80,11 +82,12 @@ def heartbeat(
 
 @router.post("/attempts/{attempt_id}/claim", response_model=ClaimOut)
 def claim_attempt(
-    attempt_id: ObjectId, body: ClaimIn, request: Request, _: NodeDep, session: SessionDep
+    attempt_id: ObjectId, body: ClaimIn, request: Request, principal: NodeDep, session: SessionDep
 ) -> ClaimOut:
     """Exactly one claim of a scheduled attempt wins; any other gets 409 and must not start."""
+    node = _acting_node(principal, body.node)
     try:
-        won = attempts.claim(session, attempt_id=attempt_id, node=body.node)
+        won = attempts.claim(session, attempt_id=attempt_id, node=node)
     except attempts.AttemptNotFound as err:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(err)) from None
     if not won:
@@ -98,16 +101,30 @@ def claim_attempt(
 
 @router.post("/attempts/{attempt_id}/finish", response_model=FinishOut)
 def finish_attempt(
-    attempt_id: ObjectId, body: AttemptOutcome, request: Request, _: NodeDep, session: SessionDep
+    attempt_id: ObjectId,
+    body: AttemptOutcome,
+    request: Request,
+    principal: NodeDep,
+    session: SessionDep,
 ) -> FinishOut:
-    """The supervisor reports how the attempt ended; the job moves on accordingly."""
+    """The supervisor reports how its node's slice ended; the job moves on accordingly."""
+    node = _acting_node(principal, body.node)
     try:
-        job = attempts.finish(session, request.app.state.redis, attempt_id=attempt_id, outcome=body)
+        job = attempts.finish(
+            session, request.app.state.redis, attempt_id=attempt_id, node=node, outcome=body
+        )
     except attempts.AttemptNotFound as err:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(err)) from None
     announce_jobs(request.app.state.redis, [job.id])
     wake_scheduler(request.app.state.redis)
     return FinishOut(state=job.state)
+
+
+def _acting_node(principal: NodeDep, claimed: str | None) -> str:
+    try:
+        return trust.acting_node(principal, claimed)
+    except trust.NotThisNode as err:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, str(err)) from None
 
 
 def _job_of(session: SessionDep, attempt_id: int) -> int:

@@ -30,6 +30,7 @@ def register(session: Session, *, registration: NodeRegistration) -> Node:
         session.add(node)
     node.hostname = registration.hostname
     node.address = registration.address
+    node.data_dir = registration.data_dir
     node.state = "up"
     node.last_heartbeat = utcnow()
     known = {d.index: d for d in node.devices}

@@ -52,7 +52,7 @@ def tokens(database: Database) -> dict[str, str]:
     """Secrets for an admin, a plain user, and a node agent."""
     with database.session() as session:
         admin = bootstrap_admin_token(session, configured=ADMIN_TOKEN)
-        node = bootstrap_node_token(session)
+        node = bootstrap_node_token(session, node="n1")
         ensure_admin(session)
         user = User(username="alice", role="user")
         session.add(user)

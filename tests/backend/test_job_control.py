@@ -23,6 +23,7 @@ def node_n1(api: TestClient, tokens: dict[str, str]) -> str:
         hostname="h",
         address="127.0.0.1",
         devices=[NodeDevice(index=i, kind="cpu", name=f"CPU slot {i}") for i in range(4)],
+        data_dir="/",  # its checkpoints lie in /runs/job-<id>/checkpoints
     )
     response = api.post(
         "/api/nodes/register", json=registration.model_dump(), headers=bearer(tokens["node"])

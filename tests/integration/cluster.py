@@ -146,7 +146,8 @@ def two_node_cluster(tmp: Path) -> Iterator[Cluster]:
     with trainboard_up(tmp, cpu_slots=2, extra_env=env) as stack:
         database = Database(stack.database_url)
         with database.session() as session:
-            _, token = issue_token(session, user=ensure_admin(session), scopes="node", name="n2")
+            admin = ensure_admin(session)
+            _, token = issue_token(session, user=admin, scopes="node", name="n2", node="n2")
         database.dispose()
         cluster = Cluster(stack, tmp, token, scripts)
         try:

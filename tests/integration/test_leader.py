@@ -58,7 +58,7 @@ def shared_state(tmp_path: Path) -> Iterator[tuple[dict[str, str], str]]:
     database = Database(db_url)
     with database.session() as session:
         bootstrap_admin_token(session, configured=ADMIN_TOKEN)
-        node_token = bootstrap_node_token(session)
+        node_token = bootstrap_node_token(session, node="n1")
     database.dispose()
     with private_redis(tmp_path) as redis_url:
         env = {

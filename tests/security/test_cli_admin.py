@@ -79,5 +79,10 @@ def test_token_create_prints_the_secret_once_and_revoke_ends_it(
 def test_only_admins_create_node_tokens(run: Any, tokens: dict[str, str]) -> None:
     refused = run(tokens["alice"], "token", "create", "--scope", "node")
     assert refused.exit_code == 2 and "only an admin" in refused.output
-    made = run(tokens["admin"], "token", "create", "--scope", "node", "--name", "gpu-0")
+    unbound = run(tokens["admin"], "token", "create", "--scope", "node", "--name", "gpu-0")
+    assert unbound.exit_code == 2 and "bound to one node" in unbound.output
+    made = run(
+        tokens["admin"], "token", "create", "--scope", "node", "--name", "gpu-0", "--node", "gpu-0"
+    )
     assert made.exit_code == 0 and made.stdout.strip().splitlines()[-1].startswith("tb_")
+    assert "node gpu-0" in made.stderr

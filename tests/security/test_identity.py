@@ -160,7 +160,9 @@ def test_only_the_owner_or_an_admin_revokes_a_token(
 def test_minted_node_token_registers_nodes_and_cannot_submit_or_log_in(
     api: TestClient, tokens: dict[str, str]
 ) -> None:
-    made = api.post("/api/tokens", json={"scopes": ["node"]}, headers=bearer(tokens["admin"]))
+    body = {"scopes": ["node"], "node": "n9"}
+    made = api.post("/api/tokens", json=body, headers=bearer(tokens["admin"]))
+    assert made.status_code == 201 and made.json()["node"] == "n9"
     node = bearer(made.json()["token"])
     registration = NodeRegistration(
         name="n9",
@@ -171,7 +173,7 @@ def test_minted_node_token_registers_nodes_and_cannot_submit_or_log_in(
     assert api.post("/api/nodes/register", json=registration, headers=node).status_code == 200
     assert api.post("/api/jobs", json=SPEC, headers=node).status_code == 403
     assert api.get("/api/jobs", headers=node).status_code == 403
-    assert api.post("/api/tokens", json={"scopes": ["node"]}, headers=node).status_code == 403
+    assert api.post("/api/tokens", json=body, headers=node).status_code == 403
     assert api.post("/api/login", json={"token": made.json()["token"]}).status_code == 401
     as_user = api.post("/api/nodes/register", json=registration, headers=bearer(tokens["alice"]))
     assert as_user.status_code == 403

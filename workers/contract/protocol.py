@@ -141,6 +141,12 @@ class NodeRegistration(BaseModel):
     hostname: str = Field(max_length=255)
     address: str = Field(max_length=255, description="address other nodes reach this one on")
     devices: list[NodeDevice] = Field(max_length=1024)
+    data_dir: str | None = Field(
+        None,
+        max_length=4096,
+        pattern=r"^/[^\x00]*$",
+        description="the node's resolved data dir: reported checkpoints must lie under it",
+    )
 
     @field_validator("devices")
     @classmethod

@@ -42,6 +42,7 @@ def run_node_agent(settings: WorkerSettings) -> int:
         hostname=socket.gethostname(),
         address=settings.address,
         devices=probe.devices(),
+        data_dir=str(settings.data_dir.resolve()),
     )
     api = NodeApiClient(settings.api_url, settings.node_token)
     log.info("registering node %s with %d devices", settings.node_name, len(registration.devices))

@@ -1,0 +1,78 @@
+"""What a node token may do: act as its own node, and report checkpoints inside its job's dir.
+
+A node token is bound to one node name when it is minted. Every node route checks that the
+node it acts on is the token's own; a reported checkpoint counts only when it is a
+`step-<n>` directory in `<data_dir>/runs/job-<id>/checkpoints/` of the node that reports it
+(workers/supervisor/attempt.py `job_dir`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import re
+
+from backend.auth.service import Principal
+
+log = logging.getLogger(__name__)
+
+_STEP_DIR = re.compile(r"^step-\d{1,18}$")
+MAX_PATH = 4096
+
+
+class NotThisNode(PermissionError):
+    """A node token used as another node (or a token bound to no node)."""
+
+
+def acting_node(principal: Principal, claimed: str | None = None) -> str:
+    """The node this token acts as; NotThisNode when it is unbound or `claimed` is another."""
+    if principal.node is None:
+        raise NotThisNode(
+            "this node token is bound to no node: mint one with "
+            "`trainboard token create --scope node --node NAME`"
+        )
+    if claimed is not None and claimed != principal.node:
+        raise NotThisNode(f"this token acts as node {principal.node!r} only, not {claimed!r}")
+    return principal.node
+
+
+def checkpoints_root(data_dir: str, job_id: int) -> str:
+    """Where a job's checkpoints lie under a node's data dir."""
+    return posixpath.join(posixpath.normpath(data_dir), "runs", f"job-{job_id}", "checkpoints")
+
+
+def refusal(path: str, *, data_dir: str | None, job_id: int) -> str | None:
+    """Why a reported checkpoint path is not this job's own; None when it is."""
+    if data_dir is None:
+        return "the node reported no data dir at registration"
+    if len(path) > MAX_PATH or "\x00" in path or not posixpath.isabs(path):
+        return "not an absolute path"
+    if posixpath.normpath(path) != path or "//" in path:
+        return "not a normalized path ('..', '.', or repeated '/')"
+    root = checkpoints_root(data_dir, job_id)
+    parent, name = posixpath.split(path)
+    if parent != root or not _STEP_DIR.match(name):
+        return f"not a step-<n> directory in {root}"
+    if os.path.lexists(path) and not _inside(os.path.realpath(path), os.path.realpath(root)):
+        return "resolves outside the job's checkpoint dir (a symlink)"
+    return None
+
+
+def accepted_checkpoint(
+    path: str | None, *, data_dir: str | None, job_id: int, node: str
+) -> str | None:
+    """The reported checkpoint if it lies in the job's own checkpoint dir; else None, logged."""
+    if not path:
+        return None
+    why = refusal(path, data_dir=data_dir, job_id=job_id)
+    if why is None:
+        return path
+    log.warning(
+        "node %s reported checkpoint %r for job %d: ignored, %s", node, path[:300], job_id, why
+    )
+    return None
+
+
+def _inside(path: str, root: str) -> bool:
+    return posixpath.dirname(path) == root

@@ -1,0 +1,47 @@
+"""node-bound tokens: a node token names the one node it may act as; nodes report their data dir
+
+Revision ID: 0010
+Revises: 0009
+Create Date: 2026-11-25 10:00:00
+
+Node tokens minted before this revision name no node: they are refused on the node routes
+until an admin mints a bound one (`trainboard token create --scope node --node NAME`).
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0010"
+down_revision: str | None = "0009"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("api_tokens", schema=None) as batch_op:
+        batch_op.add_column(
+            sa.Column(
+                "node_name",
+                sa.String(length=64),
+                nullable=True,
+                comment="node tokens: the only node this token may act as",
+            )
+        )
+    with op.batch_alter_table("nodes", schema=None) as batch_op:
+        batch_op.add_column(
+            sa.Column(
+                "data_dir",
+                sa.String(length=4096),
+                nullable=True,
+                comment="the node's resolved data dir, as it registered; checkpoints lie under it",
+            )
+        )
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("nodes", schema=None) as batch_op:
+        batch_op.drop_column("data_dir")
+    with op.batch_alter_table("api_tokens", schema=None) as batch_op:
+        batch_op.drop_column("node_name")
