@@ -1,6 +1,9 @@
 # Trainboard: `make run` sets up everything and starts it; `make test` runs every test.
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# the venv's interpreter must be one the unprivileged job user can run: Debian's
+# /usr/bin/python3 is world-readable, a pyenv under root's 0700 home is not
+BASE_PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
 STAMP := $(VENV)/.installed
 
 .PHONY: run test install frontend lint typecheck api-types clean
@@ -19,7 +22,7 @@ install: $(STAMP)
 
 # torch is pinned first so pip takes the local CPU build instead of a multi-GB CUDA download
 $(STAMP): pyproject.toml
-	test -x $(PY) || python3 -m venv $(VENV)
+	test -x $(PY) || $(BASE_PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[dev]'

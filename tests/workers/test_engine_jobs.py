@@ -7,12 +7,12 @@ from worker_helpers import attempt_order, mlp_spec, read_items
 
 from workers.contract.protocol import METRICS_STREAM
 from workers.contract.spec import JobSpec
-from workers.node.settings import WorkerSettings
 from workers.supervisor.attempt import Supervisor
+from workers.supervisor.settings import SupervisorSettings
 
 
 def test_pipelined_gpt_in_bf16_succeeds_with_loss_from_the_last_stage_only(
-    worker_settings: WorkerSettings, redis_url: str
+    supervisor_settings: SupervisorSettings, redis_url: str
 ) -> None:
     spec = JobSpec.model_validate(
         {
@@ -30,7 +30,7 @@ def test_pipelined_gpt_in_bf16_succeeds_with_loss_from_the_last_stage_only(
             "precision": "bf16",
         }
     )
-    outcome = Supervisor(attempt_order(spec), worker_settings).run()
+    outcome = Supervisor(attempt_order(spec), supervisor_settings).run()
 
     assert outcome.outcome == "succeeded", outcome.reason
     assert outcome.last_checkpoint is not None and outcome.last_checkpoint.endswith("step-12")
@@ -41,18 +41,20 @@ def test_pipelined_gpt_in_bf16_succeeds_with_loss_from_the_last_stage_only(
     assert sorted(loss) == list(range(1, 13)) and loss[12] < loss[1]
 
 
-def test_a_diverging_job_fails_with_reason_diverged(worker_settings: WorkerSettings) -> None:
+def test_a_diverging_job_fails_with_reason_diverged(
+    supervisor_settings: SupervisorSettings,
+) -> None:
     spec = mlp_spec(hyperparameters={"steps": 30, "lr": 10.0, "optimizer": "sgd"})
-    outcome = Supervisor(attempt_order(spec), worker_settings).run()
+    outcome = Supervisor(attempt_order(spec), supervisor_settings).run()
 
     assert outcome.outcome == "failed"
     assert outcome.reason is not None and outcome.reason.startswith("diverged: "), outcome.reason
 
 
 def test_fp16_on_cpu_slots_fails_the_attempt_saying_it_needs_a_gpu(
-    worker_settings: WorkerSettings,
+    supervisor_settings: SupervisorSettings,
 ) -> None:
-    outcome = Supervisor(attempt_order(mlp_spec(precision="fp16")), worker_settings).run()
+    outcome = Supervisor(attempt_order(mlp_spec(precision="fp16")), supervisor_settings).run()
 
     assert outcome.outcome == "failed"
     assert outcome.reason is not None and outcome.reason.startswith("precision fp16 needs a CUDA")

@@ -3,6 +3,7 @@ become metric points."""
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from pathlib import Path
 
@@ -12,8 +13,8 @@ from worker_helpers import attempt_order, read_items
 from workers.contract.entrypoints import EntrypointRefused, resolve
 from workers.contract.protocol import LOGS_STREAM, METRICS_STREAM
 from workers.contract.spec import Entrypoint, JobSpec
-from workers.node.settings import WorkerSettings
 from workers.supervisor.attempt import Supervisor
+from workers.supervisor.settings import SupervisorSettings
 from workers.supervisor.stdout_metrics import StdoutMetrics
 
 #: an unmodified torchrun-style program: only torch.distributed and print
@@ -94,7 +95,7 @@ def test_escapes_and_missing_files_are_refused(
     root, outside = roots
     if target.get("script") == "/etc/passwd":
         target = {"script": str(outside / "evil.py")}  # absolute, outside every root
-    with pytest.raises(EntrypointRefused, match="not found as a file under the allowed roots"):
+    with pytest.raises(EntrypointRefused, match="not found under the allowed roots"):
         resolve(entry(**target), [root])
 
 
@@ -113,7 +114,7 @@ def test_common_print_shapes_become_metrics() -> None:
 
 
 def test_unmodified_torchrun_script_runs_on_two_ranks_and_its_losses_become_points(
-    tmp_path: Path, worker_settings: WorkerSettings, redis_url: str
+    tmp_path: Path, supervisor_settings: SupervisorSettings, redis_url: str
 ) -> None:
     scripts = tmp_path / "scripts"
     scripts.mkdir()
@@ -121,7 +122,7 @@ def test_unmodified_torchrun_script_runs_on_two_ranks_and_its_losses_become_poin
     spec = JobSpec.model_validate(
         {"name": "user-script", "entrypoint": {"script": "train.py"}, "parallelism": {"devices": 2}}
     )
-    settings = worker_settings.model_copy(update={"script_roots": str(scripts)})
+    settings = dataclasses.replace(supervisor_settings, script_roots=[scripts.resolve()])
 
     outcome = Supervisor(attempt_order(spec), settings).run()
 
@@ -135,11 +136,13 @@ def test_unmodified_torchrun_script_runs_on_two_ranks_and_its_losses_become_poin
 
 
 def test_an_entrypoint_outside_the_roots_fails_the_attempt_without_starting_it(
-    tmp_path: Path, worker_settings: WorkerSettings
+    tmp_path: Path, supervisor_settings: SupervisorSettings
 ) -> None:
     (tmp_path / "evil.py").write_text("print('escaped')\n")
     spec = JobSpec.model_validate({"name": "evil", "entrypoint": {"script": "evil.py"}})
-    settings = worker_settings.model_copy(update={"script_roots": str(tmp_path / "scripts")})
+    settings = dataclasses.replace(
+        supervisor_settings, script_roots=[(tmp_path / "scripts").resolve()]
+    )
 
     supervisor = Supervisor(attempt_order(spec), settings)
     outcome = supervisor.run()

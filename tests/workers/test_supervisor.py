@@ -20,13 +20,14 @@ from workers.contract.protocol import (
     AttemptOutcome,
     control_key,
 )
+from workers.contract.run_layout import log_dir
 from workers.contract.spec import JobSpec
 from workers.devices.registry import DeviceRegistry
-from workers.node.settings import WorkerSettings
 from workers.rank.engine import checkpoint
 from workers.rank.engine.optim import build_optimizer
 from workers.rank.engine.templates import build_task
 from workers.supervisor.attempt import Supervisor
+from workers.supervisor.settings import SupervisorSettings
 
 #: every step: loss, rate, and the step time split into data wait, forward+backward, optimizer
 METRIC_NAMES = {"loss", "lr", "grad_norm", "samples_per_s", "step_time"}
@@ -45,7 +46,7 @@ def group_members(pgid: int) -> list[psutil.Process]:
     return alive
 
 
-def run(order: AttemptOrder, settings: WorkerSettings, **kwargs: object) -> AttemptOutcome:
+def run(order: AttemptOrder, settings: SupervisorSettings, **kwargs: object) -> AttemptOutcome:
     return Supervisor(order, settings, **kwargs).run()  # type: ignore[arg-type]
 
 
@@ -57,13 +58,13 @@ def final_weights(path: Path, spec: JobSpec) -> dict[str, torch.Tensor]:
 
 
 def test_two_rank_attempt_succeeds_and_publishes_every_point_once(
-    worker_settings: WorkerSettings, redis_url: str
+    supervisor_settings: SupervisorSettings, redis_url: str
 ) -> None:
     spec = mlp_spec(devices=2, hyperparameters={"steps": 40, "lr": 0.02})
     order = attempt_order(spec)
     registry = DeviceRegistry()
 
-    outcome = run(order, worker_settings, registry=registry)
+    outcome = run(order, supervisor_settings, registry=registry)
 
     assert outcome.outcome == "succeeded", outcome.reason
     assert outcome.exit_codes == [0, 0]
@@ -81,20 +82,20 @@ def test_two_rank_attempt_succeeds_and_publishes_every_point_once(
     lines = [item["line"] for item in read_items(redis_url, LOGS_STREAM) if item["rank"] == 0]
     assert "step 40/40 loss" in "\n".join(lines)
     assert any(line.startswith("finished at step 40/40") for line in lines)
-    run_dir = worker_settings.data_dir / "runs" / "job-1" / "attempt-1"
-    assert "finished at step 40/40" in (run_dir / "rank-0.stdout.log").read_text()
+    logs = log_dir(supervisor_settings.data_dir, job_id=1, number=1)
+    assert "finished at step 40/40" in (logs / "rank-0.stdout.log").read_text()
     events = read_items(redis_url, EVENTS_STREAM)
     assert [(e["kind"], e["step"]) for e in events] == [("checkpoint", 40)]
     assert registry.snapshot() == {}
 
 
 def test_a_failing_rank_fails_the_attempt_with_its_error_and_kills_the_other(
-    worker_settings: WorkerSettings,
+    supervisor_settings: SupervisorSettings,
 ) -> None:
     spec = mlp_spec(devices=2)
     order = attempt_order(spec, resume_from="/nonexistent/step-7")
 
-    outcome = run(order, worker_settings)
+    outcome = run(order, supervisor_settings)
 
     assert outcome.outcome == "failed"
     assert outcome.reason is not None and outcome.reason.startswith("rank ")
@@ -102,11 +103,11 @@ def test_a_failing_rank_fails_the_attempt_with_its_error_and_kills_the_other(
 
 
 def test_cancel_leaves_no_rank_alive_saves_a_checkpoint_and_resume_continues_there(
-    worker_settings: WorkerSettings, redis_url: str
+    supervisor_settings: SupervisorSettings, redis_url: str
 ) -> None:
     spec = mlp_spec(devices=2, hyperparameters={"steps": 400})
     first = attempt_order(spec, job_id=1, number=1)
-    supervisor = Supervisor(first, worker_settings)
+    supervisor = Supervisor(first, supervisor_settings)
     outcomes: list[AttemptOutcome] = []
     thread = threading.Thread(target=lambda: outcomes.append(supervisor.run()))
     thread.start()
@@ -124,7 +125,7 @@ def test_cancel_leaves_no_rank_alive_saves_a_checkpoint_and_resume_continues_the
     assert 10 <= saved_at < 400
 
     second = attempt_order(spec, job_id=1, number=2, resume_from=stopped.last_checkpoint)
-    resumed = run(second, worker_settings)
+    resumed = run(second, supervisor_settings)
     assert resumed.outcome == "succeeded", resumed.reason
     steps = {
         p["step"]
@@ -133,7 +134,7 @@ def test_cancel_leaves_no_rank_alive_saves_a_checkpoint_and_resume_continues_the
     }
     assert steps == set(range(saved_at + 1, 401))
 
-    uninterrupted = run(attempt_order(spec, job_id=2), worker_settings)
+    uninterrupted = run(attempt_order(spec, job_id=2), supervisor_settings)
     assert uninterrupted.outcome == "succeeded"
     assert resumed.last_checkpoint and uninterrupted.last_checkpoint
     after_resume = final_weights(Path(resumed.last_checkpoint), spec)

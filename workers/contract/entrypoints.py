@@ -44,9 +44,9 @@ def resolve(entry: Entrypoint, roots: Sequence[Path]) -> Launch:
                 if _inside(candidate, root) is not None:
                     return Launch([sys.executable, "-m", entry.module, *entry.args], root)
     what = entry.script if entry.script is not None else f"module {entry.module}"
-    shown = ":".join(str(r) for r in roots) or "(none configured)"
+    # the roots themselves stay unnamed: the answer goes to users, the paths are the host's
     raise EntrypointRefused(
-        f"entrypoint {what!r} was not found as a file under the allowed roots "
-        f"(TRAINBOARD_SCRIPT_ROOTS={shown}); '..', absolute paths outside them and "
+        f"entrypoint {what!r} was not found under the allowed roots "
+        "(TRAINBOARD_SCRIPT_ROOTS) as a file; '..', absolute paths outside them and "
         "symlinks leading out are refused"
     )

@@ -1,4 +1,4 @@
-"""The environment of one rank process: torchrun's variables plus Trainboard's own."""
+"""A rank's environment: torchrun's variables plus Trainboard's own (never a credential)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+#: the variable naming the telemetry pipe's file descriptor
+TELEMETRY_FD_VARIABLE = "TRAINBOARD_TELEMETRY_FD"
 #: exit status of a rank that wrote its reason to `failure_file` (the supervisor reports it as is)
 EXIT_EXPLAINED = 3
 
@@ -33,7 +35,8 @@ class RankEnv:
     spec_file: Path
     run_dir: Path
     checkpoint_dir: Path
-    redis_url: str
+    #: the inherited pipe this rank writes its telemetry to (its supervisor reads the other end)
+    telemetry_fd: int | None = None
     resume_from: Path | None = None
     cuda_visible_devices: str | None = None
 
@@ -64,8 +67,9 @@ class RankEnv:
             "TRAINBOARD_RUN_DIR": str(self.run_dir),
             "TRAINBOARD_CHECKPOINT_DIR": str(self.checkpoint_dir),
             "TRAINBOARD_RESUME_FROM": str(self.resume_from) if self.resume_from else "",
-            "TRAINBOARD_REDIS_URL": self.redis_url,
         }
+        if self.telemetry_fd is not None:
+            env[TELEMETRY_FD_VARIABLE] = str(self.telemetry_fd)
         if self.cuda_visible_devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.cuda_visible_devices
         return env
@@ -91,7 +95,11 @@ class RankEnv:
             spec_file=Path(env.get("TRAINBOARD_SPEC_FILE", "spec.json")),
             run_dir=Path(env.get("TRAINBOARD_RUN_DIR", ".")),
             checkpoint_dir=Path(env.get("TRAINBOARD_CHECKPOINT_DIR", "checkpoints")),
-            redis_url=env.get("TRAINBOARD_REDIS_URL", "redis://127.0.0.1:6379/0"),
+            telemetry_fd=_int_or_none(env.get(TELEMETRY_FD_VARIABLE)),
             resume_from=Path(resume) if resume else None,
             cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
         )
+
+
+def _int_or_none(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() else None

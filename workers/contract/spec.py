@@ -11,22 +11,26 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictInt,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
 from workers.contract.catalog import PIPELINE_UNITS, resolve_hyperparameters
+from workers.contract.user_env import MAX_ENV_VARS, check_env, non_finite_path
 
 MAX_DEVICES = 1024
 MODULE_PATTERN = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 TAG_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$")
+#: a number where a number is meant: no "2", no true (strict), finite (model config)
+Number = Annotated[float, Field(strict=True)]
 
 
 class Strict(BaseModel):
     """Base for spec parts: unknown keys are refused, never ignored."""
 
-    model_config = ConfigDict(extra="forbid", str_max_length=4096)
+    model_config = ConfigDict(extra="forbid", str_max_length=4096, allow_inf_nan=False)
 
 
 class Strategy(StrEnum):
@@ -98,12 +102,12 @@ class Parallelism(Strict):
     """How the job spreads over its gang of devices."""
 
     strategy: Strategy = Strategy.data
-    devices: int = Field(1, ge=1, le=MAX_DEVICES, description="total gang size")
-    nodes: int = Field(1, ge=1, le=256, description="nodes the gang spans")
-    pipeline_stages: int | None = Field(None, ge=1, le=256)
-    microbatches: int = Field(1, ge=1, le=4096)
+    devices: StrictInt = Field(1, ge=1, le=MAX_DEVICES, description="total gang size")
+    nodes: StrictInt = Field(1, ge=1, le=256, description="nodes the gang spans")
+    pipeline_stages: StrictInt | None = Field(None, ge=1, le=256)
+    microbatches: StrictInt = Field(1, ge=1, le=4096)
     schedule: Literal["gpipe", "1f1b"] = "1f1b"
-    bucket_cap_mb: float = Field(25.0, gt=0, le=1024, description="DDP gradient bucket size")
+    bucket_cap_mb: Number = Field(25.0, gt=0, le=1024, description="DDP gradient bucket size")
 
     @model_validator(mode="after")
     def _degrees_are_consistent(self) -> Parallelism:
@@ -147,20 +151,20 @@ class Parallelism(Strict):
 
 
 class Checkpointing(Strict):
-    every_steps: int | None = Field(None, ge=1, le=10_000_000)
-    every_minutes: float | None = Field(None, gt=0, le=7 * 24 * 60)
-    keep_last: int = Field(3, ge=1, le=1000)
+    every_steps: StrictInt | None = Field(None, ge=1, le=10_000_000)
+    every_minutes: Number | None = Field(None, gt=0, le=7 * 24 * 60)
+    keep_last: StrictInt = Field(3, ge=1, le=1000)
 
 
 class LRSchedule(Strict):
     kind: Literal["constant", "cosine"] = "constant"
-    warmup_steps: int = Field(0, ge=0, le=10_000_000)
-    min_lr_ratio: float = Field(0.1, ge=0, le=1)
+    warmup_steps: StrictInt = Field(0, ge=0, le=10_000_000)
+    min_lr_ratio: Number = Field(0.1, ge=0, le=1)
 
 
 class NanPolicy(Strict):
     action: Literal["stop", "rollback"] = "stop"
-    max_rollbacks: int = Field(3, ge=0, le=100)
+    max_rollbacks: StrictInt = Field(3, ge=0, le=100)
 
 
 class JobSpec(Strict):
@@ -173,13 +177,15 @@ class JobSpec(Strict):
     hyperparameters: dict[Annotated[str, Field(max_length=64)], Any] = Field(
         default_factory=dict, max_length=64, validate_default=True
     )
+    #: every rank's extra variables (NCCL_*, the user's own); docs/jobspec.md lists the refused
+    env: dict[str, str] = Field(default_factory=dict, max_length=MAX_ENV_VARS)
     precision: Precision = Precision.fp32
-    grad_accum: int = Field(1, ge=1, le=4096, description="micro-steps per optimizer step")
-    grad_clip: float | None = Field(None, gt=0, le=1e6)
+    grad_accum: StrictInt = Field(1, ge=1, le=4096, description="micro-steps per optimizer step")
+    grad_clip: Number | None = Field(None, gt=0, le=1e6)
     lr_schedule: LRSchedule = Field(default_factory=LRSchedule)
     checkpoint: Checkpointing = Field(default_factory=Checkpointing)
     priority: Priority = Priority.normal
-    max_restarts: int = Field(2, ge=0, le=100)
+    max_restarts: StrictInt = Field(2, ge=0, le=100)
     nan_policy: NanPolicy = Field(default_factory=NanPolicy)
     tags: list[str] = Field(default_factory=list, max_length=32)
 
@@ -202,6 +208,11 @@ class JobSpec(Strict):
             raise ValueError("tags must be unique")
         return value
 
+    @field_validator("env")
+    @classmethod
+    def _env_is_allowed(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_env(value)
+
     @field_validator("hyperparameters")
     @classmethod
     def _hyperparameters_fit_template(
@@ -209,6 +220,9 @@ class JobSpec(Strict):
     ) -> dict[str, Any]:
         template = info.data.get("template")
         if template is None:
+            where = non_finite_path(value)
+            if where is not None:
+                raise ValueError(f"hyperparameters.{where} must be a finite number")
             return value
         try:
             return resolve_hyperparameters(template, value)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import socket
+import sys
 from typing import Any
 
 from celery.signals import worker_shutting_down
 from celery.utils.nodenames import host_format
 
+from workers.contract.run_layout import job_dir
 from workers.contract.protocol import DEVICES_STREAM, NodeRegistration, node_queue
 from workers.devices import DeviceProbe
 from workers.devices.host import HostProbe
@@ -20,6 +22,7 @@ from workers.node.celery_app import make_celery
 from workers.node.heartbeat import Heartbeat
 from workers.node.settings import WorkerSettings
 from workers.node.tasks import ActiveAttempts, register_tasks
+from workers.supervisor.job_user import IsolationError, prepare_isolation
 from workers.telemetry import StreamPublisher, producer_name
 
 log = logging.getLogger(__name__)
@@ -35,6 +38,17 @@ def detect_devices(settings: WorkerSettings, registry: DeviceRegistry) -> tuple[
 
 def run_node_agent(settings: WorkerSettings) -> int:
     """Run this node's agent until SIGINT/SIGTERM; running ranks are stopped, never orphaned."""
+    try:
+        isolation = prepare_isolation(
+            account=settings.job_user,
+            uid_base=settings.job_uid_base,
+            allow_same_user=settings.allow_same_user,
+            runs_dir=job_dir(settings.data_dir, 0).parent,
+        )
+    except IsolationError as err:
+        log.error("%s", err)
+        print(f"trainboard worker: {err}", file=sys.stderr, flush=True)
+        return 2
     registry = DeviceRegistry()
     probe, use_gpus = detect_devices(settings, registry)
     registration = NodeRegistration(
@@ -62,7 +76,13 @@ def run_node_agent(settings: WorkerSettings) -> int:
     active = ActiveAttempts()
     app = make_celery(settings.redis_url)
     register_tasks(
-        app, settings=settings, api=api, registry=registry, active=active, use_gpus=use_gpus
+        app,
+        settings=settings,
+        supervisor_settings=settings.for_supervisor(isolation),
+        api=api,
+        registry=registry,
+        active=active,
+        use_gpus=use_gpus,
     )
 
     def stop_ranks(**_: Any) -> None:

@@ -9,6 +9,8 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from workers.supervisor.job_user import Isolation, same_user
+from workers.supervisor.settings import SupervisorSettings
 from workers.supervisor.stdout_metrics import DEFAULT_PATTERNS, DEFAULT_STEP_PATTERN
 
 
@@ -37,6 +39,32 @@ class WorkerSettings(BaseSettings):
     metric_step_pattern: str = Field(
         DEFAULT_STEP_PATTERN, description="regex with group step: where a line states its step"
     )
+
+    job_user: str = Field(
+        "trainboard-job",
+        description="the unprivileged account ranks run as when the worker runs as root",
+    )
+    job_uid_base: int = Field(
+        1_900_000_000,
+        ge=0,
+        le=2**31 - 2,
+        description="job N's ranks run as uid base + N (0: every job as the job user's own uid)",
+    )
+    allow_same_user: bool = Field(
+        False, description="run ranks as the worker's own user when it cannot switch (unsafe)"
+    )
+
+    def for_supervisor(self, isolation: Isolation | None = None) -> SupervisorSettings:
+        """The settings each attempt's supervisor gets (it never reads these itself)."""
+        return SupervisorSettings(
+            redis_url=self.redis_url,
+            data_dir=self.data_dir,
+            script_roots=self.script_root_paths,
+            stop_grace_seconds=self.stop_grace_seconds,
+            metric_patterns=self.metric_patterns,
+            metric_step_pattern=self.metric_step_pattern,
+            isolation=isolation or same_user(),
+        )
 
     @property
     def script_root_paths(self) -> list[Path]:

@@ -14,6 +14,7 @@ from workers.devices.registry import DeviceRegistry
 from workers.node.api_client import NodeApiClient
 from workers.node.settings import WorkerSettings
 from workers.supervisor.attempt import Supervisor
+from workers.supervisor.settings import SupervisorSettings
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ def run_attempt(
     order_json: dict[str, Any],
     *,
     settings: WorkerSettings,
+    supervisor_settings: SupervisorSettings,
     api: NodeApiClient,
     registry: DeviceRegistry,
     active: ActiveAttempts,
@@ -69,7 +71,7 @@ def run_attempt(
     if not api.claim(order.attempt_id, settings.node_name):
         log.info("attempt %d: claim refused (stale, duplicate or cancelled)", order.attempt_id)
         return "refused"
-    supervisor = Supervisor(order, settings, registry=registry, use_gpus=use_gpus)
+    supervisor = Supervisor(order, supervisor_settings, registry=registry, use_gpus=use_gpus)
     if not active.add(supervisor):
         outcome = supervisor.refuse("the worker node is shutting down")
     else:

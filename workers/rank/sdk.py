@@ -21,50 +21,45 @@ import atexit
 import logging
 import signal
 import threading
-import time
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from workers.contract.checkpoints import step_of
-from workers.contract.protocol import (
-    EVENTS_STREAM,
-    MAX_METRIC_NAME,
-    METRICS_STREAM,
-    AttemptEvent,
-)
+from workers.contract.protocol import MAX_METRIC_NAME
 from workers.contract.rank_env import RankEnv
-from workers.telemetry import StreamPublisher, producer_name
+from workers.contract.telemetry_channel import event_message, points_message
+from workers.rank.channel import TelemetryChannel
 
 log = logging.getLogger(__name__)
 
 
 class _Session:
-    """This rank's connection to Trainboard: its environment, publishers and stop flag."""
+    """This rank's link to Trainboard: its environment, telemetry pipe and stop flag."""
 
     def __init__(self, env: RankEnv) -> None:
         self.env = env
         self.stop = threading.Event()
-        self._publishers: dict[str, StreamPublisher] = {}
-        self._lock = threading.Lock()
+        fd = env.telemetry_fd
+        #: None when the supervisor gave no pipe (points then go nowhere, with one warning)
+        self.channel = TelemetryChannel(fd) if fd is not None else None
+        if self.channel is None:
+            warnings.warn(
+                "no telemetry pipe from the supervisor: points are not reported", stacklevel=3
+            )
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, lambda *_: self.stop.set())
         atexit.register(self.close)
 
-    def publisher(self, stream: str) -> StreamPublisher:
-        """The (lazily started) publisher of one stream."""
-        with self._lock:
-            if stream not in self._publishers:
-                producer = producer_name(f"attempt-{self.env.attempt_id}", f"rank-{self.env.rank}")
-                self._publishers[stream] = StreamPublisher(self.env.redis_url, stream, producer)
-            return self._publishers[stream]
+    def send(self, message: dict[str, object]) -> None:
+        """Hand one message to the supervisor."""
+        if self.channel is not None:
+            self.channel.send(message)
 
     def close(self) -> None:
-        """Flush and stop every publisher."""
-        with self._lock:
-            publishers, self._publishers = list(self._publishers.values()), {}
-        for publisher in publishers:
-            publisher.close()
+        """Close the pipe: everything sent so far is already with the supervisor."""
+        if self.channel is not None:
+            self.channel.close()
 
 
 _session: _Session | None = None
@@ -94,28 +89,16 @@ def report(step: int, **metrics: float) -> None:
 
 
 def report_many(rows: Iterable[tuple[int, Mapping[str, float]]]) -> None:
-    """`report` for several steps at once: (step, name → value) rows, queued under one lock."""
+    """`report` for several steps at once: (step, name → value) rows, sent as one message."""
     session = _current()
     if session is None:
         return
-    now = time.time()
-    attempt, rank = session.env.attempt_id, session.env.rank
-    points: list[dict[str, object]] = []
-    for step, metrics in rows:
-        step = int(step)
-        # plain dicts of MetricPoint's fields: building a model per point cost ~5 µs each
-        points += [
-            {
-                "attempt_id": attempt,
-                "rank": rank,
-                "step": step,
-                "name": name if name in _checked_names else _checked(name),
-                "value": float(value),
-                "time": now,
-            }
-            for name, value in metrics.items()
-        ]
-    session.publisher(METRICS_STREAM).add_many(points)
+    rows = list(rows)
+    for _, metrics in rows:
+        for name in metrics:
+            if name not in _checked_names:
+                _checked(name)
+    session.send(points_message(rows))
 
 
 #: metric names already checked against MAX_METRIC_NAME (a script reports the same few)
@@ -130,14 +113,11 @@ def _checked(name: str) -> str:
 
 
 def event(kind: str, message: str = "", step: int | None = None) -> None:
-    """Publish an attempt event (for example kind "checkpoint" with its step)."""
+    """Send an attempt event (for example kind "checkpoint" with its step)."""
     session = _current()
     if session is None:
         return
-    item = AttemptEvent(
-        attempt_id=session.env.attempt_id, kind=kind, message=message, step=step, time=time.time()
-    )
-    session.publisher(EVENTS_STREAM).add(item.model_dump(mode="json"))
+    session.send(event_message(kind, message, step))
 
 
 def checkpoint_dir() -> Path | None:
@@ -161,6 +141,4 @@ def resume_step() -> int | None:
 
 
 def flush() -> None:
-    """Deliver everything reported so far (called at exit anyway)."""
-    if _session is not None:
-        _session.close()
+    """Nothing left to deliver: each report is written to the supervisor before it returns."""

@@ -16,9 +16,10 @@ from time import time as now
 
 import redis
 
-from workers.contract import entrypoints
+from workers.contract import entrypoints, run_layout
 from workers.contract.checkpoints import newest_checkpoint
 from workers.contract.protocol import (
+    EVENTS_STREAM,
     LOGS_STREAM,
     METRICS_STREAM,
     AttemptOrder,
@@ -28,9 +29,12 @@ from workers.contract.protocol import (
 )
 from workers.contract.rank_env import EXIT_EXPLAINED, RankEnv, failure_file
 from workers.devices.registry import DeviceRegistry, Occupant
-from workers.node.settings import WorkerSettings
+from workers.supervisor import run_dirs
 from workers.supervisor.orphan_guard import guarded
+from workers.supervisor.rank_environment import rank_environment
 from workers.supervisor.rank_output import OutputForwarder
+from workers.supervisor.relay import TelemetryRelay
+from workers.supervisor.settings import SupervisorSettings
 from workers.supervisor.stdout_metrics import StdoutMetrics
 from workers.telemetry import StreamPublisher, producer_name
 
@@ -38,14 +42,7 @@ log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.25
 STOP_REQUESTS = ("cancel", "pause")
-#: worker variables a rank (user code) must not see
-_PRIVATE_ENV = ("TRAINBOARD_NODE_TOKEN",)
-_PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
-
-
-def job_dir(data_dir: Path, job_id: int) -> Path:
-    """Everything a job writes on this node."""
-    return data_dir / "runs" / f"job-{job_id}"
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 class Supervisor:
@@ -54,7 +51,7 @@ class Supervisor:
     def __init__(
         self,
         order: AttemptOrder,
-        settings: WorkerSettings,
+        settings: SupervisorSettings,
         *,
         publisher: StreamPublisher | None = None,
         registry: DeviceRegistry | None = None,
@@ -68,8 +65,21 @@ class Supervisor:
             LOGS_STREAM,
             producer_name(order.node, f"attempt-{order.attempt_id}"),
         )
-        self.run_dir = job_dir(settings.data_dir, order.job_id) / f"attempt-{order.number}"
-        self.checkpoint_dir = job_dir(settings.data_dir, order.job_id) / "checkpoints"
+        self.identity = settings.isolation.identity(order.job_id)
+        self.run_dir = run_layout.attempt_dir(settings.data_dir, order.job_id, order.number)
+        self.checkpoint_dir = run_layout.checkpoint_root(settings.data_dir, order.job_id)
+        self.dirs: run_dirs.AttemptDirs | None = None
+        self._relays: list[TelemetryRelay] = []
+        self._metrics = StreamPublisher(
+            settings.redis_url,
+            METRICS_STREAM,
+            producer_name(order.node, f"attempt-{order.attempt_id}-metrics"),
+        )
+        self._events = StreamPublisher(
+            settings.redis_url,
+            EVENTS_STREAM,
+            producer_name(order.node, f"attempt-{order.attempt_id}-events"),
+        )
         self.processes: list[subprocess.Popen[bytes]] = []
         self._forwarders: list[OutputForwarder] = []
         self._stderr: list[OutputForwarder] = []
@@ -123,7 +133,6 @@ class Supervisor:
                 spec_file=(self.run_dir / "spec.json").resolve(),
                 run_dir=self.run_dir.resolve(),
                 checkpoint_dir=self.checkpoint_dir.resolve(),
-                redis_url=self.settings.redis_url,
                 resume_from=resume,
                 cuda_visible_devices=visible,
             )
@@ -136,7 +145,7 @@ class Supervisor:
         if entry is None:
             return [sys.executable, "-m", "workers.rank.engine"], [], None
         # resolved again here: the API's check ran on another machine, maybe long ago
-        launch = entrypoints.resolve(entry, self.settings.script_root_paths)
+        launch = entrypoints.resolve(entry, self.settings.script_roots)
         self._stdout_metrics = StreamPublisher(
             self.settings.redis_url,
             METRICS_STREAM,
@@ -162,49 +171,90 @@ class Supervisor:
         return sink
 
     def _start(self) -> None:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "spec.json").write_text(self.order.spec.model_dump_json(indent=2))
-        for stale in self.run_dir.glob("rank-*.failure"):
-            stale.unlink()
-        argv, paths, cwd = self._command()
-        base = {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV}
-        base["PYTHONUNBUFFERED"] = "1"
-        # ranks import the very `workers` package this supervisor runs, installed or not
-        base["PYTHONPATH"] = os.pathsep.join(
-            filter(None, [*paths, _PACKAGE_ROOT, base.get("PYTHONPATH")])
+        self.dirs = dirs = run_dirs.prepare(
+            self.settings.data_dir, self.order.job_id, self.order.number, self.identity
         )
+        run_dirs.write_file(dirs.run, "spec.json", self.order.spec.model_dump_json(indent=2))
+        for rank in self.rank_envs():
+            run_dirs.remove_file(dirs.run, failure_file(dirs.run, rank.rank).name)
+        argv, paths, cwd = self._command()
+        python_paths = [*paths, _PACKAGE_ROOT]
         for env, slot in zip(self.rank_envs(), self.order.devices, strict=True):
-            # process_group=0 makes the first rank lead a new group; the others join it.
-            # (A new session would not do: setpgid cannot join a group in another session.)
-            process = subprocess.Popen(
-                guarded(argv),
-                env={**base, **env.to_env()},
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                process_group=self._pgid or 0,
-            )
-            if self._pgid is None:
-                self._pgid = process.pid  # the first rank leads the attempt's process group
-            self.processes.append(process)
-            self.registry.assign(slot, Occupant(self.order.attempt_id, env.rank, process.pid))
-            for stream, pipe in (("stdout", process.stdout), ("stderr", process.stderr)):
-                assert pipe is not None
-                forwarder = OutputForwarder(
-                    pipe,
+            read_fd, write_fd = os.pipe()
+            try:
+                process = self._spawn(argv, cwd, env, python_paths, write_fd)
+            finally:
+                os.close(write_fd)  # the rank holds the only writing end now
+            self._relays.append(
+                TelemetryRelay(
+                    read_fd,
                     attempt_id=self.order.attempt_id,
                     rank=env.rank,
-                    stream=stream,  # type: ignore[arg-type]
-                    log_file=self.run_dir / f"rank-{env.rank}.{stream}.log",
-                    publisher=self.publisher,
-                    on_line=self._metric_sink(env.rank) if stream == "stdout" else None,
+                    metrics=self._metrics,
+                    events=self._events,
+                    checkpoint_dir=dirs.checkpoints,
                 )
-                self._forwarders.append(forwarder)
-                if stream == "stderr":
-                    self._stderr.append(forwarder)
-        log.info("attempt %d: started %d ranks", self.order.attempt_id, len(self.processes))
+            )
+            self.registry.assign(slot, Occupant(self.order.attempt_id, env.rank, process.pid))
+            self._forward_output(process, env.rank, dirs.logs)
+        log.info(
+            "attempt %d: started %d ranks as %s",
+            self.order.attempt_id,
+            len(self.processes),
+            self.identity.name,
+        )
+
+    def _spawn(
+        self, argv: list[str], cwd: Path | None, env: RankEnv, python_paths: list[str], fd: int
+    ) -> subprocess.Popen[bytes]:
+        """Start one rank as the job's user, with an allow-listed environment and its pipe."""
+        assert self.dirs is not None
+        rank_vars = RankEnv(**{**env.__dict__, "telemetry_fd": fd}).to_env()
+        environment = rank_environment(
+            worker_env=os.environ,
+            rank_vars=rank_vars,
+            spec_env=self.order.spec.env,
+            python_paths=python_paths,
+            home=self.dirs.home.resolve(),
+            tmp=self.dirs.tmp.resolve(),
+            user=self.identity.name,
+            interpreter=sys.executable,
+        )
+        # process_group=0 makes the first rank lead a new group; the others join it.
+        # (A new session would not do: setpgid cannot join a group in another session.)
+        process = subprocess.Popen(
+            guarded(argv),
+            env=environment,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(fd,),
+            process_group=self._pgid or 0,
+            user=self.identity.uid,
+            group=self.identity.gid,
+            extra_groups=[] if self.identity.switches else None,
+        )
+        if self._pgid is None:
+            self._pgid = process.pid  # the first rank leads the attempt's process group
+        self.processes.append(process)
+        return process
+
+    def _forward_output(self, process: subprocess.Popen[bytes], rank: int, logs: Path) -> None:
+        for stream, pipe in (("stdout", process.stdout), ("stderr", process.stderr)):
+            assert pipe is not None
+            forwarder = OutputForwarder(
+                pipe,
+                attempt_id=self.order.attempt_id,
+                rank=rank,
+                stream=stream,  # type: ignore[arg-type]
+                log_file=logs / f"rank-{rank}.{stream}.log",
+                publisher=self.publisher,
+                on_line=self._metric_sink(rank) if stream == "stdout" else None,
+            )
+            self._forwarders.append(forwarder)
+            if stream == "stderr":
+                self._stderr.append(forwarder)
 
     def _watch(self) -> str | None:
         """Poll ranks and the control key until all ranks exit; return a failure, if any."""
@@ -246,8 +296,9 @@ class Supervisor:
         code = self.processes[index].returncode
         if code == EXIT_EXPLAINED:  # the engine wrote the reason the user should read
             rank = self.rank_envs()[index].rank
-            with contextlib.suppress(OSError):
-                return failure_file(self.run_dir, rank).read_text()[:4096]
+            reason = run_dirs.read_job_file(failure_file(self.run_dir, rank), self.identity)
+            if reason is not None:
+                return reason
         how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with {code}"
         self._stderr[index].join(timeout=2.0)
         tail = "\n".join(self._stderr[index].tail)
@@ -265,6 +316,8 @@ class Supervisor:
             process.wait()
         for forwarder in self._forwarders:
             forwarder.join(timeout=5.0)
+        for relay in self._relays:
+            relay.join(timeout=5.0)
         for slot, process in zip(self.order.devices, self.processes, strict=False):
             self.registry.release(slot, process.pid)
         self._close_connections()
@@ -272,6 +325,8 @@ class Supervisor:
     def _close_connections(self) -> None:
         if self._own_publisher:
             self.publisher.close()
+        self._metrics.close()
+        self._events.close()
         if self._stdout_metrics is not None:
             self._stdout_metrics.close()
         self._redis.close()

@@ -4,7 +4,8 @@ Rank processes live in their own process group so a cancel can signal them all; 
 also means nothing kills them if the worker itself is killed (`kill -9`, OOM). Before
 exec'ing the real command this asks Linux to SIGKILL the process when its parent dies
 (PR_SET_PDEATHSIG, which survives exec), so a lost node leaves no orphan training on
-its devices while the job restarts elsewhere.
+its devices while the job restarts elsewhere. It also sets PR_SET_NO_NEW_PRIVS, so
+user code can never gain privileges through a setuid binary or file capabilities.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import signal
 import sys
 
 PR_SET_PDEATHSIG = 1
+#: from here on, exec can grant no privilege (setuid binaries, file capabilities)
+PR_SET_NO_NEW_PRIVS = 38
 
 
 def guarded(command: list[str]) -> list[str]:
@@ -38,6 +41,8 @@ def main(argv: list[str]) -> None:
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise SystemExit("cannot set PR_SET_NO_NEW_PRIVS: refusing to run user code")
     if os.getppid() != int(parent):
         raise SystemExit("the supervisor died before this rank started")
     os.execvp(command[0], command)

@@ -167,10 +167,12 @@ class JsonReader(dcp.FileSystemReader):
 
     def _read_item(self, stream: io.BufferedReader, item: ReadItem, planner: LoadPlanner) -> None:
         info = self._info(item.storage_index)
+        if info.offset + info.length > os.fstat(stream.fileno()).st_size:  # before allocating
+            raise refused(f"{info.relative_path} is shorter than its metadata says")
         buffer = bytearray(info.length)
         stream.seek(info.offset)
         if stream.readinto(buffer) != info.length:
-            raise refused(f"{info.relative_path} is shorter than its metadata says")
+            raise refused(f"{info.relative_path} changed while it was read")
         if item.type == LoadItemType.BYTE_IO:
             planner.load_bytes(item, io.BytesIO(buffer))
             return

@@ -1,0 +1,36 @@
+"""The wire format between a rank and its supervisor: one JSON object per line on a pipe.
+
+A rank holds no credential; it writes what it measured to the pipe it inherited
+(`TRAINBOARD_TELEMETRY_FD`), and its supervisor, which knows which attempt and rank
+the pipe belongs to, validates, stamps and publishes it. Nothing a rank writes names
+its attempt or rank: those come from the pipe, never from the message.
+
+- metric points: ``{"m": [[step, name, value], ...]}``
+- an attempt event: ``{"e": {"kind": str, "message": str, "step": int | null}}``
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+#: longest line a supervisor reads; a longer one is dropped whole
+MAX_LINE_BYTES = 1 << 20
+POINTS_KEY = "m"
+EVENT_KEY = "e"
+
+
+def points_message(rows: Iterable[tuple[int, Mapping[str, float]]]) -> dict[str, Any]:
+    """The message for (step, name → value) rows."""
+    return {
+        POINTS_KEY: [
+            [int(step), name, float(value)]
+            for step, metrics in rows
+            for name, value in metrics.items()
+        ]
+    }
+
+
+def event_message(kind: str, message: str, step: int | None) -> dict[str, Any]:
+    """The message for one attempt event."""
+    return {EVENT_KEY: {"kind": kind, "message": message, "step": step}}

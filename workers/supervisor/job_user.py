@@ -1,0 +1,149 @@
+"""Who a job's ranks run as: an unprivileged OS user, one uid per job, never the worker's.
+
+A worker running as root creates (or uses) the job account `TRAINBOARD_JOB_USER` and
+starts each job's ranks as uid `job_uid_base + job id` in that account's group, so a
+job can read neither the worker's files and environment nor another job's run
+directory. A worker that cannot switch users (an unprivileged person's laptop) runs
+ranks as itself, only where that was allowed, and says once that jobs are not isolated.
+"""
+
+from __future__ import annotations
+
+import grp
+import logging
+import os
+import pwd
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+#: the highest uid a job may get (uids at 2^31 and above confuse tools that read them signed)
+MAX_JOB_UID = 2**31 - 2
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+class IsolationError(RuntimeError):
+    """Ranks cannot be confined here, and running them unconfined was not allowed."""
+
+
+@dataclass(frozen=True)
+class JobIdentity:
+    """The uid and gid one job's ranks run as; None for both means the worker's own."""
+
+    uid: int | None
+    gid: int | None
+    name: str
+
+    @property
+    def switches(self) -> bool:
+        """Whether ranks run as another user than the worker."""
+        return self.uid is not None
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """How this node confines ranks: the job account, or nothing (same user)."""
+
+    account: str | None
+    gid: int = -1
+    account_uid: int = -1
+    uid_base: int = 0
+
+    def identity(self, job_id: int) -> JobIdentity:
+        """The identity of one job's ranks."""
+        if self.account is None:
+            return JobIdentity(uid=None, gid=None, name=pwd.getpwuid(os.getuid()).pw_name)
+        if self.uid_base == 0:  # one uid for every job: jobs are not isolated from each other
+            return JobIdentity(uid=self.account_uid, gid=self.gid, name=self.account)
+        uid = self.uid_base + job_id
+        if uid > MAX_JOB_UID:
+            raise IsolationError(f"job {job_id} needs uid {uid}, above {MAX_JOB_UID}")
+        return JobIdentity(uid=uid, gid=self.gid, name=f"{self.account}-{job_id}")
+
+
+def same_user() -> Isolation:
+    """No confinement: ranks run as the worker's own user."""
+    return Isolation(account=None)
+
+
+def prepare_isolation(
+    *, account: str, uid_base: int, allow_same_user: bool, runs_dir: Path
+) -> Isolation:
+    """Set up the job account when root; else same-user mode if allowed. Says what it chose."""
+    if os.geteuid() != 0:
+        message = (
+            f"this worker runs as {pwd.getpwuid(os.geteuid()).pw_name} (not root) and cannot "
+            "switch users: jobs run as that user and are NOT isolated from this worker's "
+            "files, environment or other jobs"
+        )
+        if not allow_same_user:
+            raise IsolationError(
+                message + ". Run the worker as root (it starts ranks as the unprivileged "
+                "TRAINBOARD_JOB_USER), or accept this with TRAINBOARD_ALLOW_SAME_USER=1"
+            )
+        log.warning(message)
+        print(f"WARNING: {message}", file=sys.stderr, flush=True)
+        return same_user()
+    entry = _account(account)
+    isolation = Isolation(
+        account=account, gid=entry.pw_gid, account_uid=entry.pw_uid, uid_base=uid_base
+    )
+    _probe(isolation.identity(0) if uid_base else isolation.identity(1), runs_dir)
+    how = f"uid {uid_base} + job id" if uid_base else f"uid {entry.pw_uid} for every job"
+    log.info("ranks run as job user %s (%s, gid %d)", account, how, entry.pw_gid)
+    return isolation
+
+
+def _account(name: str) -> pwd.struct_passwd:
+    """The job account, created (system user, no home, no shell) if it does not exist."""
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        pass
+    command = ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin"]
+    try:
+        grp.getgrnam(name)
+        command += ["--gid", name]
+    except KeyError:
+        command += ["--user-group"]
+    done = subprocess.run([*command, name], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise IsolationError(f"cannot create job user {name}: {done.stderr.strip()}")
+    log.info("created job user %s", name)
+    return pwd.getpwnam(name)
+
+
+#: run as the job user: can it start this interpreter, import the rank code, reach runs/?
+_PROBE = "import os, sys, workers.rank.sdk; os.stat(sys.argv[1])"
+
+
+def _probe(identity: JobIdentity, runs_dir: Path) -> None:
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(runs_dir, 0o711)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _PROBE, str(runs_dir)],
+            user=identity.uid,
+            group=identity.gid,
+            extra_groups=[],
+            env={"PYTHONPATH": _PACKAGE_ROOT, "PATH": "/usr/bin:/bin"},
+            cwd="/",
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except OSError as err:
+        raise IsolationError(f"cannot start a process as uid {identity.uid}: {err}") from err
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        raise IsolationError(
+            f"the job user (uid {identity.uid}) cannot run {sys.executable} with Trainboard's "
+            f"rank code or reach {runs_dir}: {lines[-1] if lines else done.returncode}. "
+            "Every directory above the interpreter, the checkout and the data dir must be "
+            "traversable by other users (chmod o+x), and the interpreter must not live under "
+            "a private home (a venv made from /usr/bin/python3 works)"
+        )

@@ -1,0 +1,56 @@
+"""The whole environment of a rank: an allow-list, never the worker's environment minus a few.
+
+A rank gets torchrun's variables and its own attempt's TRAINBOARD_* settings (see
+`workers.contract.rank_env`), locale, time zone, threads, the GPU/network variables an
+operator sets for every job (CUDA_*, NVIDIA_*, NCCL_*, GLOO_*), a PATH, its own HOME and
+TMPDIR, and the spec's `env`. Nothing else of the worker's: no database URL, no token, no
+Redis URL or password.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+#: worker variables passed through as they are
+PASSED = frozenset({"LANG", "LANGUAGE", "TZ", "TERM"})
+#: worker variables passed through by prefix (operator settings of the hosts' GPUs/network)
+PASSED_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "NCCL_", "GLOO_")
+#: never passed from the worker, whatever the prefix says (the supervisor sets them itself)
+WITHHELD = frozenset({"CUDA_VISIBLE_DEVICES"})
+SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def rank_environment(
+    *,
+    worker_env: Mapping[str, str],
+    rank_vars: Mapping[str, str],
+    spec_env: Mapping[str, str],
+    python_paths: list[str],
+    home: Path,
+    tmp: Path,
+    user: str,
+    interpreter: str,
+) -> dict[str, str]:
+    """Everything a rank process sees in its environment, built from an allow-list."""
+    env = {
+        name: value
+        for name, value in worker_env.items()
+        if (name in PASSED or name.startswith(PASSED_PREFIXES)) and name not in WITHHELD
+    }
+    env.update(spec_env)  # the job's own (validated at submit: no TRAINBOARD_*, loader, ...)
+    env.update(
+        {
+            # the interpreter's own bin first: a venv's tools, then the system's
+            "PATH": os.pathsep.join([str(Path(interpreter).parent), SAFE_PATH]),
+            "HOME": str(home),
+            "TMPDIR": str(tmp),
+            "USER": user,
+            "LOGNAME": user,
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": os.pathsep.join(python_paths),
+        }
+    )
+    env.update(rank_vars)  # torchrun's variables and this attempt's own: nothing overrides them
+    return env

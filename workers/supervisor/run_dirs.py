@@ -1,0 +1,116 @@
+"""Making a job's directories safely as root: nothing the job planted is followed.
+
+A job's directory belongs to its job user, who may have replaced any entry in it with
+a symlink (to /etc, to the worker's token) during an earlier attempt. Everything here
+works on directory file descriptors opened with O_NOFOLLOW, creates files with O_EXCL,
+and reads a rank's files only when they are regular files owned by that job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from workers.contract import run_layout
+from workers.supervisor.job_user import JobIdentity
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class UnsafeRunDir(RuntimeError):
+    """An entry of a job's directory is not what Trainboard made (a symlink, a file)."""
+
+
+@dataclass(frozen=True)
+class AttemptDirs:
+    """The directories of one attempt on this node."""
+
+    job: Path
+    run: Path
+    checkpoints: Path
+    home: Path
+    tmp: Path
+    logs: Path
+
+
+def prepare(data_dir: Path, job_id: int, number: int, identity: JobIdentity) -> AttemptDirs:
+    """Create (or check) the job's directories, owned by its job user, mode 0700."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    runs = data_dir / run_layout.RUNS
+    runs.mkdir(exist_ok=True)
+    os.chmod(runs, 0o711)  # ranks traverse it to their own job's directory, list nothing
+    job = run_layout.job_dir(data_dir, job_id)
+    run = run_layout.attempt_dir(data_dir, job_id, number)
+    with _opened(runs) as runs_fd, _own_dir(runs_fd, job.name, identity) as job_fd:
+        for name in (run.name, "checkpoints", "home", "tmp"):
+            with _own_dir(job_fd, name, identity):
+                pass
+    logs = run_layout.log_dir(data_dir, job_id, number)
+    logs.mkdir(parents=True, exist_ok=True)  # service only: the job cannot plant links here
+    os.chmod(data_dir / run_layout.LOGS, 0o700)
+    return AttemptDirs(job, run, job / "checkpoints", job / "home", job / "tmp", logs)
+
+
+def write_file(directory: Path, name: str, text: str) -> None:
+    """Write a fresh read-only file in a job's directory (a planted entry is replaced)."""
+    with _opened(directory) as dir_fd:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=dir_fd)  # removes a symlink itself, never its target
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(name, flags, 0o444, dir_fd=dir_fd)
+        with os.fdopen(fd, "w") as file:
+            file.write(text)
+
+
+def remove_file(directory: Path, name: str) -> None:
+    """Remove an entry of a job's directory if present (a symlink is removed, not followed)."""
+    with _opened(directory) as dir_fd, contextlib.suppress(FileNotFoundError):
+        os.unlink(name, dir_fd=dir_fd)
+
+
+def read_job_file(path: Path, identity: JobIdentity, limit: int = 4096) -> str | None:
+    """A rank's file, if it is a regular file the job owns; None otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(file.fileno())
+        owner = os.getuid() if identity.uid is None else identity.uid
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != owner:
+            return None
+        return file.read(limit).decode(errors="replace")
+
+
+@contextlib.contextmanager
+def _opened(path: Path) -> Iterator[int]:
+    try:
+        fd = os.open(path, _DIR_FLAGS)
+    except OSError as err:
+        raise UnsafeRunDir(f"{path} is not a plain directory: {err}") from err
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _own_dir(parent_fd: int, name: str, identity: JobIdentity) -> Iterator[int]:
+    """An entry of parent made or checked as a directory owned by the job, mode 0700."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(name, 0o700, dir_fd=parent_fd)
+    try:
+        fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    except OSError as err:
+        raise UnsafeRunDir(f"{name} in a job's directory is not a plain directory") from err
+    try:
+        if identity.uid is not None:
+            os.fchown(fd, identity.uid, identity.gid if identity.gid is not None else -1)
+        os.fchmod(fd, 0o700)
+        yield fd
+    finally:
+        os.close(fd)

@@ -1,0 +1,22 @@
+"""What a supervisor is told by its node agent (it never reads the node's settings itself)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workers.supervisor.job_user import Isolation, same_user
+from workers.supervisor.stdout_metrics import DEFAULT_PATTERNS, DEFAULT_STEP_PATTERN
+
+
+@dataclass(frozen=True)
+class SupervisorSettings:
+    """Per-node settings every attempt's supervisor runs with."""
+
+    redis_url: str
+    data_dir: Path
+    script_roots: list[Path]
+    stop_grace_seconds: float = 10.0
+    metric_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_PATTERNS))
+    metric_step_pattern: str = DEFAULT_STEP_PATTERN
+    isolation: Isolation = field(default_factory=same_user)
