@@ -134,9 +134,17 @@ def _serve_frontend(app: FastAPI, dist: Path) -> None:
     def frontend(path: str, request: Request) -> FileResponse | JSONResponse:
         if path.startswith("api/") or path == "api":
             raise HTTPException(404, "not found")
-        candidate = (dist / path).resolve()
-        if path and candidate.is_file() and candidate.is_relative_to(dist.resolve()):
-            return FileResponse(candidate)
+        if path and _is_file_under(dist, path):
+            return FileResponse((dist / path).resolve())
         if index.is_file():
             return FileResponse(index, headers={"Cache-Control": "no-cache"})
         return JSONResponse({"detail": "frontend not built: run `make frontend`"}, status_code=503)
+
+
+def _is_file_under(dist: Path, path: str) -> bool:
+    """Whether path names a file inside dist; a name the OS refuses (NUL, too long) is not one."""
+    try:
+        candidate = (dist / path).resolve()
+        return candidate.is_relative_to(dist.resolve()) and candidate.is_file()
+    except (OSError, ValueError):
+        return False

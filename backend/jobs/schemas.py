@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictInt
 
-from workers.contract.spec import JobSpec
+from workers.contract.spec import MAX_DEVICES, JobSpec
 
 
 class Implications(BaseModel):
@@ -102,7 +102,9 @@ class LogList(BaseModel):
 
 
 class ResumeIn(BaseModel):
-    devices: int | None = Field(None, ge=1, le=1024, description="a new gang size (elastic)")
+    devices: StrictInt | None = Field(
+        None, ge=1, le=MAX_DEVICES, description="a new gang size (elastic)"
+    )
 
 
 class ClaimIn(BaseModel):

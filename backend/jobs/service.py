@@ -15,6 +15,7 @@ from backend.jobs.attempts import newest_checkpoint
 from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
 from backend.jobs.states import IllegalTransition, JobState, transition
 from backend.signals import announce_jobs, request_stop, wake_scheduler
+from workers.contract import entrypoints
 from workers.contract.spec import JobSpec, unsupported_reason
 
 PRIORITY_RANK = {"high": 0, "normal": 1, "low": 2}
@@ -32,19 +33,15 @@ class JobNotFound(LookupError):
     pass
 
 
-def resolve_script(spec: JobSpec, roots: Sequence[Path]) -> Path | None:
-    """The entrypoint script's real path under one of the roots, or None for other jobs."""
-    if spec.entrypoint is None or spec.entrypoint.script is None:
-        return None
-    for root in roots:
-        candidate = (root / spec.entrypoint.script).resolve()
-        if candidate.is_relative_to(root) and candidate.is_file():
-            return candidate
-    raise SpecRefused(
-        ("entrypoint", "script"),
-        f"script {spec.entrypoint.script!r} was not found under the allowed roots "
-        "(TRAINBOARD_SCRIPT_ROOTS)",
-    )
+def check_entrypoint(spec: JobSpec, roots: Sequence[Path]) -> None:
+    """Refuse an entrypoint that does not resolve under the roots, as the worker resolves it."""
+    if spec.entrypoint is None:
+        return
+    try:
+        entrypoints.resolve(spec.entrypoint, roots)
+    except entrypoints.EntrypointRefused as err:
+        field = "script" if spec.entrypoint.script is not None else "module"
+        raise SpecRefused(("entrypoint", field), str(err)) from None
 
 
 def submit(
@@ -57,7 +54,7 @@ def submit(
     parent_id: int | None = None,
 ) -> Job:
     """Validate what the engine can run, store the job as queued and wake the scheduler."""
-    resolve_script(spec, script_roots)
+    check_entrypoint(spec, script_roots)
     reason = unsupported_reason(spec)
     if reason is not None:
         raise SpecRefused((), reason)

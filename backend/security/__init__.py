@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
 from starlette.middleware.cors import CORSMiddleware
 
 from backend.config import Settings
 from backend.security.body import BodyGuard
+from backend.security.errors import validation_error
 from backend.security.headers import SecurityHeaders
 from backend.security.hosts import HostGuard
+from backend.security.paths import PathGuard
 from backend.security.ratelimit import RateLimit, rules_from
 
 
 def install(app: FastAPI, settings: Settings) -> None:
     """Wrap app in the guards; the first listed here is the innermost."""
+    app.add_exception_handler(RequestValidationError, validation_error)
     if settings.cors_origin_list:
         app.add_middleware(
             CORSMiddleware,
@@ -23,6 +27,7 @@ def install(app: FastAPI, settings: Settings) -> None:
             allow_headers=["Authorization", "Content-Type"],
         )
     app.add_middleware(RateLimit, rules=rules_from(settings), window=settings.rate_window_seconds)
+    app.add_middleware(PathGuard)
     app.add_middleware(
         BodyGuard, max_bytes=settings.max_body_bytes, max_depth=settings.max_json_depth
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -17,6 +18,9 @@ _ESCAPED_BACKSLASH = re.compile(rb"\\\\")
 _SURROGATE_PAIR = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 #: a lone surrogate decodes to a str that cannot be encoded again (not stored, not echoed)
 _LONE_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+#: no name, path or text of ours holds NUL, and PostgreSQL cannot store it in text
+_NUL = re.compile(rb"\\u0000|\x00")
+NUL_PROBLEM = "JSON strings must not hold NUL characters (\\u0000)"
 _WITH_BODY = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
@@ -29,15 +33,44 @@ class Disconnected(Exception):
 
 
 def json_problem(body: bytes, max_depth: int) -> str | None:
-    """Why a JSON text is refused before parsing (too deep, NaN, lone surrogate), or None."""
+    """Why a JSON text is refused before parsing (too deep, NaN, NUL, lone surrogate), or None."""
     bare = _STRING.sub(b"", body)
     if json_depth(bare) > max_depth:
         return f"JSON nested deeper than {max_depth} levels"
     if _NON_FINITE.search(bare):
         return "JSON does not allow NaN or Infinity"
-    unescaped = _SURROGATE_PAIR.sub(b"", _ESCAPED_BACKSLASH.sub(b"", body))
-    if _LONE_SURROGATE.search(unescaped):
+    unescaped = _ESCAPED_BACKSLASH.sub(b"", body)
+    if _NUL.search(unescaped):
+        return NUL_PROBLEM
+    if _LONE_SURROGATE.search(_SURROGATE_PAIR.sub(b"", unescaped)):
         return "JSON strings must not hold lone surrogates (\\ud800-\\udfff)"
+    return None
+
+
+def nul_loc(body: bytes) -> list[str | int]:
+    """Where in a (parseable) JSON body the first string holding NUL is, else nowhere."""
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return []
+    return _nul_in(value) or []
+
+
+def _nul_in(value: object) -> list[str | int] | None:
+    if isinstance(value, str):
+        return [] if "\x00" in value else None
+    items: list[tuple[str | int, object]] = []
+    if isinstance(value, dict):
+        items = list(value.items())
+        found_key = next((k for k in value if "\x00" in k), None)
+        if found_key is not None:
+            return [found_key]
+    elif isinstance(value, list):
+        items = list(enumerate(value))
+    for key, item in items:
+        below = _nul_in(item)
+        if below is not None:
+            return [key, *below]
     return None
 
 
@@ -83,7 +116,8 @@ class BodyGuard:
             json_problem(body, self.max_depth) if is_json(headers.get("content-type")) else None
         )
         if problem is not None:
-            error = {"type": "json_invalid", "loc": ["body"], "msg": problem}
+            where = nul_loc(body) if problem == NUL_PROBLEM else []
+            error = {"type": "json_invalid", "loc": ["body", *where], "msg": problem}
             return await JSONResponse({"detail": [error]}, status_code=422)(scope, receive, send)
         await self.app(scope, _replay(body, receive), send)
 

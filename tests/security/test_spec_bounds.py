@@ -41,7 +41,8 @@ LEAVES = _leaves(JobSpec)
 def _filled(length: int, annotation: Any) -> Any:
     origin = typing.get_origin(annotation)
     if origin is dict:
-        return {f"k{i}": i for i in range(length)}
+        strings = typing.get_args(annotation)[1] is str
+        return {f"k{i}": f"v{i}" if strings else i for i in range(length)}
     if origin is list:
         return [f"t{i}" for i in range(length)]
     return "a" * length
@@ -164,3 +165,55 @@ def test_a_template_spec_without_hyperparameters_takes_the_defaults(
     assert (
         response.json()["spec"]["hyperparameters"]["layers"] == TEMPLATES["mlp"]["layers"].default
     )
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ("parallelism.devices", "2"),
+        ("parallelism.devices", True),
+        ("parallelism.devices", 2.0),
+        ("parallelism.pipeline_stages", "2"),
+        ("grad_accum", "1"),
+        ("max_restarts", False),
+        ("checkpoint.every_steps", "10"),
+        ("parallelism.bucket_cap_mb", "25"),
+        ("parallelism.bucket_cap_mb", True),
+        ("grad_clip", "1.0"),
+    ],
+)
+def test_numbers_are_strict_no_strings_or_booleans(
+    lenient: TestClient, tokens: dict[str, str], path: str, value: Any
+) -> None:
+    response = lenient.post("/api/jobs", json=_with(path, value), headers=bearer(tokens["alice"]))
+    assert response.status_code == 422, (path, value, response.text)
+    assert [".".join(map(str, e["loc"][1:])) for e in response.json()["detail"]] == [path]
+
+
+@pytest.mark.parametrize("field", ["grad_clip", "parallelism.bucket_cap_mb", "hyperparameters.lr"])
+def test_an_overflowing_number_gets_422_naming_the_field(
+    api: TestClient, tokens: dict[str, str], field: str
+) -> None:
+    *parents, leaf = field.split(".")
+    body = '{"name": "o", "template": "mlp", ' + "".join(f'"{p}": {{' for p in parents)
+    body += f'"{leaf}": 1e999' + "}" * len(parents) + "}"
+    headers = {**bearer(tokens["alice"]), "Content-Type": "application/json"}
+    response = api.post("/api/jobs", content=body, headers=headers)
+    assert response.status_code == 422, response.text
+    (error,) = response.json()["detail"]
+    assert ".".join(error["loc"][1:]) == field.removesuffix(".lr")
+    assert leaf in error["msg"] or leaf in error["loc"], error
+
+
+def test_a_non_finite_free_form_hyperparameter_is_refused_not_stored_as_null(
+    api: TestClient, tokens: dict[str, str]
+) -> None:
+    for value in ("1e999", '{"deep": [1, -1e999]}'):
+        body = '{"name": "f", "entrypoint": {"module": "train"}, "hyperparameters": {"lr": '
+        headers = {**bearer(tokens["alice"]), "Content-Type": "application/json"}
+        response = api.post("/api/jobs", content=body + value + "}}", headers=headers)
+        assert response.status_code == 422, response.text
+        (error,) = response.json()["detail"]
+        assert error["loc"] == ["body", "hyperparameters"] and "lr" in error["msg"], error
+        assert "finite" in error["msg"]
+    assert api.get("/api/jobs", headers=bearer(tokens["alice"])).json()["jobs"] == []
