@@ -32,18 +32,15 @@ Progress = dict[str, float]
 #: not by group index: pipeline stages each have their own group 0, which a list-shaped
 #: state would save under one shared key (one stage's copy wins) and load into every stage
 _OPTIONS = StateDictOptions(flatten_optimizer_state_dict=True)
-#: how checkpoints written before that were shaped (still loaded: fine for `data` jobs)
-_LEGACY_OPTIONS, _LEGACY_KEY = StateDictOptions(), "optim.param_groups.0.params"
 
 
 def _state(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     progress: Progress,
-    options: StateDictOptions | None = None,
 ) -> dict:
     """The state to save or load into: unwrapped model and optimizer, progress, RNG."""
-    model_state, optim_state = get_state_dict(model, optimizer, options=options or _OPTIONS)
+    model_state, optim_state = get_state_dict(model, optimizer, options=_OPTIONS)
     state: dict[str, Any] = {
         "model": model_state,
         "optim": optim_state,
@@ -106,8 +103,7 @@ def load(path: Path, *, model: nn.Module, optimizer: torch.optim.Optimizer) -> P
     reader = JsonReader(path)
     saved = reader.read_metadata().state_dict_metadata
     progress = {k.removeprefix("progress."): 0.0 for k in saved if k.startswith("progress.")}
-    options = _LEGACY_OPTIONS if _LEGACY_KEY in saved else _OPTIONS
-    state = _state(model, optimizer, progress, options)
+    state = _state(model, optimizer, progress)
     if "rng.cuda" not in saved:
         state["rng"].pop("cuda", None)
     _load(state, reader)
@@ -116,7 +112,7 @@ def load(path: Path, *, model: nn.Module, optimizer: torch.optim.Optimizer) -> P
         optimizer,
         model_state_dict=state["model"],
         optim_state_dict=state["optim"],
-        options=options,
+        options=_OPTIONS,
     )
     torch.set_rng_state(state["rng"]["cpu"])
     if "cuda" in state["rng"]:
