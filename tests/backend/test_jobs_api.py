@@ -222,3 +222,36 @@ def test_a_restarted_node_registers_again_with_changed_devices(
     assert len(register(2)["devices"]) == 2
     assert [d["index"] for d in register(3)["devices"]] == [0, 1, 2]
     assert [d["index"] for d in register(1)["devices"]] == [0]
+
+
+@pytest.mark.parametrize(
+    ("module", "created"),
+    [
+        ("train", True),
+        ("pkg", True),
+        ("pkg.step", True),
+        ("missing", False),
+        ("pkg.missing", False),
+        ("escape", False),
+        ("outside", False),
+    ],
+)
+def test_module_entrypoints_are_resolved_at_submit_like_scripts(
+    api: TestClient, tokens: dict[str, str], settings: Settings, module: str, created: bool
+) -> None:
+    root = settings.script_root_paths[0]
+    (root / "train.py").write_text("print('ok')\n")
+    (root / "pkg").mkdir()
+    (root / "pkg" / "__main__.py").write_text("print('ok')\n")
+    (root / "pkg" / "step.py").write_text("print('ok')\n")
+    (root.parent / "outside.py").write_text("print('pwned')\n")
+    (root / "escape.py").symlink_to(root.parent / "outside.py")
+    spec = {"name": "m", "entrypoint": {"module": module}}
+    response = api.post("/api/jobs", json=spec, headers=bearer(tokens["alice"]))
+    if created:
+        assert response.status_code == 201, response.text
+        return
+    assert response.status_code == 422, response.text
+    (error,) = response.json()["detail"]
+    assert error["loc"] == ["body", "entrypoint", "module"]
+    assert f"module {module}" in error["msg"] and str(root) not in error["msg"]

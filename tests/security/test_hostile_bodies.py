@@ -156,3 +156,58 @@ def test_static_files_are_served_only_from_the_frontend_directory(
         ):
             response = api.get(path)
             assert "top secret" not in response.text, path
+
+
+def test_a_nul_in_a_static_path_is_404_not_500(settings: Settings, tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    (dist / "assets").mkdir(parents=True)
+    (dist / "index.html").write_text("<html>index</html>")
+    (dist / "assets" / "app.js").write_text("app()")
+    app = create_app(settings.model_copy(update={"frontend_dir": dist}))
+    with TestClient(app, raise_server_exceptions=False) as api:
+        for path in ("/%00", "/index.html%00.txt", "/assets/app.js%00", "/api/jobs/1/metrics/a%00"):
+            assert api.get(path).status_code == 404, path
+        assert api.get("/" + "a" * 5000).text == "<html>index</html>"
+        assert api.get("/assets/app.js").text == "app()"
+
+
+def test_overflowing_numbers_in_clone_and_resume_get_422_naming_the_field(
+    api: TestClient, tokens: dict[str, str]
+) -> None:
+    alice = bearer(tokens["alice"])
+    job = api.post("/api/jobs", json={"name": "p", "template": "mlp"}, headers=alice).json()
+    api.post(f"/api/jobs/{job['id']}/cancel", headers=alice)
+    headers = {**alice, "Content-Type": "application/json"}
+    for route, body, loc in [
+        ("clone", '{"grad_clip": 1e999}', ["body", "grad_clip"]),
+        ("clone", '{"hyperparameters": {"lr": -1e999}}', ["body", "hyperparameters"]),
+        ("clone", '{"parallelism": {"devices": 1e999}}', ["body", "parallelism", "devices"]),
+        ("resume", '{"devices": 1e999}', ["body", "devices"]),
+        ("resume", '{"devices": "2"}', ["body", "devices"]),
+        ("resume", '{"devices": true}', ["body", "devices"]),
+    ]:
+        response = api.post(f"/api/jobs/{job['id']}/{route}", content=body, headers=headers)
+        assert response.status_code == 422, (route, body, response.text)
+        assert [e["loc"] for e in response.json()["detail"]] == [loc], response.text
+    assert len(api.get("/api/jobs", headers=alice).json()["jobs"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("route", "body", "where"),
+    [
+        ("/api/login", {"username": "a\x00b", "password": "x"}, ["username"]),
+        ("/api/tokens", {"scopes": ["read"], "name": "n\x00"}, ["name"]),
+        ("/api/jobs", {"name": "n", "template": "mlp", "tags": ["ok", "a\x00"]}, ["tags", 1]),
+    ],
+)
+def test_a_nul_in_a_json_string_is_422_naming_where(
+    api: TestClient,
+    tokens: dict[str, str],
+    route: str,
+    body: dict[str, object],
+    where: list[object],
+) -> None:
+    response = api.post(route, json=body, headers=bearer(tokens["alice"]))
+    assert response.status_code == 422
+    (error,) = response.json()["detail"]
+    assert error["loc"] == ["body", *where] and "NUL" in error["msg"]
