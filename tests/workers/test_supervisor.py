@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import psutil
+import pytest
 import redis
 import torch
 from worker_helpers import attempt_order, mlp_spec, read_items, wait_for
@@ -28,6 +29,8 @@ from workers.rank.engine.optim import build_optimizer
 from workers.rank.engine.templates import build_task
 from workers.supervisor.attempt import Supervisor
 from workers.supervisor.settings import SupervisorSettings
+
+pytestmark = pytest.mark.slow  # starts real rank processes
 
 #: every step: loss, rate, and the step time split into data wait, forward+backward, optimizer
 METRIC_NAMES = {"loss", "lr", "grad_norm", "samples_per_s", "step_time"}
@@ -87,6 +90,12 @@ def test_two_rank_attempt_succeeds_and_publishes_every_point_once(
     events = read_items(redis_url, EVENTS_STREAM)
     assert [(e["kind"], e["step"]) for e in events] == [("checkpoint", 40)]
     assert registry.snapshot() == {}
+    # as root the ranks ran as the job's own unprivileged uid: it owns what they wrote
+    owner = supervisor_settings.isolation.identity(order.job_id).uid
+    if owner is not None:
+        written = Path(outcome.last_checkpoint)
+        assert {written.stat().st_uid, written.parents[1].stat().st_uid} == {owner}
+        assert owner not in (0, os.getuid())
 
 
 def test_a_failing_rank_fails_the_attempt_with_its_error_and_kills_the_other(

@@ -1,0 +1,117 @@
+"""The supervisor's end of a rank's pipe: only valid items pass, stamped with the pipe's rank."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from worker_helpers import read_items
+
+from workers.contract.protocol import EVENTS_STREAM, METRICS_STREAM
+from workers.contract.telemetry_channel import MAX_LINE_BYTES, event_message, points_message
+from workers.rank.channel import TelemetryChannel
+from workers.supervisor.relay import TelemetryRelay
+from workers.telemetry import StreamPublisher
+
+
+def relay_lines(redis_url: str, checkpoints: Path, lines: list[bytes]) -> TelemetryRelay:
+    """Feed raw lines through a real pipe to a relay for attempt 7, rank 1; wait until read."""
+    read_fd, write_fd = os.pipe()
+    metrics = StreamPublisher(redis_url, METRICS_STREAM, "test-metrics")
+    events = StreamPublisher(redis_url, EVENTS_STREAM, "test-events")
+    relay = TelemetryRelay(
+        read_fd, attempt_id=7, rank=1, metrics=metrics, events=events, checkpoint_dir=checkpoints
+    )
+    with os.fdopen(write_fd, "wb") as pipe:
+        for line in lines:
+            pipe.write(line)
+    relay.join(timeout=10)
+    metrics.close()
+    events.close()
+    return relay
+
+
+def test_points_are_stamped_with_the_pipes_attempt_and_rank(redis_url: str, tmp_path: Path) -> None:
+    forged = {"m": [[3, "loss", 0.5]], "attempt_id": 99, "rank": 5}
+    relay = relay_lines(redis_url, tmp_path, [json.dumps(forged).encode() + b"\n"])
+    points = read_items(redis_url, METRICS_STREAM)
+    assert [(p["attempt_id"], p["rank"], p["step"], p["name"], p["value"]) for p in points] == [
+        (7, 1, 3, "loss", 0.5)
+    ]
+    assert relay.refused == 0
+
+
+def test_malformed_items_are_refused_one_by_one_and_the_rest_pass(
+    redis_url: str, tmp_path: Path
+) -> None:
+    bad_rows = [
+        [True, "loss", 1.0],  # a bool is not a step
+        [-1, "loss", 1.0],
+        [2**31, "loss", 1.0],
+        [1, "", 1.0],
+        [1, "x" * 129, 1.0],
+        [1, "loss", "1.0"],
+        [1, "loss"],
+        "row",
+    ]
+    lines = [
+        b"not json\n",
+        b"[1, 2, 3]\n",
+        json.dumps({"m": "points"}).encode() + b"\n",
+        json.dumps({"m": [*bad_rows, [4, "loss", 0.25]]}).encode() + b"\n",
+        b"{" * (MAX_LINE_BYTES + 10) + b"\n",  # too long: dropped whole, not parsed in parts
+        json.dumps(points_message([(5, {"acc": 0.9})])).encode() + b"\n",
+    ]
+    relay = relay_lines(redis_url, tmp_path, lines)
+    points = read_items(redis_url, METRICS_STREAM)
+    assert [(p["step"], p["name"]) for p in points] == [(4, "loss"), (5, "acc")]
+    assert relay.refused == 3 + len(bad_rows) + 1
+
+
+def test_a_checkpoint_event_counts_only_inside_the_jobs_checkpoint_dir(
+    redis_url: str, tmp_path: Path
+) -> None:
+    checkpoints = tmp_path / "job-1" / "checkpoints"
+    (checkpoints / "step-10").mkdir(parents=True)
+    elsewhere = tmp_path / "job-2" / "checkpoints" / "step-99"
+    elsewhere.mkdir(parents=True)
+    (checkpoints / "step-20").symlink_to(elsewhere)
+    events = [
+        event_message("checkpoint", str(checkpoints / "step-10"), 10),
+        event_message("checkpoint", str(elsewhere), 99),
+        event_message("checkpoint", str(checkpoints / "step-20"), 20),  # a link out
+        event_message("checkpoint", str(checkpoints / ".." / ".." / "job-2"), 1),
+        event_message("checkpoint", str(checkpoints / "step-30"), 30),  # does not exist
+        event_message("rollback", "loss was NaN", 11),
+        {"e": {"kind": "x" * 65, "message": ""}},
+    ]
+    relay = relay_lines(redis_url, checkpoints, [json.dumps(e).encode() + b"\n" for e in events])
+    published = read_items(redis_url, EVENTS_STREAM)
+    assert [(e["attempt_id"], e["kind"], e["step"]) for e in published] == [
+        (7, "checkpoint", 10),
+        (7, "rollback", 11),
+    ]
+    assert relay.refused == 5
+
+
+def test_the_rank_side_channel_writes_lines_the_relay_reads(redis_url: str, tmp_path: Path) -> None:
+    read_fd, write_fd = os.pipe()
+    metrics = StreamPublisher(redis_url, METRICS_STREAM, "test-metrics")
+    events = StreamPublisher(redis_url, EVENTS_STREAM, "test-events")
+    relay = TelemetryRelay(
+        read_fd, attempt_id=3, rank=0, metrics=metrics, events=events, checkpoint_dir=tmp_path
+    )
+    channel = TelemetryChannel(write_fd)
+    channel.send(points_message([(1, {"loss": 2.0, "lr": 0.1}), (2, {"loss": 1.5})]))
+    channel.close()
+    channel.send(points_message([(3, {"loss": 1.0})]))  # after close: dropped, no error
+    relay.join(timeout=10)
+    metrics.close()
+    events.close()
+    points = read_items(redis_url, METRICS_STREAM)
+    assert [(p["step"], p["name"], p["value"]) for p in points] == [
+        (1, "loss", 2.0),
+        (1, "lr", 0.1),
+        (2, "loss", 1.5),
+    ]
