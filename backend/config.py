@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ipaddress
 from functools import lru_cache
 from pathlib import Path
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 class Settings(BaseSettings):
@@ -65,7 +68,13 @@ class Settings(BaseSettings):
     max_json_depth: int = Field(32, ge=2, le=1000, description="deeper JSON bodies get 422")
     login_rate_limit: int = Field(10, ge=1, description="logins per rate window per address")
     submit_rate_limit: int = Field(30, ge=1, description="submissions per rate window per token")
+    token_rate_limit: int = Field(10, ge=1, description="tokens minted per rate window per user")
     rate_window_seconds: int = Field(60, ge=1, le=86400)
+    trusted_proxies: str = Field(
+        "",
+        description="comma-separated proxy IPs/CIDRs whose X-Forwarded-For is believed; "
+        "empty: the header is ignored and the peer address counts",
+    )
 
     @field_validator("admin_token")
     @classmethod
@@ -73,6 +82,22 @@ class Settings(BaseSettings):
         if value is not None and len(value) < 16:
             raise ValueError("TRAINBOARD_ADMIN_TOKEN must be at least 16 characters")
         return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies_are_networks(cls, value: str) -> str:
+        for item in _items(value):
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                message = f"TRAINBOARD_TRUSTED_PROXIES: {item!r} is not an IP or CIDR"
+                raise ValueError(message) from None
+        return value
+
+    @property
+    def trusted_proxy_networks(self) -> tuple[IPNetwork, ...]:
+        """The proxies whose X-Forwarded-For entries are believed."""
+        return tuple(ipaddress.ip_network(i, strict=False) for i in _items(self.trusted_proxies))
 
     @property
     def db_url(self) -> str:
@@ -94,6 +119,10 @@ class Settings(BaseSettings):
     @property
     def script_root_paths(self) -> list[Path]:
         return [Path(p).resolve() for p in self.script_roots.split(":") if p]
+
+
+def _items(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
 
 
 @lru_cache

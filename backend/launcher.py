@@ -177,6 +177,8 @@ def up(settings: Settings, *, cpu_slots: int, node_name: str = "local") -> int:
                 "warning",
                 "--ws",
                 WS_PROTOCOL,
+                # X-Forwarded-For is believed only from TRAINBOARD_TRUSTED_PROXIES (ratelimit.py)
+                "--no-proxy-headers",
             ],
             env,
         )

@@ -26,6 +26,7 @@ from backend.deps import (
     SettingsDep,
     refuse_cross_site,
 )
+from backend.security.ratelimit import MintingDep
 
 router = APIRouter(prefix="/api", tags=["auth"])
 
@@ -99,7 +100,7 @@ def reset_password(
 
 
 @router.post("/tokens", status_code=status.HTTP_201_CREATED, response_model=TokenCreated)
-def create_token(body: TokenIn, principal: ReaderDep, session: SessionDep) -> TokenCreated:
+def create_token(body: TokenIn, principal: MintingDep, session: SessionDep) -> TokenCreated:
     """Mint an API token with scopes the caller holds (node: admins only); shown once."""
     try:
         token, secret = tokens.mint(

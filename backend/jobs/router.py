@@ -27,6 +27,7 @@ from backend.jobs.schemas import (
 )
 from backend.jobs.states import IllegalTransition
 from backend.jobs.views import attempt_view, describe_job, describe_jobs, event_view
+from backend.security.ratelimit import SubmissionDep
 from backend.telemetry import series
 from workers.contract.spec import JobSpec
 
@@ -43,7 +44,7 @@ JobState = Annotated[
 def submit_job(
     spec: JobSpec,
     request: Request,
-    principal: SubmitterDep,
+    principal: SubmissionDep,
     session: SessionDep,
     settings: SettingsDep,
 ) -> JobOut:
@@ -133,7 +134,7 @@ def resume_job(
 def clone_job(
     job_id: ObjectId,
     request: Request,
-    principal: SubmitterDep,
+    principal: SubmissionDep,
     session: SessionDep,
     settings: SettingsDep,
     changes: Annotated[

@@ -26,7 +26,12 @@ def install(app: FastAPI, settings: Settings) -> None:
             allow_methods=["GET", "POST", "PUT", "DELETE"],
             allow_headers=["Authorization", "Content-Type"],
         )
-    app.add_middleware(RateLimit, rules=rules_from(settings), window=settings.rate_window_seconds)
+    app.add_middleware(
+        RateLimit,
+        rules=rules_from(settings),
+        window=settings.rate_window_seconds,
+        proxies=settings.trusted_proxy_networks,
+    )
     app.add_middleware(PathGuard)
     app.add_middleware(
         BodyGuard, max_bytes=settings.max_body_bytes, max_depth=settings.max_json_depth
