@@ -97,9 +97,8 @@ def parse_json(raw: bytes, what: str) -> Any:
     """Strict JSON (no NaN/Infinity constants, no repeated keys) or CheckpointRefused."""
     if raw[:1] == b"\x80":
         raise refused(
-            f"{what} is a pickle (a checkpoint written before Trainboard stored checkpoint "
-            "metadata as JSON, or a crafted file); pickles are never loaded: "
-            "start the job again without this checkpoint"
+            f"{what} is a pickle, and pickles are never loaded (checkpoints written before "
+            "Trainboard stored them as JSON cannot be resumed: start the job again without it)"
         )
     try:
         return json.loads(
