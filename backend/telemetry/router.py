@@ -70,9 +70,9 @@ def attempt_series(
     found = []
     for attempt_id in dict.fromkeys(attempt):
         row = session.get(Attempt, attempt_id)
-        if row is None:
+        if row is None or not _readable(session, principal, row.job_id):
+            # someone else's attempt is answered exactly like one that does not exist
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"attempt {attempt_id} not found")
-        _job(session, principal, row.job_id)
         curve = queries.attempt_curve(session, cache, attempt_id=row.id, name=name, rank=rank)
         columns = downsample(curve, points, x).as_columns()
         found.append({"attempt_id": row.id, "job_id": row.job_id, "number": row.number, **columns})
@@ -148,3 +148,11 @@ def _job(session: Session, principal: Principal, job_id: ObjectId) -> Job:
         return jobs.get_job(session, principal=principal, job_id=job_id)
     except jobs.JobNotFound as err:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(err)) from None
+
+
+def _readable(session: Session, principal: Principal, job_id: int) -> bool:
+    try:
+        jobs.get_job(session, principal=principal, job_id=job_id)
+    except jobs.JobNotFound:
+        return False
+    return True

@@ -9,7 +9,9 @@ import pytest
 from fastapi.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
+from backend.db import Database
 from tests.backend.conftest import bearer
+from tests.telemetry.helpers import add_attempt
 
 SPEC = {"name": "alices-job", "template": "mlp", "parallelism": {"strategy": "data", "devices": 1}}
 #: a valid body for every required request schema of a job route; add new ones here
@@ -100,6 +102,45 @@ def test_bob_cannot_subscribe_to_alices_job_topic(
         ws.send_json({"op": "subscribe", "topic": f"job:{alices_job}"})
         snapshot = ws.receive_json()
         assert snapshot["type"] == "snapshot" and snapshot["data"]["job"]["id"] == alices_job
+
+
+def _attempt_routes(api: TestClient) -> list[tuple[str, str, str]]:
+    """(method, path, how) of every route naming an attempt: in its path or an attempt query."""
+    schema = api.app.openapi()  # type: ignore[attr-defined]
+    routes = []
+    for path, item in schema["paths"].items():
+        for method, operation in item.items():
+            names = {p["name"] for p in operation.get("parameters", [])}
+            if "attempt_id" in names:
+                routes.append((method.upper(), path, "path"))
+            elif "attempt" in names:
+                routes.append((method.upper(), path, "query"))
+    return routes
+
+
+def _call_with_attempt(api: TestClient, route: tuple[str, str, str], attempt_id: int) -> Any:
+    method, path, how = route
+    url = re.sub(r"\{(\w+)\}", lambda m: "loss" if m[1] == "name" else str(attempt_id), path)
+    params = {"attempt": attempt_id} if how == "query" else None
+    return api.request(method, url, params=params, headers=api.headers)
+
+
+def test_every_attempt_route_answers_for_alices_attempt_as_for_a_missing_one(
+    api: TestClient, two_users: dict[str, str], database: Database
+) -> None:
+    _, attempt = add_attempt(database, owner="alice")
+    routes = _attempt_routes(api)
+    assert ("GET", "/api/series/attempts/{name}", "query") in routes
+    api.headers.update(bearer(two_users["bob"]))
+    for route in routes:
+        theirs = _call_with_attempt(api, route, attempt)
+        missing = _call_with_attempt(api, route, 10_000)
+        assert theirs.status_code == missing.status_code, route
+        assert theirs.status_code in (403, 404), (route, theirs.status_code)
+        assert theirs.text == missing.text.replace("10000", str(attempt)), route
+    api.headers.update(bearer(two_users["alice"]))
+    owner = api.get("/api/series/attempts/loss", params={"attempt": attempt})
+    assert owner.status_code == 200 and owner.json()[0]["attempt_id"] == attempt
 
 
 def test_websocket_needs_credentials_even_from_our_own_origin(api: TestClient) -> None:
