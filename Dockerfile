@@ -16,6 +16,19 @@ COPY workers/ workers/
 COPY migrations/ migrations/
 RUN pip install --no-cache-dir -e .
 COPY --from=frontend /src/frontend/dist frontend/dist
-ENV TRAINBOARD_DATA_DIR=/data
+# trainboard: the service user the API runs as. trainboard-job: the account whose group a
+# root worker starts ranks in (uid TRAINBOARD_JOB_UID_BASE + job id, no new privileges).
+# /data is the service's; ranks only traverse it (0711) to reach their own run dir.
+RUN useradd --system --user-group --no-create-home --home-dir /nonexistent \
+        --shell /usr/sbin/nologin trainboard \
+    && useradd --system --user-group --no-create-home --home-dir /nonexistent \
+        --shell /usr/sbin/nologin trainboard-job \
+    && mkdir -p /data \
+    && chown trainboard:trainboard /data \
+    && chmod 0711 /data
+ENV TRAINBOARD_DATA_DIR=/data \
+    TRAINBOARD_JOB_USER=trainboard-job
+USER trainboard
 EXPOSE 8000
-CMD ["uvicorn", "backend.app:create_app", "--factory", "--host", "0.0.0.0", "--port", "8000"]
+CMD ["uvicorn", "backend.app:create_app", "--factory", "--host", "0.0.0.0", "--port", "8000", \
+     "--ws", "backend.telemetry.direct:DirectWebSocketProtocol", "--no-proxy-headers"]

@@ -1,18 +1,23 @@
-"""The production compose file is valid and reserves NVIDIA GPUs for the worker."""
+"""The production compose file and image: valid, healthy, restarting, private, least privilege."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import yaml
+
+from backend.telemetry.direct import WS_PROTOCOL
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {
     **os.environ,
-    "POSTGRES_PASSWORD": "compose-check",
+    "POSTGRES_PASSWORD": "compose-postgres-password",
+    "TRAINBOARD_REDIS_PASSWORD": "compose-check-redis-password",
     "TRAINBOARD_ADMIN_TOKEN": "compose-check-admin-token",
     "TRAINBOARD_NODE_TOKEN": "compose-check-node-token",
 }
@@ -29,6 +34,14 @@ def _compose(*args: str) -> subprocess.CompletedProcess[str]:
         timeout=60,
         cwd=ROOT,
     )
+
+
+def _services(*profiles: str) -> dict[str, Any]:
+    flags = [arg for profile in profiles for arg in ("--profile", profile)]
+    result = _compose(*flags, "config")
+    assert result.returncode == 0, result.stderr
+    services: dict[str, Any] = yaml.safe_load(result.stdout)["services"]
+    return services
 
 
 def test_compose_file_is_valid() -> None:
@@ -49,14 +62,86 @@ def test_worker_reserves_nvidia_gpus_and_api_binds_loopback() -> None:
 
 
 def test_compose_refuses_to_start_without_secrets() -> None:
-    env = {k: v for k, v in ENV.items() if k != "POSTGRES_PASSWORD"}
     binary = shutil.which("docker-compose") or "docker-compose"
-    result = subprocess.run(
-        [binary, "-f", str(ROOT / "docker-compose.yml"), "config", "-q"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-    )
-    assert result.returncode != 0 and "POSTGRES_PASSWORD" in result.stderr
+    for secret in ("POSTGRES_PASSWORD", "TRAINBOARD_REDIS_PASSWORD"):
+        env = {k: v for k, v in ENV.items() if k != secret}
+        result = subprocess.run(
+            [binary, "-f", str(ROOT / "docker-compose.yml"), "config", "-q"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
+        assert result.returncode != 0 and secret in result.stderr, secret
+
+
+def test_every_service_has_a_healthcheck_and_a_restart_policy() -> None:
+    services = _services("tls")
+    assert {"postgres", "redis", "api", "worker", "proxy"} == set(services)
+    for name, service in services.items():
+        check = service.get("healthcheck", {})
+        assert check.get("test") and not check.get("disable"), f"{name} has no healthcheck"
+        assert service.get("restart") in ("always", "unless-stopped"), name
+    for name in ("api", "worker", "proxy"):
+        for dependency in services[name]["depends_on"].values():
+            assert dependency["condition"] == "service_healthy", name
+
+
+def test_redis_requires_a_password_that_only_the_environment_supplies() -> None:
+    text = (ROOT / "docker-compose.yml").read_text()
+    uses = re.findall(r"\$\{TRAINBOARD_REDIS_PASSWORD([^}]*)\}", text)
+    assert uses and all(use.startswith(":?") for use in uses), uses  # no default password
+    services = _services()
+    password = ENV["TRAINBOARD_REDIS_PASSWORD"]
+    redis = services["redis"]
+    assert "requirepass" in " ".join(redis["command"])
+    assert password not in " ".join(redis["command"])  # not on a command line
+    assert "REDISCLI_AUTH" in " ".join(redis["healthcheck"]["test"])
+    assert "ports" not in redis and "ports" not in services["postgres"]
+    for name in ("api", "worker"):
+        url = services[name]["environment"]["TRAINBOARD_REDIS_URL"]
+        assert url == f"redis://:{password}@redis:6379/0", name
+
+
+def test_workers_get_no_database_url() -> None:
+    worker = _services()["worker"]["environment"]
+    assert "TRAINBOARD_DATABASE_URL" not in worker
+    assert not [k for k, v in worker.items() if ENV["POSTGRES_PASSWORD"] in str(v)]
+    assert "TRAINBOARD_DATABASE_URL" in _services()["api"]["environment"]
+
+
+def test_the_api_runs_as_the_service_user_with_the_direct_websocket_protocol() -> None:
+    services = _services()
+    api, worker = services["api"], services["worker"]
+    assert api["user"] == "trainboard"
+    assert "no-new-privileges:true" in api["security_opt"]
+    command = api["command"]
+    assert command[command.index("--ws") + 1] == WS_PROTOCOL
+    assert "--no-proxy-headers" in command
+    assert worker["user"] == "root"  # to start ranks as the job user, see the comment there
+    assert worker["environment"]["TRAINBOARD_JOB_USER"] == "trainboard-job"
+
+
+def test_the_image_creates_the_service_and_job_users_and_runs_as_the_service_user() -> None:
+    lines = (ROOT / "Dockerfile").read_text().replace("\\\n", " ").splitlines()
+    runs = " ".join(line for line in lines if line.startswith("RUN "))
+    for account in ("trainboard", "trainboard-job"):
+        assert re.search(rf"useradd --system [^&]*--shell /usr/sbin/nologin {account}\b", runs)
+    assert "chmod 0711 /data" in runs
+    users = [line.split()[1] for line in lines if line.startswith("USER ")]
+    assert users == ["trainboard"]
+    cmd = next(line for line in lines if line.startswith("CMD "))
+    assert "--ws" in cmd and WS_PROTOCOL in cmd
+
+
+def test_the_tls_proxy_is_optional_and_the_only_trusted_forwarder() -> None:
+    services = _services("tls")  # docker-compose 1.29's config lists every profile's services
+    proxy = services["proxy"]
+    assert proxy["profiles"] == ["tls"] and proxy["image"].startswith("caddy:")
+    assert {p["target"] for p in proxy["ports"]} == {80, 443}
+    address = proxy["networks"]["default"]["ipv4_address"]
+    assert services["api"]["environment"]["TRAINBOARD_TRUSTED_PROXIES"] == address
+    mounted = {v.split(":")[1]: v.split(":")[0] for v in proxy["volumes"]}
+    caddyfile = Path(mounted["/etc/caddy/Caddyfile"]).read_text()
+    assert "reverse_proxy api:8000" in caddyfile
