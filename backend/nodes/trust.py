@@ -3,7 +3,7 @@
 A node token is bound to one node name when it is minted. Every node route checks that the
 node it acts on is the token's own; a reported checkpoint counts only when it is a
 `step-<n>` directory in `<data_dir>/runs/job-<id>/checkpoints/` of the node that reports it
-(workers/supervisor/attempt.py `job_dir`).
+(workers/contract/run_layout.py, which the supervisor writes by).
 """
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ import logging
 import os
 import posixpath
 import re
+from pathlib import Path
 
 from backend.auth.service import Principal
+from workers.contract.run_layout import checkpoint_root
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +41,7 @@ def acting_node(principal: Principal, claimed: str | None = None) -> str:
 
 def checkpoints_root(data_dir: str, job_id: int) -> str:
     """Where a job's checkpoints lie under a node's data dir."""
-    return posixpath.join(posixpath.normpath(data_dir), "runs", f"job-{job_id}", "checkpoints")
+    return str(checkpoint_root(Path(posixpath.normpath(data_dir)), job_id))
 
 
 def refusal(path: str, *, data_dir: str | None, job_id: int) -> str | None:

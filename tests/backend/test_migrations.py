@@ -80,3 +80,36 @@ def test_metric_point_ids_come_in_blocks_of_1024_after_0008(postgres_url: str) -
     assert increment() == 1024
     downgrade(postgres_url, "0007")
     assert increment() == 1
+
+
+@pytest.mark.parametrize("db", ["sqlite_url", "postgres_url"])
+def test_node_tokens_from_before_0010_name_no_node_and_survive_a_downgrade(
+    db: str, request: pytest.FixtureRequest
+) -> None:
+    url = request.getfixturevalue(db)
+    upgrade(url, "0009")
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO users (id, username, role, created_at) VALUES (1, 'a', 'admin', :t)"
+            ),
+            {"t": "2026-01-02 03:04:05+00:00"},
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO api_tokens (id, user_id, token_hash, prefix, kind, name, scopes,"
+                " created_at) VALUES (1, 1, 'h', 'tb_x', 'api', 'gpu-0', 'node', :t)"
+            ),
+            {"t": "2026-01-02 03:04:05+00:00"},
+        )
+    upgrade(url, "0010")
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT node_name FROM api_tokens")).scalar_one() is None
+    downgrade(url, "0009")
+    columns = {c["name"] for c in sa.inspect(engine).get_columns("api_tokens")}
+    nodes = {c["name"] for c in sa.inspect(engine).get_columns("nodes")}
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT name FROM api_tokens")).scalar_one() == "gpu-0"
+    engine.dispose()
+    assert "node_name" not in columns and "data_dir" not in nodes
