@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 BASE_PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install frontend lint typecheck api-types clean
+.PHONY: run test test-fast install frontend lint typecheck api-types clean
 
 run: install frontend
 	$(VENV)/bin/trainboard up
@@ -15,6 +15,14 @@ run: install frontend
 # ones, so it cannot delete this run's live stacks (their SQLite files) mid-test
 test: install frontend lint typecheck
 	base=$$(mktemp -d /tmp/trainboard-pytest.XXXXXX) && $(PY) -m pytest --basetemp=$$base; \
+	status=$$?; rm -rf $$base; exit $$status
+	cd frontend && npm test
+
+# the tests that start no rank process, service or browser (not marked slow or browser),
+# then the frontend's unit tests: about a minute on an idle machine
+test-fast: install frontend/node_modules/.package-lock.json
+	base=$$(mktemp -d /tmp/trainboard-pytest.XXXXXX) && \
+	$(PY) -m pytest -q -m "not slow and not browser" -p no:cacheprovider --basetemp=$$base; \
 	status=$$?; rm -rf $$base; exit $$status
 	cd frontend && npm test
 

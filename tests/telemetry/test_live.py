@@ -86,6 +86,7 @@ def steady_points(live_api: LiveServer, redis_url: str) -> Iterator[tuple[int, l
     publisher.close()
 
 
+@pytest.mark.slow
 def test_a_client_away_for_5_s_ends_with_exactly_the_series_of_one_that_stayed(
     live_api: LiveServer, steady_points: tuple[int, list[Key]]
 ) -> None:

@@ -68,6 +68,7 @@ def test_compressed_and_plain_clients_get_the_same_deltas_in_order(
     assert [m["pos"] for m in got_plain] == positions
 
 
+@pytest.mark.slow
 def test_a_client_that_never_reads_does_not_hold_up_others_and_is_told_to_resync(
     live_api: LiveServer, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

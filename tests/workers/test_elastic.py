@@ -12,6 +12,8 @@ from workers.contract.spec import JobSpec
 from workers.rank.engine.errors import EngineFailure
 from workers.rank.engine.reshape import batch_for
 
+pytestmark = pytest.mark.slow  # starts torchrun ranks
+
 STEPS = 6
 
 

@@ -3,12 +3,15 @@ fail the attempt with a reason the user can read."""
 
 from __future__ import annotations
 
+import pytest
 from worker_helpers import attempt_order, mlp_spec, read_items
 
 from workers.contract.protocol import METRICS_STREAM
 from workers.contract.spec import JobSpec
 from workers.supervisor.attempt import Supervisor
 from workers.supervisor.settings import SupervisorSettings
+
+pytestmark = pytest.mark.slow  # starts real rank processes
 
 
 def test_pipelined_gpt_in_bf16_succeeds_with_loss_from_the_last_stage_only(

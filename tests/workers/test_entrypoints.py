@@ -113,6 +113,7 @@ def test_common_print_shapes_become_metrics() -> None:
     assert custom.parse("ep=4 reward 1.5 loss 3") == [(4, "reward", 1.5)]
 
 
+@pytest.mark.slow
 def test_unmodified_torchrun_script_runs_on_two_ranks_and_its_losses_become_points(
     tmp_path: Path, supervisor_settings: SupervisorSettings, redis_url: str
 ) -> None:

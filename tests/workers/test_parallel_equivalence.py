@@ -11,6 +11,8 @@ from reference import rank_weights, reference_weights, torchrun
 from workers.contract.spec import JobSpec
 from workers.rank.engine.templates import build_task
 
+pytestmark = pytest.mark.slow  # starts torchrun ranks
+
 STEPS, EVERY = 6, 3
 PARALLELISM = {
     "data-2": {"strategy": "data", "devices": 2},

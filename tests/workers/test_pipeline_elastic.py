@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 from reference import rank_weights, torchrun
 
 from workers.contract.spec import JobSpec
+
+pytestmark = pytest.mark.slow  # starts torchrun ranks
 
 STEPS, STAGES = 6, 2
 

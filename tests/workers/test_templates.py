@@ -48,6 +48,7 @@ def losses(template: str, precision: str) -> list[float]:
     return seen
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize("template", list(CASES))
 def test_loss_falls_by_the_stated_fraction(template: str, precision: str) -> None:
