@@ -1,4 +1,4 @@
-"""Series query: 10 runs x 1,000,000 points, each downsampled to 2,000 points.
+"""Series query: 10 runs x 1,000,000 points, each downsampled to 2,000 points; and compared.
 
     python -m benchmarks.series_query [--runs 10] [--points 1000000] [--running] [--url URL]
 
@@ -29,15 +29,19 @@ from pathlib import Path
 import numpy as np
 
 from backend.db import Database
+from backend.jobs.models import Job
 from backend.migrate import upgrade
 from backend.telemetry import series
 from backend.telemetry.cache import SeriesCache
+from backend.telemetry.compare import compare
 from backend.telemetry.curves import downsample
 from backend.telemetry.queries import job_curve, job_view
 from backend.telemetry.rollup_builder import sweep
 from tests.telemetry.helpers import add_attempt
 
 BUDGET = 2000
+#: the compare route's default point budget per job
+COMPARE_POINTS = 1000
 #: steps each running run logs after the builder's pass, before the query
 TAIL = 1000
 #: steps before the end of a running run where its late point lands
@@ -83,6 +87,27 @@ def fresh_views(url: str, jobs: list[int], again: int = 5) -> tuple[float, float
     return first, more
 
 
+def fresh_compare(url: str, jobs: list[int], again: int = 5) -> tuple[float, float]:
+    """GET /api/series/compare's work for all runs in a fresh process, and the median of more."""
+    fresh = Database(url)
+
+    def once() -> float:
+        cache = SeriesCache()
+        started = time.perf_counter()
+        with fresh.session() as session:
+            chosen = [session.get_one(Job, job) for job in jobs]
+            found = compare(
+                session, cache, jobs=chosen, metrics=["loss"], points=COMPARE_POINTS, x="step"
+            )
+            assert len(found["curves"]["loss"]["values"]) == len(jobs)
+        return time.perf_counter() - started
+
+    first = once()
+    more = statistics.median([once() for _ in range(again)] or [first])
+    fresh.dispose()
+    return first, more
+
+
 def running(db: Database, url: str, jobs: list[tuple[int, int]], points: int) -> None:
     """The --running rows: before the builder's first pass, sealed plus a raw tail, a late point."""
     ids = [job for job, _ in jobs]
@@ -97,6 +122,7 @@ def running(db: Database, url: str, jobs: list[tuple[int, int]], points: int) ->
         fill(db, attempt, TAIL, seed=100 + run, start=points)
     db.dispose()
     first, again = fresh_views(url, ids, again=3)
+    compared, _ = fresh_compare(url, ids, again=0)
     for _, attempt in jobs:  # the step each run skipped comes now, long after its seal
         fill(db, attempt, 1, seed=7, start=points - LATE)
     db.dispose()
@@ -113,6 +139,7 @@ def running(db: Database, url: str, jobs: list[tuple[int, int]], points: int) ->
         cold,
         ("sealed blocks + raw tail", first),
         ("sealed blocks + raw tail (median of 3)", again),
+        (f"compare of all runs, {COMPARE_POINTS} points each", compared),
         ("a late point in each run, before rebuild", late),
         ("the same after the builder's next pass", healed),
     )
@@ -175,6 +202,7 @@ def main() -> None:
         built = time.perf_counter() - started
         db.dispose()
         first, again = fresh_views(url, jobs)
+        compared, compared_again = fresh_compare(url, jobs)
         dialect = db.engine.dialect.name
         print(f"{args.runs} runs x {args.points:,} points -> {BUDGET} points each ({dialect})")
         print(f"  baseline SQL per-step series, raw        {baseline * 1000:>9.0f} ms  (1.00x)")
@@ -184,6 +212,8 @@ def main() -> None:
             ("raw, warm cache + LTTB (median of 5)", warm),
             ("rollups + LTTB, fresh process", first),
             ("rollups + LTTB (median of 5)", again),
+            (f"compare, {COMPARE_POINTS} points each, fresh process", compared),
+            (f"compare, {COMPARE_POINTS} points each (median of 5)", compared_again),
         )
         print(f"  building the rollups of all runs once, after they finished: {built:.1f} s")
 
