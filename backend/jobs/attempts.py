@@ -7,6 +7,7 @@ when every slice has succeeded.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import redis
@@ -17,11 +18,12 @@ from backend.db import utcnow
 from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.jobs.states import JobState, transition
 from backend.nodes.models import Node
-from backend.nodes.trust import accepted_checkpoint
+from backend.nodes.trust import accepted_checkpoint, refusal
 from backend.signals import request_stop
 from workers.contract.protocol import AttemptOutcome
 
 LIVE_SLICE_STATES = ("scheduled", "running")
+log = logging.getLogger(__name__)
 
 
 class AttemptNotFound(LookupError):
@@ -186,22 +188,29 @@ def restart_or_fail(session: Session, job: Job, *, reason: str, attempt_id: int 
 
 
 def newest_checkpoints(session: Session, job_ids: Sequence[int]) -> dict[int, str]:
-    """The newest checkpoint of each job that has one, in one query."""
+    """The newest checkpoint of each job that lies in its own dir on a node it ran on."""
     rows = session.execute(
-        select(Attempt.job_id, Attempt.last_checkpoint)
+        select(Attempt.job_id, Attempt.id, Attempt.last_checkpoint, Node.data_dir)
+        .join(AttemptSlice, AttemptSlice.attempt_id == Attempt.id)
+        .outerjoin(Node, Node.name == AttemptSlice.node_name)
         .where(Attempt.job_id.in_(job_ids), Attempt.last_checkpoint.is_not(None))
         .order_by(Attempt.job_id, Attempt.number)
     ).all()
-    return {job_id: str(path) for job_id, path in rows}  # the later attempt overwrites
+    accepted: dict[int, tuple[int, str]] = {}  # attempt id: (job id, path), oldest first
+    refused: dict[int, tuple[int, str]] = {}
+    for job_id, attempt_id, path, data_dir in rows:
+        verdict = refusal(path, data_dir=data_dir, job_id=job_id)
+        (refused if verdict else accepted)[attempt_id] = (job_id, path)
+    for attempt_id, (job_id, path) in refused.items():
+        if attempt_id not in accepted:
+            log.warning("job %d: not resuming from attempt %d's %r", job_id, attempt_id, path[:300])
+    newest = {job_id: path for job_id, path in accepted.values()}  # a later attempt overwrites
+    return newest
 
 
 def newest_checkpoint(session: Session, job_id: int) -> str | None:
-    """The newest checkpoint any attempt of the job left, to resume from."""
-    return session.scalars(
-        select(Attempt.last_checkpoint)
-        .where(Attempt.job_id == job_id, Attempt.last_checkpoint.is_not(None))
-        .order_by(Attempt.number.desc())
-    ).first()
+    """The newest checkpoint any attempt of the job left in its own dir, to resume from."""
+    return newest_checkpoints(session, [job_id]).get(job_id)
 
 
 def placement_text(session: Session, attempt_id: int) -> str:

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from backend.auth.service import ensure_admin, issue_token
 from backend.config import Settings
 from backend.db import Database
-from backend.jobs.attempts import newest_checkpoint
+from backend.jobs.attempts import newest_checkpoint, newest_checkpoints
 from backend.jobs.models import Attempt
 from backend.nodes.trust import refusal
 from backend.scheduler.loop import Scheduler
@@ -201,3 +201,18 @@ def test_a_node_that_reported_no_data_dir_has_its_checkpoints_ignored() -> None:
     assert refusal("/x/runs/job-1/checkpoints/step-1\x00", data_dir="/x", job_id=1) is not None
     assert refusal("/x/runs/job-1/checkpoints/step-1", data_dir="/x/", job_id=1) is None
 
+
+def test_a_checkpoint_written_by_another_path_is_checked_again_before_a_resume(
+    api: TestClient,
+    tokens: dict[str, str],
+    attempt_on_n1: int,
+    database: Database,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # the ingest records a supervisor's `checkpoint` event the same way (telemetry/writer.py)
+    with database.session() as session:
+        session.get_one(Attempt, attempt_on_n1).last_checkpoint = "/tmp/planted/step-99"
+    with database.session() as session, caplog.at_level(logging.WARNING):
+        assert newest_checkpoint(session, 1) is None
+        assert newest_checkpoints(session, [1]) == {}
+    assert "not resuming from attempt" in caplog.text
