@@ -34,6 +34,7 @@ from backend.telemetry.hub import Hub
 from backend.telemetry.ingest import Ingest
 from backend.telemetry.relay import relay_announcements
 from backend.telemetry.retention import run_retention
+from backend.telemetry.revocation import SessionWatch
 from backend.telemetry.rollup_builder import run_rollups
 from workers.node.celery_app import make_celery
 
@@ -58,11 +59,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         client = redis.Redis.from_url(settings.redis_url)
         hub = Hub(asyncio.get_running_loop())
         app.state.db, app.state.redis, app.state.hub = db, client, hub
+        app.state.session_watch = watch = SessionWatch(db)
+        watching = asyncio.create_task(watch.run())
         stop = threading.Event()
         threads = _start_loops(settings, db, client, hub, stop)
         try:
             yield
         finally:
+            watching.cancel()
             stop.set()
             for thread in threads:
                 thread.join(timeout=5)

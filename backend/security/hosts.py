@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
-from starlette.websockets import WebSocketClose
+from starlette.websockets import WebSocket
 
 
 def host_name(host: str) -> str:
@@ -34,6 +34,12 @@ def host_allowed(host: str, allowed: frozenset[str]) -> bool:
     return True
 
 
+async def refuse_handshake(websocket: WebSocket, code: int, reason: str) -> None:
+    """Accept, then close with code: refused before accept, a browser sees only HTTP 403 (1006)."""
+    await websocket.accept()
+    await websocket.close(code=code, reason=reason)
+
+
 def origin_ok(origin: str | None, host: str, origins: list[str]) -> bool:
     """No Origin (not a browser), the request's own origin, or a configured one."""
     if origin is None:
@@ -42,7 +48,7 @@ def origin_ok(origin: str | None, host: str, origins: list[str]) -> bool:
 
 
 class HostGuard:
-    """400 for an unknown Host; a websocket handshake from a foreign Origin is closed (4403)."""
+    """400 for an unknown Host (websockets: close 4400); a foreign websocket Origin: close 4403."""
 
     def __init__(self, app: ASGIApp, *, allowed: frozenset[str], origins: list[str]) -> None:
         self.app, self.allowed, self.origins = app, allowed, origins
@@ -55,9 +61,9 @@ class HostGuard:
         websocket = scope["type"] == "websocket"
         if not host_allowed(host, self.allowed):
             if websocket:
-                return await WebSocketClose(code=4400, reason="unknown host")(scope, receive, send)
+                return await refuse_handshake(WebSocket(scope, receive, send), 4400, "unknown host")
             refusal = JSONResponse({"detail": "unknown Host header"}, status_code=400)
             return await refusal(scope, receive, send)
         if websocket and not origin_ok(headers.get("origin"), host, self.origins):
-            return await WebSocketClose(code=4403, reason="foreign origin")(scope, receive, send)
+            return await refuse_handshake(WebSocket(scope, receive, send), 4403, "foreign origin")
         await self.app(scope, receive, send)

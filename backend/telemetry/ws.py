@@ -4,22 +4,39 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from typing import Any
 
 import redis
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from starlette.types import Message
 
 from backend.auth.service import Principal, authenticate
 from backend.db import Database
-from backend.deps import credentials_from, origin_allowed
+from backend.deps import MAX_ID, credentials_from, origin_allowed
+from backend.security.hosts import refuse_handshake
 from backend.telemetry import live
 from backend.telemetry.cache import SeriesCache
 from backend.telemetry.hub import OUTLET_EXTENSION, Client, Hub, delta_text, encode
+from backend.telemetry.revocation import SessionWatch
 from backend.telemetry.snapshots import TopicRefused, current_state, snapshot
 
 router = APIRouter()
 MAX_TOPICS = 64
+#: characters of one client message, and of one topic name
+MAX_MESSAGE, MAX_TOPIC = 4096, 128
 USAGE = "expected {op: subscribe|unsubscribe, topic[, since]}"
+#: close codes, as docs/security.md lists them
+AUTH_REQUIRED, FOREIGN_ORIGIN, REVOKED = 4401, 4403, 4401
+BINARY, NOT_JSON, BAD_TOPIC, TOO_BIG = 1003, 1007, 1008, 1009
+
+
+class Refused(Exception):
+    """The client broke the protocol: the connection closes with code and reason."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code, self.reason = code, reason
 
 
 @router.websocket("/api/ws")
@@ -30,16 +47,26 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
         return
     await websocket.accept()
     hub: Hub = websocket.app.state.hub
+    watch: SessionWatch = websocket.app.state.session_watch
     outlet = websocket.scope.get("extensions", {}).get(OUTLET_EXTENSION)  # under direct.py
     client = Client(principal, outlet=outlet)
     sender = asyncio.create_task(_pump(websocket, client))
+
+    async def revoked() -> None:
+        hub.drop(client)
+        await _close(websocket, REVOKED, "credentials revoked")
+
+    watch.add(principal.token_id, revoked)
     try:
         while True:
-            message = await websocket.receive_json()
+            message = _parse(await websocket.receive())
             await _handle(websocket, hub, client, message)
-    except (WebSocketDisconnect, RuntimeError, ValueError):
-        pass
+    except Refused as refusal:
+        await _close(websocket, refusal.code, refusal.reason)
+    except (WebSocketDisconnect, RuntimeError):
+        pass  # the client left, or the connection was closed (revoked) while reading
     finally:
+        watch.discard(principal.token_id, revoked)
         hub.drop(client)
         sender.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -47,10 +74,11 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
 
 
 async def _authenticate(websocket: WebSocket) -> Principal | None:
+    """The caller; a refusal is accepted and then closed, so that its code reaches the client."""
     origin = websocket.headers.get("origin")
     settings = websocket.app.state.settings
     if origin is not None and not origin_allowed(origin, websocket.headers.get("host"), settings):
-        await websocket.close(code=4403, reason="foreign origin")
+        await refuse_handshake(websocket, FOREIGN_ORIGIN, "foreign origin")
         return None
     secret, _ = credentials_from(websocket.headers, websocket.cookies)
     db: Database = websocket.app.state.db
@@ -61,9 +89,39 @@ async def _authenticate(websocket: WebSocket) -> Principal | None:
 
     principal = await asyncio.to_thread(check)
     if principal is None or "read" not in principal.scopes:
-        await websocket.close(code=4401, reason="authentication required")
+        await refuse_handshake(websocket, AUTH_REQUIRED, "authentication required")
         return None
     return principal
+
+
+def _parse(message: Message) -> Any:
+    """A client message's JSON value; Refused for a binary, oversized or non-JSON frame."""
+    if message["type"] == "websocket.disconnect":
+        raise WebSocketDisconnect(message.get("code", 1000))
+    text = message.get("text")
+    if text is None:
+        raise Refused(BINARY, "binary frames are not accepted: send JSON text")
+    if len(text) > MAX_MESSAGE:
+        raise Refused(TOO_BIG, f"messages are at most {MAX_MESSAGE} characters")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        raise Refused(NOT_JSON, "messages must be JSON") from None
+
+
+def _check_topic(topic: str) -> None:
+    """Refused for a topic no client could mean: too long, or a job id out of range."""
+    if len(topic) > MAX_TOPIC:
+        raise Refused(BAD_TOPIC, f"topics are at most {MAX_TOPIC} characters")
+    if topic.startswith("job:") and topic[4:].isdigit():
+        digits = topic[4:]
+        if not (digits.isascii() and len(digits) <= 10 and 1 <= int(digits) <= MAX_ID):
+            raise Refused(BAD_TOPIC, f"job ids are 1..{MAX_ID}")
+
+
+async def _close(websocket: WebSocket, code: int, reason: str) -> None:
+    with contextlib.suppress(RuntimeError, OSError):
+        await websocket.close(code=code, reason=reason)
 
 
 async def _handle(websocket: WebSocket, hub: Hub, client: Client, message: Any) -> None:
@@ -72,6 +130,7 @@ async def _handle(websocket: WebSocket, hub: Hub, client: Client, message: Any) 
     if op not in ("subscribe", "unsubscribe") or not isinstance(topic, str):
         client.send(encode({"type": "error", "message": USAGE}))
         return
+    _check_topic(topic)
     if op == "unsubscribe":
         hub.unsubscribe(client, topic)
         return

@@ -39,18 +39,21 @@ def test_public_routes_answer(api: TestClient) -> None:
 
 
 def test_websocket_without_credentials_is_refused(api: TestClient) -> None:
-    with pytest.raises(WebSocketDisconnect) as refused, api.websocket_connect("/api/ws"):
-        pass
+    with (
+        api.websocket_connect("/api/ws") as ws,
+        pytest.raises(WebSocketDisconnect) as refused,
+    ):
+        ws.receive_text()
     assert refused.value.code == 4401
 
 
 def test_websocket_from_foreign_origin_is_refused(api: TestClient, tokens: dict[str, str]) -> None:
     headers = {**bearer(tokens["admin"]), "Origin": "http://evil.example"}
     with (
+        api.websocket_connect("/api/ws", headers=headers) as ws,
         pytest.raises(WebSocketDisconnect) as refused,
-        api.websocket_connect("/api/ws", headers=headers),
     ):
-        pass
+        ws.receive_text()
     assert refused.value.code == 4403
 
 
@@ -93,8 +96,8 @@ def test_websocket_admits_a_configured_cors_origin_and_still_refuses_others(
             assert ws.receive_json()["type"] == "snapshot"
         foreign = {**bearer(tokens["admin"]), "Origin": "http://evil.example"}
         with (
+            api.websocket_connect("/api/ws", headers=foreign) as ws,
             pytest.raises(WebSocketDisconnect) as refused,
-            api.websocket_connect("/api/ws", headers=foreign),
         ):
-            pass
+            ws.receive_text()
         assert refused.value.code == 4403

@@ -64,10 +64,10 @@ def test_allowed_names_and_ip_literals_are_answered(api: TestClient, host: str) 
 def test_websocket_to_a_foreign_host_is_refused(api: TestClient, tokens: dict[str, str]) -> None:
     headers = {**bearer(tokens["admin"]), "Host": "evil.example"}
     with (
+        api.websocket_connect("/api/ws", headers=headers) as ws,
         pytest.raises(WebSocketDisconnect) as refused,
-        api.websocket_connect("/api/ws", headers=headers),
     ):
-        pass
+        ws.receive_text()
     assert refused.value.code == 4400
 
 
@@ -76,10 +76,10 @@ def test_websocket_from_a_foreign_origin_is_refused_even_with_a_cookie(
 ) -> None:
     _logged_in(api, tokens["alice"])
     with (
+        api.websocket_connect("/api/ws", headers={"Origin": EVIL}) as ws,
         pytest.raises(WebSocketDisconnect) as refused,
-        api.websocket_connect("/api/ws", headers={"Origin": EVIL}),
     ):
-        pass
+        ws.receive_text()
     assert refused.value.code == 4403
     with api.websocket_connect("/api/ws", headers={"Origin": "http://testserver"}) as ws:
         ws.send_json({"op": "subscribe", "topic": "jobs"})

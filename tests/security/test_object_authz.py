@@ -146,8 +146,8 @@ def test_every_attempt_route_answers_for_alices_attempt_as_for_a_missing_one(
 def test_websocket_needs_credentials_even_from_our_own_origin(api: TestClient) -> None:
     headers = {"Origin": "http://testserver"}
     with (
+        api.websocket_connect("/api/ws", headers=headers) as ws,
         pytest.raises(WebSocketDisconnect) as refused,
-        api.websocket_connect("/api/ws", headers=headers),
     ):
-        pass
+        ws.receive_text()
     assert refused.value.code == 4401
