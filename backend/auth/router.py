@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, HTTPException, Response, status
+from fastapi.exceptions import RequestValidationError
 
 from backend.auth import service, tokens, users
 from backend.auth.models import ApiToken, User
@@ -114,7 +115,8 @@ def create_token(body: TokenIn, principal: MintingDep, session: SessionDep) -> T
     except tokens.ScopeRefused as err:
         raise HTTPException(status.HTTP_403_FORBIDDEN, str(err)) from None
     except tokens.NodeNameRequired as err:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(err)) from None
+        error = {"loc": ("body", "node"), "msg": str(err), "type": "value_error", "input": None}
+        raise RequestValidationError([error]) from None
     return TokenCreated(**_token(token).model_dump(), token=secret)
 
 
