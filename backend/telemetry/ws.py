@@ -28,7 +28,7 @@ MAX_MESSAGE, MAX_TOPIC = 4096, 128
 USAGE = "expected {op: subscribe|unsubscribe, topic[, since]}"
 #: close codes, as docs/security.md lists them
 AUTH_REQUIRED, FOREIGN_ORIGIN, REVOKED = 4401, 4403, 4401
-BINARY, NOT_JSON, BAD_TOPIC, TOO_BIG = 1003, 1007, 1008, 1009
+BINARY, NOT_JSON, TOO_BIG, BAD_TOPIC = 1003, 1007, 1009, 4422
 
 
 class Refused(Exception):
