@@ -121,13 +121,16 @@ def secure_data_dir(data_dir: Path) -> None:
 
 def up(settings: Settings, *, cpu_slots: int, node_name: str = "local") -> int:
     """Lock the data dir, migrate, bootstrap tokens, start API + worker, wait for Ctrl-C."""
-    os.umask(0o077)  # what the stack creates is the service user's alone (runs/ is opened up)
+    # the lock, database and Redis files are born 0600; the API and worker get the usual
+    # umask back (the supervisor's read-only files in a job's dir must stay readable to it)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    umask = os.umask(0o077)
     data_dir = settings.data_dir.resolve()
     try:
         lock_fd = lock_data_dir(data_dir)  # before anything that could touch the running one
     except DataDirInUse as err:
         print(f"trainboard up: {err}", file=sys.stderr, flush=True)
+        os.umask(umask)
         return 1
     stack = Stack(lock_fd=lock_fd)
     stopping = False
@@ -149,6 +152,7 @@ def up(settings: Settings, *, cpu_slots: int, node_name: str = "local") -> int:
             node_token = bootstrap_node_token(session, node=node_name)
         db.dispose()
         secure_data_dir(data_dir)
+        os.umask(umask)
         api_url = f"http://{_connectable(settings.host)}:{settings.port}"
         env = {
             **os.environ,

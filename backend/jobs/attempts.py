@@ -11,18 +11,19 @@ import logging
 from collections.abc import Sequence
 
 import redis
-from sqlalchemy import select, update
+from sqlalchemy import exists, select, update
 from sqlalchemy.orm import Session
 
 from backend.db import utcnow
+from backend.jobs.attempt_end import end_slices, restart_or_fail
 from backend.jobs.models import Attempt, AttemptSlice, Job
+from backend.jobs.run_states import LIVE_ATTEMPT_VALUES, AttemptState, NodeState, SliceState
 from backend.jobs.states import JobState, transition
 from backend.nodes.models import Node
 from backend.nodes.trust import accepted_checkpoint, refusal
 from backend.signals import request_stop
 from workers.contract.protocol import AttemptOutcome
 
-LIVE_SLICE_STATES = ("scheduled", "running")
 log = logging.getLogger(__name__)
 
 
@@ -46,41 +47,53 @@ def attempt_on(session: Session, *, attempt_id: int, node: str) -> Attempt:
     return attempt
 
 
-def claim(session: Session, *, attempt_id: int, node: str) -> bool:
-    """Compare-and-set this node's slice scheduled → running; duplicates and stale claims lose."""
+def claim(session: Session, *, attempt_id: int, node: str, instance: str | None = None) -> bool:
+    """Compare-and-set this node's slice scheduled → running, as one statement.
+
+    The slice wins only while its attempt is live and current and its job still wants it
+    to run, and only for the node's current incarnation; any number of nodes claiming
+    their own slices at once all win; duplicates, stale tasks and old incarnations lose.
+    """
     attempt = attempt_on(session, attempt_id=attempt_id, node=node)
-    job = session.get_one(Job, attempt.job_id)
-    if job.attempt != attempt.number or attempt.state not in LIVE_SLICE_STATES:
-        return False
-    if attempt.state == "scheduled" and job.state != JobState.scheduled.value:
-        return False
+    current = exists().where(
+        Job.id == Attempt.job_id,
+        Job.attempt == Attempt.number,
+        Job.state.in_([JobState.scheduled, JobState.running]),
+    )
+    live = exists().where(Attempt.id == attempt_id, Attempt.state.in_(LIVE_ATTEMPT_VALUES), current)
+    incarnation = exists().where(Node.name == node, Node.state == NodeState.up)
+    if instance is not None:
+        incarnation = exists().where(
+            Node.name == node, Node.state == NodeState.up, Node.instance == instance
+        )
     won = session.execute(
         update(AttemptSlice)
         .where(
             AttemptSlice.attempt_id == attempt_id,
             AttemptSlice.node_name == node,
-            AttemptSlice.state == "scheduled",
+            AttemptSlice.state == SliceState.scheduled,
+            live,
+            incarnation,
         )
-        .values(state="running", claimed_at=utcnow())
+        .values(state=SliceState.running, claimed_at=utcnow(), instance=instance)
+        .execution_options(synchronize_session=False)
     ).rowcount  # type: ignore[attr-defined]
     if not won:
         session.rollback()
         return False
     first = session.execute(
         update(Attempt)
-        .where(Attempt.id == attempt_id, Attempt.state == "scheduled")
-        .values(state="running", claimed_at=utcnow())
+        .where(Attempt.id == attempt_id, Attempt.state == AttemptState.scheduled)
+        .values(state=AttemptState.running, claimed_at=utcnow())
+        .execution_options(synchronize_session=False)
     ).rowcount  # type: ignore[attr-defined]
     if first:
-        session.add(
-            transition(
-                job,
-                JobState.running,
-                message=f"attempt {attempt.number} started on "
-                f"{placement_text(session, attempt_id)}",
-                attempt_id=attempt.id,
-            )
-        )
+        session.refresh(attempt)
+        job = session.get_one(Job, attempt.job_id, populate_existing=True)
+        if job.state == JobState.scheduled:
+            where = placement_text(session, attempt_id)
+            message = f"attempt {attempt.number} started on {where}"
+            session.add(transition(job, JobState.running, message=message, attempt_id=attempt.id))
     session.commit()
     return True
 
@@ -93,31 +106,41 @@ def finish(
     node: str,
     outcome: AttemptOutcome,
 ) -> Job:
-    """Record how `node`'s slice ended and, once that decides the attempt, move the job on."""
+    """Record how `node`'s slice ended and, once that decides the attempt, move the job on.
+
+    Only the incarnation that claimed the slice may report it, and only while it runs: a
+    fenced node's late report changes nothing (its checkpoint is never resumed from).
+    """
     attempt = attempt_on(session, attempt_id=attempt_id, node=node)
     job = session.get_one(Job, attempt.job_id)
     slices = slices_of(session, attempt_id)
-    reported = [s for s in slices if s.node_name == node and s.state == "running"]
+    reported = [
+        s
+        for s in slices
+        if s.node_name == node
+        and s.state == SliceState.running
+        and (outcome.instance is None or s.instance in (None, outcome.instance))
+    ]
     if not reported:
-        return job  # a repeated or late report: the first one already counted
+        return job  # a repeated, late or fenced report: it counts for nothing
     reported[0].state = outcome.outcome
     reported[0].finished_at = utcnow()
     data_dir = session.scalars(select(Node.data_dir).where(Node.name == node)).first()
     checkpoint = accepted_checkpoint(
         outcome.last_checkpoint, data_dir=data_dir, job_id=job.id, node=node
     )
-    if checkpoint:
+    if checkpoint and attempt.state == AttemptState.running:
         attempt.last_checkpoint = checkpoint
-    if attempt.state != "running":
+    if attempt.state != AttemptState.running:
         session.commit()
         return job
-    if outcome.outcome == "succeeded" and any(s.state != "succeeded" for s in slices):
+    if outcome.outcome == "succeeded" and any(s.state != SliceState.succeeded for s in slices):
         session.commit()
         return job  # the other nodes' ranks are still finishing
     attempt.state = outcome.outcome
     attempt.finished_at = utcnow()
     attempt.exit_reason = outcome.reason
-    if any(s.state in LIVE_SLICE_STATES for s in slices):
+    if end_slices(session, attempt, running_to=SliceState.withdrawn):
         request_stop(client, attempt_id=attempt.id, action="cancel")
     if job.attempt == attempt.number:
         _advance_job(session, job, attempt, outcome)
@@ -138,52 +161,6 @@ def _advance_job(session: Session, job: Job, attempt: Attempt, outcome: AttemptO
     else:
         restart_or_fail(
             session, job, reason=outcome.reason or "ranks stopped", attempt_id=attempt.id
-        )
-
-
-def end_attempt(
-    session: Session, client: redis.Redis, attempt: Attempt, *, state: str, reason: str
-) -> None:
-    """End an attempt from the control plane (node lost, slice never claimed) and move its job."""
-    attempt.state = state
-    attempt.finished_at = utcnow()
-    attempt.exit_reason = reason
-    live = [s for s in slices_of(session, attempt.id) if s.state in LIVE_SLICE_STATES]
-    for part in live:
-        if part.state == "scheduled":
-            part.state = "withdrawn"
-    if any(s.state == "running" for s in live):
-        request_stop(client, attempt_id=attempt.id, action="cancel")
-    job = session.get_one(Job, attempt.job_id)
-    if job.attempt != attempt.number:
-        return
-    if job.state == JobState.scheduled.value and state == "withdrawn":
-        session.add(transition(job, JobState.queued, message=reason, attempt_id=attempt.id))
-    elif job.stop_request == "cancel":
-        session.add(transition(job, JobState.cancelled, message=reason, attempt_id=attempt.id))
-    elif job.stop_request == "pause":
-        session.add(transition(job, JobState.paused, message=reason, attempt_id=attempt.id))
-    else:
-        restart_or_fail(session, job, reason=reason, attempt_id=attempt.id)
-
-
-def restart_or_fail(session: Session, job: Job, *, reason: str, attempt_id: int | None) -> None:
-    """Queue a new attempt from the newest checkpoint while max_restarts allows, else fail."""
-    max_restarts = int(job.spec.get("max_restarts", 0))
-    if job.restarts < max_restarts:
-        session.add(transition(job, JobState.restarting, message=reason, attempt_id=attempt_id))
-        job.restarts += 1
-        session.add(
-            transition(
-                job,
-                JobState.queued,
-                message=f"restart {job.restarts} of {max_restarts} after: {reason}",
-                reason=reason,
-            )
-        )
-    else:
-        session.add(
-            transition(job, JobState.failed, message=reason, reason=reason, attempt_id=attempt_id)
         )
 
 

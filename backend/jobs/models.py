@@ -25,6 +25,12 @@ class Job(Base):
     devices_requested: Mapped[int]
     attempt: Mapped[int] = mapped_column(default=0, comment="number of the current attempt")
     restarts: Mapped[int] = mapped_column(default=0)
+    restart_at: Mapped[datetime | None] = mapped_column(
+        comment="a restarting job is queued again at this time (back-off)"
+    )
+    unclaimed: Mapped[int] = mapped_column(
+        default=0, server_default="0", comment="attempts no node claimed in time"
+    )
     stop_request: Mapped[str | None] = mapped_column(String(16), comment="cancel or pause")
     reason: Mapped[str | None] = mapped_column(Text)
     step: Mapped[int] = mapped_column(default=0, comment="newest step reported")
@@ -71,6 +77,10 @@ class AttemptSlice(Base):
     node_rank: Mapped[int]
     devices: Mapped[list[Any]]
     state: Mapped[str] = mapped_column(String(16), default="scheduled")
+    instance: Mapped[str | None] = mapped_column(
+        String(64),
+        comment="the node instance that claimed it: the fencing token with the attempt id",
+    )
     claimed_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
 

@@ -6,6 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field, StrictInt
 
+from workers.contract.protocol import Instance
 from workers.contract.spec import MAX_DEVICES, JobSpec
 
 
@@ -109,6 +110,9 @@ class ResumeIn(BaseModel):
 
 class ClaimIn(BaseModel):
     node: str = Field(max_length=64)
+    instance: Instance | None = Field(
+        None, description="the claiming worker process: only the node's current incarnation wins"
+    )
 
 
 class ClaimOut(BaseModel):

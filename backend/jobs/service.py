@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from backend.auth.service import Principal
 from backend.jobs.attempts import newest_checkpoint
 from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
+from backend.jobs.run_states import AttemptState, SliceState
 from backend.jobs.states import IllegalTransition, JobState, transition
 from backend.signals import announce_jobs, request_stop, wake_scheduler
 from workers.contract import entrypoints
@@ -148,15 +149,15 @@ def _withdraw(session: Session, attempt: Attempt) -> bool:
     """Take back an attempt no worker has claimed yet (compare-and-set); True if it worked."""
     result = session.execute(
         update(Attempt)
-        .where(Attempt.id == attempt.id, Attempt.state == "scheduled")
-        .values(state="withdrawn", exit_reason="stopped before it started")
+        .where(Attempt.id == attempt.id, Attempt.state == AttemptState.scheduled)
+        .values(state=AttemptState.withdrawn, exit_reason="stopped before it started")
     )
     if not result.rowcount:  # type: ignore[attr-defined]
         return False
     session.execute(
         update(AttemptSlice)
-        .where(AttemptSlice.attempt_id == attempt.id, AttemptSlice.state == "scheduled")
-        .values(state="withdrawn")
+        .where(AttemptSlice.attempt_id == attempt.id, AttemptSlice.state == SliceState.scheduled)
+        .values(state=SliceState.withdrawn)
     )
     return True
 

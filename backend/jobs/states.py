@@ -44,7 +44,8 @@ TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     S.running: frozenset({S.succeeded, S.failed, S.cancelling, S.pausing, S.restarting}),
     S.cancelling: frozenset({S.cancelled, S.succeeded, S.failed}),
     S.pausing: frozenset({S.paused, S.cancelling, S.succeeded, S.failed}),
-    S.restarting: frozenset({S.queued, S.cancelled, S.failed}),
+    # waiting out its restart back-off (`jobs.restart_at`), then queued again
+    S.restarting: frozenset({S.queued, S.cancelled, S.paused, S.failed}),
     S.paused: frozenset({S.queued, S.cancelled}),
     S.failed: frozenset({S.queued}),
     S.cancelled: frozenset({S.queued}),

@@ -23,6 +23,13 @@ class Node(Base):
         String(4096),
         comment="the node's resolved data dir, as it registered; checkpoints lie under it",
     )
+    instance: Mapped[str | None] = mapped_column(
+        String(64), comment="the running worker process's own id (new at every worker start)"
+    )
+    incarnation: Mapped[int] = mapped_column(default=0, server_default="0")
+    state_reason: Mapped[str | None] = mapped_column(
+        String(512), comment="why the node is lost or misconfigured"
+    )
     registered_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_heartbeat: Mapped[datetime] = mapped_column(default=utcnow)
     host_cpu_percent: Mapped[float | None] = mapped_column(

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Body, HTTPException, Request, status
+from fastapi import APIRouter, HTTPException, Request, status
 
 from backend.deps import AdminDep, NodeDep, ObjectId, ReaderDep, SessionDep
 from backend.jobs import attempts
 from backend.jobs.schemas import ClaimIn, ClaimOut, FinishOut
 from backend.nodes import control, service, trust
-from backend.nodes.schemas import HeartbeatOut, NodeList, NodeOut
+from backend.nodes.schemas import NodeList, NodeOut
 from backend.signals import announce_jobs, announce_nodes, wake_scheduler
 from backend.telemetry.live import publish_live
-from workers.contract.protocol import AttemptOutcome, Heartbeat, NodeRegistration
+from workers.contract.protocol import (
+    AttemptOutcome,
+    Heartbeat,
+    HeartbeatReply,
+    NodeRegistration,
+)
 
 router = APIRouter(prefix="/api", tags=["nodes"])
 
@@ -52,32 +55,36 @@ def register_node(
 ) -> NodeOut:
     """A node agent announces itself and its devices (only as the node its token names)."""
     _acting_node(principal, body.name)
-    node = service.register(session, registration=body)
-    announce_nodes(request.app.state.redis)
-    wake_scheduler(request.app.state.redis)
+    client = request.app.state.redis
+    node, changed = service.register(session, client, registration=body)
+    announce_nodes(client)
+    announce_jobs(client, changed)
+    wake_scheduler(client)
     return next(n for n in service.describe_nodes(session) if n.name == node.name)
 
 
-@router.post("/nodes/{name}/heartbeat", response_model=HeartbeatOut)
+@router.post("/nodes/{name}/heartbeat", response_model=HeartbeatReply)
 def heartbeat(
-    name: str,
-    request: Request,
-    principal: NodeDep,
-    session: SessionDep,
-    body: Annotated[Heartbeat | None, Body()] = None,
-) -> HeartbeatOut:
-    """A node agent is alive; its machine's CPU and memory go live to the `cluster` topic."""
+    name: str, body: Heartbeat, request: Request, principal: NodeDep, session: SessionDep
+) -> HeartbeatReply:
+    """A node agent is alive: it learns which of its attempts to stop; its load goes live."""
     _acting_node(principal, name)
-    host = body.host if body is not None else None
+    client = request.app.state.redis
+    lease = request.app.state.settings.heartbeat_timeout
     try:
-        node = service.heartbeat(session, name=name, host=host)
+        node, reply, changed = service.heartbeat(
+            session, client, name=name, beat=body, lease_seconds=lease
+        )
     except service.NodeNotFound as err:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(err)) from None
-    view = service.host_view(node)
-    if view is not None:
+    if changed:
+        announce_jobs(client, changed)
+        wake_scheduler(client)
+    view = service.host_view(node) if node is not None and not reply.reregister else None
+    if node is not None and view is not None:
         update = {"node": name, "time": node.last_heartbeat.timestamp(), **view.model_dump()}
-        publish_live(request.app.state.redis, "cluster", {"hosts": [update]})
-    return HeartbeatOut(drained=node.drained)
+        publish_live(client, "cluster", {"hosts": [update]})
+    return reply
 
 
 @router.post("/attempts/{attempt_id}/claim", response_model=ClaimOut)
@@ -87,7 +94,7 @@ def claim_attempt(
     """Exactly one claim of a scheduled attempt wins; any other gets 409 and must not start."""
     node = _acting_node(principal, body.node)
     try:
-        won = attempts.claim(session, attempt_id=attempt_id, node=node)
+        won = attempts.claim(session, attempt_id=attempt_id, node=node, instance=body.instance)
     except attempts.AttemptNotFound as err:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(err)) from None
     if not won:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
+
+from backend.jobs.run_states import NodeState
 
 
 class DeviceOut(BaseModel):
@@ -30,7 +32,9 @@ class NodeOut(BaseModel):
     name: str
     hostname: str
     address: str
-    state: str
+    state: NodeState
+    state_reason: str | None = Field(None, description="why the node is lost or misconfigured")
+    incarnation: int = Field(0, description="worker starts registered under this name so far")
     drained: bool
     last_heartbeat: datetime
     host: HostOut | None = None
@@ -39,7 +43,3 @@ class NodeOut(BaseModel):
 
 class NodeList(BaseModel):
     nodes: list[NodeOut]
-
-
-class HeartbeatOut(BaseModel):
-    drained: bool

@@ -4,34 +4,48 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import redis
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from backend.db import utcnow
 from backend.jobs.models import Attempt, AttemptSlice
+from backend.jobs.run_states import LIVE_SLICE_VALUES, NodeState
+from backend.nodes.fencing import end_node_attempts, reconcile
 from backend.nodes.models import Device, Node
 from backend.nodes.schemas import DeviceOut, HostOut, NodeOut
-from workers.contract.protocol import HostStats, NodeRegistration
-
-BUSY_SLICE_STATES = ("scheduled", "running")
+from workers.contract.protocol import Heartbeat, HeartbeatReply, NodeRegistration
 
 
 class NodeNotFound(LookupError):
     pass
 
 
-def register(session: Session, *, registration: NodeRegistration) -> Node:
-    """Create or refresh a node and replace its device list."""
+def register(
+    session: Session, client: redis.Redis, *, registration: NodeRegistration
+) -> tuple[Node, set[int]]:
+    """Create or refresh a node and replace its device list; (node, jobs changed).
+
+    A new instance is a new incarnation: the previous one's attempts end at once (lost,
+    restarted from their newest checkpoint) and their devices are free.
+    """
     node = session.scalars(select(Node).where(Node.name == registration.name)).first()
+    changed: set[int] = set()
     if node is None:
         node = Node(
             name=registration.name, hostname=registration.hostname, address=registration.address
         )
         session.add(node)
+    if node.instance != registration.instance:
+        if node.instance is not None:
+            reason = f"node {registration.name} restarted (incarnation {node.incarnation + 1})"
+            changed = end_node_attempts(session, client, registration.name, reason=reason)
+        node.incarnation = (node.incarnation or 0) + 1
+        node.instance = registration.instance
     node.hostname = registration.hostname
     node.address = registration.address
     node.data_dir = registration.data_dir
-    node.state = "up"
+    node.state, node.state_reason = NodeState.up, None
     node.last_heartbeat = utcnow()
     known = {d.index: d for d in node.devices}
     wanted = {d.index for d in registration.devices}
@@ -45,20 +59,39 @@ def register(session: Session, *, registration: NodeRegistration) -> Node:
         device.kind, device.name = offered.kind, offered.name
         device.uuid, device.memory_total = offered.uuid, offered.memory_total
     session.commit()
-    return node
+    return node, changed
 
 
-def heartbeat(session: Session, *, name: str, host: HostStats | None = None) -> Node:
+def heartbeat(
+    session: Session, client: redis.Redis, *, name: str, beat: Heartbeat, lease_seconds: float
+) -> tuple[Node | None, HeartbeatReply, set[int]]:
+    """Record a heartbeat and reconcile: (node, what the node must do now, jobs changed).
+
+    A heartbeat from another instance than the registered one, or from a node declared
+    lost, is not a sign of life: that node must stop everything it runs and register.
+    """
     node = session.scalars(select(Node).where(Node.name == name)).first()
     if node is None:
         raise NodeNotFound(f"node {name!r} is not registered")
+    if node.instance != beat.instance or node.state == NodeState.lost:
+        reply = HeartbeatReply(
+            drained=node.drained,
+            stop=sorted(set(beat.attempts)),
+            reregister=True,
+            lease_seconds=lease_seconds,
+        )
+        return node, reply, set()
     node.last_heartbeat = utcnow()
-    node.state = "up"
+    host = beat.host
     if host is not None:
         node.host_cpu_percent, node.host_cpus = host.cpu_percent, host.cpus
         node.host_memory_used, node.host_memory_total = host.memory_used, host.memory_total
+    stop, changed = reconcile(
+        session, client, node=name, instance=beat.instance, running=beat.attempts
+    )
     session.commit()
-    return node
+    reply = HeartbeatReply(drained=node.drained, stop=stop, lease_seconds=lease_seconds)
+    return node, reply, changed
 
 
 def all_nodes(session: Session) -> Sequence[Node]:
@@ -85,7 +118,7 @@ def describe_nodes(session: Session) -> list[NodeOut]:
     live = session.execute(
         select(AttemptSlice, Attempt.job_id)
         .join(Attempt, Attempt.id == AttemptSlice.attempt_id)
-        .where(AttemptSlice.state.in_(BUSY_SLICE_STATES))
+        .where(AttemptSlice.state.in_(LIVE_SLICE_VALUES))
     ).all()
     for part, job_id in live:
         for local_rank, index in enumerate(part.devices):
@@ -98,7 +131,9 @@ def describe_nodes(session: Session) -> list[NodeOut]:
             name=n.name,
             hostname=n.hostname,
             address=n.address,
-            state=n.state,
+            state=NodeState(n.state),
+            state_reason=n.state_reason,
+            incarnation=n.incarnation,
             drained=n.drained,
             last_heartbeat=n.last_heartbeat,
             host=host_view(n),

@@ -20,6 +20,7 @@ from workers.contract.run_layout import checkpoint_root
 log = logging.getLogger(__name__)
 
 _STEP_DIR = re.compile(r"^step-\d{1,18}$")
+_ATTEMPT_DIR = re.compile(r"^attempt-\d{1,9}$")
 MAX_PATH = 4096
 
 
@@ -54,9 +55,13 @@ def refusal(path: str, *, data_dir: str | None, job_id: int) -> str | None:
         return "not a normalized path ('..', '.', or repeated '/')"
     root = checkpoints_root(data_dir, job_id)
     parent, name = posixpath.split(path)
-    if parent != root or not _STEP_DIR.match(name):
+    holder, attempt = posixpath.split(parent)
+    # <root>/attempt-<n>/step-<k> (each attempt's own), or <root>/step-<k> from before that
+    if parent != root and not (holder == root and _ATTEMPT_DIR.match(attempt)):
+        return f"not a step-<n> directory in {root} or one of its attempt-<n> directories"
+    if not _STEP_DIR.match(name):
         return f"not a step-<n> directory in {root}"
-    if os.path.lexists(path) and not _inside(os.path.realpath(path), os.path.realpath(root)):
+    if os.path.lexists(path) and not _inside(os.path.realpath(path), os.path.realpath(parent)):
         return "resolves outside the job's checkpoint dir (a symlink)"
     return None
 

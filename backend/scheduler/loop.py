@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import redis
@@ -12,9 +12,18 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from backend.db import Database, as_utc, utcnow
-from backend.jobs.attempts import LIVE_SLICE_STATES, end_attempt, newest_checkpoints
+from backend.jobs.attempt_end import end_attempt, release_restarts
+from backend.jobs.attempts import newest_checkpoints
 from backend.jobs.models import Attempt, AttemptSlice, Job
+from backend.jobs.run_states import (
+    LIVE_ATTEMPT_VALUES,
+    LIVE_SLICE_VALUES,
+    AttemptState,
+    NodeState,
+    SliceState,
+)
 from backend.jobs.states import JobState, transition
+from backend.nodes.fencing import end_node_attempts, repair_bookings
 from backend.nodes.models import Node
 from backend.scheduler.leader import LeaderLock
 from backend.scheduler.policy import NodeCapacity, Placement, QueuedJob, plan
@@ -48,6 +57,10 @@ class Scheduler:
         self.heartbeat_timeout = timedelta(seconds=heartbeat_timeout)
         self.claim_timeout = timedelta(seconds=claim_timeout)
         self.leader = LeaderLock(client, ttl=max(5.0, interval * 10))
+        #: silence before this moment is the control plane's own (it was down, not leader,
+        #: or stalled): no node is declared lost for it (`_expire_nodes`)
+        self._grace_from: datetime | None = None
+        self._last_pass: datetime | None = None
 
     def run(self, stop: threading.Event) -> None:
         """Loop until stop is set: a pass per tick or per wake-up, while leader."""
@@ -55,6 +68,8 @@ class Scheduler:
             try:
                 if self.leader.hold():
                     self.tick()
+                else:
+                    self._last_pass = None  # a new leader gives every node a full timeout
                 self.client.blpop([SCHEDULER_WAKE_KEY], timeout=self.interval)
             except redis.RedisError as err:
                 log.warning("scheduler: redis unavailable (%s); retrying", err)
@@ -66,8 +81,13 @@ class Scheduler:
 
     def tick(self) -> list[Placement]:
         """One pass: lost nodes, unclaimed slices, stop requests, then new placements."""
+        now = utcnow()
+        if self._last_pass is None or now - self._last_pass > self.heartbeat_timeout / 2:
+            self._grace_from = now  # (re)started or stalled: silence so far was ours
+        self._last_pass = now
         with self.db.session() as session:
             changed = self._expire_nodes(session) | self._withdraw_unclaimed(session)
+            changed |= release_restarts(session) | repair_bookings(session)
             self._reassert_stops(session)
             placements, orders, waiting = self._place(session)
             session.commit()
@@ -86,43 +106,46 @@ class Scheduler:
         return placements
 
     def _expire_nodes(self, session: Session) -> set[int]:
+        """Nodes silent for a whole timeout of the control plane's own uptime are lost."""
         deadline = utcnow() - self.heartbeat_timeout
+        if self._grace_from is not None and self._grace_from > deadline:
+            return set()  # we have not listened for a full timeout yet
         changed: set[int] = set()
-        for node in session.scalars(select(Node).where(Node.state == "up")):
+        for node in session.scalars(select(Node).where(Node.state == NodeState.up)):
             if as_utc(node.last_heartbeat) >= deadline:
                 continue
-            node.state = "lost"
+            node.state, node.state_reason = NodeState.lost, "stopped heartbeating"
             announce_nodes(self.client)
-            reason = f"node {node.name} stopped heartbeating"
-            parts = session.scalars(
-                select(AttemptSlice).where(
-                    AttemptSlice.node_name == node.name, AttemptSlice.state.in_(LIVE_SLICE_STATES)
-                )
-            ).all()
-            for part in parts:
-                part.state = "lost"
-                part.finished_at = utcnow()
-                attempt = session.get_one(Attempt, part.attempt_id)
-                if attempt.state in LIVE_SLICE_STATES:
-                    end_attempt(session, self.client, attempt, state="lost", reason=reason)
-                    changed.add(attempt.job_id)
+            changed |= end_node_attempts(
+                session, self.client, node.name, reason=f"node {node.name} stopped heartbeating"
+            )
         return changed
 
     def _withdraw_unclaimed(self, session: Session) -> set[int]:
-        """A slice no worker claimed in time: its task was lost (e.g. Redis was flushed)."""
+        """A slice no worker claimed in time: its task was lost, or the node cannot get work."""
         deadline = utcnow() - self.claim_timeout
         changed: set[int] = set()
         stale = session.execute(
             select(AttemptSlice, Attempt)
             .join(Attempt, Attempt.id == AttemptSlice.attempt_id)
-            .where(AttemptSlice.state == "scheduled", Attempt.state.in_(LIVE_SLICE_STATES))
+            .where(
+                AttemptSlice.state == SliceState.scheduled,
+                Attempt.state.in_(LIVE_ATTEMPT_VALUES),
+                Attempt.created_at < deadline,
+            )
         ).all()
         for part, attempt in stale:
-            if as_utc(attempt.created_at) >= deadline or attempt.state not in LIVE_SLICE_STATES:
-                continue
-            reason = f"node {part.node_name} did not claim its part of attempt {attempt.number}"
-            state = "withdrawn" if attempt.state == "scheduled" else "failed"
-            end_attempt(session, self.client, attempt, state=state, reason=reason)
+            if attempt.state not in LIVE_ATTEMPT_VALUES:
+                continue  # ended by an earlier slice of the same attempt in this pass
+            reason = f"node {part.node_name} did not claim its part"
+            end_attempt(
+                session,
+                self.client,
+                attempt,
+                state=AttemptState.withdrawn,
+                reason=reason,
+                platform_fault=True,
+            )
             changed.add(attempt.job_id)
         return changed
 
@@ -131,7 +154,7 @@ class Scheduler:
         rows = session.execute(
             select(Attempt.id, Job.stop_request)
             .join(Job, (Job.id == Attempt.job_id) & (Job.attempt == Attempt.number))
-            .where(Job.stop_request.is_not(None), Attempt.state == "running")
+            .where(Job.stop_request.is_not(None), Attempt.state == AttemptState.running)
         ).all()
         for attempt_id, action in rows:
             request_stop(self.client, attempt_id=attempt_id, action=str(action))
@@ -175,7 +198,7 @@ class Scheduler:
                 number=jobs[p.job_id].attempt + 1,
                 node_name=p.slices[0][0],
                 devices=list(p.slices[0][1]),
-                state="scheduled",
+                state=AttemptState.scheduled,
                 master_port=0,
                 resume_from=resume.get(p.job_id),
             )
@@ -226,7 +249,7 @@ def busy_devices(session: Session) -> dict[str, set[int]]:
     """Devices held by a slice that is scheduled or running, per node."""
     busy: dict[str, set[int]] = {}
     for part in session.scalars(
-        select(AttemptSlice).where(AttemptSlice.state.in_(LIVE_SLICE_STATES))
+        select(AttemptSlice).where(AttemptSlice.state.in_(LIVE_SLICE_VALUES))
     ):
         busy.setdefault(part.node_name, set()).update(int(i) for i in part.devices)
     return busy
@@ -237,7 +260,7 @@ def capacities(session: Session) -> list[NodeCapacity]:
     busy = busy_devices(session)
     nodes = session.scalars(
         select(Node)
-        .where(Node.state == "up", Node.drained.is_(False))
+        .where(Node.state == NodeState.up, Node.drained.is_(False))
         .options(selectinload(Node.devices))
         .order_by(Node.name)
     )

@@ -12,6 +12,7 @@ from sqlalchemy import select, text, update
 from sqlalchemy.orm import Session
 
 from backend.jobs.models import Attempt, Job, JobEvent
+from backend.jobs.run_states import AttemptState
 from backend.telemetry import models as rows
 from backend.telemetry.points import Points
 from backend.telemetry.store import insert_ignoring_duplicates, insert_metric_points
@@ -106,9 +107,11 @@ def _write_event(session: Session, event: Item, job_id: int) -> None:
         )
     )
     if event["kind"] == "checkpoint" and event["message"]:
+        # only a running attempt's checkpoint becomes its newest: one that was fenced (lost,
+        # withdrawn) may train on for a moment, and what it writes is never resumed from
         session.execute(
             update(Attempt)
-            .where(Attempt.id == event["attempt_id"])
+            .where(Attempt.id == event["attempt_id"], Attempt.state == AttemptState.running)
             .values(last_checkpoint=event["message"])
         )
 

@@ -20,6 +20,9 @@ from tests.backend.test_jobs_api import GOOD_SPEC, queued_orders
 from workers.contract.protocol import NodeDevice, NodeRegistration
 from workers.node.celery_app import make_celery
 
+INSTANCE = "1" * 32
+BEAT = {"instance": INSTANCE}
+
 
 def _registration(name: str, data_dir: Path | None) -> dict[str, object]:
     return NodeRegistration(
@@ -28,6 +31,7 @@ def _registration(name: str, data_dir: Path | None) -> dict[str, object]:
         address="127.0.0.1",
         devices=[NodeDevice(index=i, kind="cpu", name=f"CPU slot {i}") for i in range(2)],
         data_dir=str(data_dir) if data_dir else None,
+        instance=INSTANCE,
     ).model_dump()
 
 
@@ -94,8 +98,8 @@ def test_a_node_token_registers_and_heartbeats_only_as_its_own_node(
         api.post("/api/nodes/register", json=_registration("n1", None), headers=n2).status_code
         == 403
     )
-    assert api.post("/api/nodes/n1/heartbeat", json={}, headers=n2).status_code == 403
-    assert api.post("/api/nodes/n1/heartbeat", json={}, headers=n1).status_code == 200
+    assert api.post("/api/nodes/n1/heartbeat", json=BEAT, headers=n2).status_code == 403
+    assert api.post("/api/nodes/n1/heartbeat", json=BEAT, headers=n1).status_code == 200
     names = [
         n["name"] for n in api.get("/api/nodes", headers=bearer(tokens["alice"])).json()["nodes"]
     ]
@@ -108,7 +112,7 @@ def test_a_node_token_minted_before_binding_is_refused(
     legacy = bearer(_node_token(database, None))
     answer = api.post("/api/nodes/register", json=_registration("n1", None), headers=legacy)
     assert answer.status_code == 403 and "bound to no node" in answer.text
-    assert api.post("/api/nodes/n1/heartbeat", json={}, headers=legacy).status_code == 403
+    assert api.post("/api/nodes/n1/heartbeat", json=BEAT, headers=legacy).status_code == 403
 
 
 def test_another_node_cannot_claim_or_finish_an_attempt_that_is_not_on_it(

@@ -5,6 +5,7 @@ The backend may import this module (like ``workers.contract.spec``); it never im
 
 from __future__ import annotations
 
+import uuid
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, field_validator
@@ -136,8 +137,17 @@ class NodeDevice(BaseModel):
     memory_total: int | None = Field(None, ge=0, le=2**62, description="bytes")
 
 
+#: a worker process's own id, new at every start: with the attempt id, the fencing token
+Instance = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
+
+
 class NodeRegistration(BaseModel):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    instance: Instance = Field(
+        default_factory=lambda: uuid.uuid4().hex,
+        description="this worker process's id: a new one registers a new incarnation of the "
+        "node, which ends every attempt the previous one ran (omitted: a new one)",
+    )
     hostname: str = Field(max_length=255)
     address: str = Field(max_length=255, description="address other nodes reach this one on")
     devices: list[NodeDevice] = Field(max_length=1024)
@@ -166,7 +176,29 @@ class HostStats(BaseModel):
 
 
 class Heartbeat(BaseModel):
+    instance: Instance = Field(description="the beating worker process's id")
+    attempts: list[Id] = Field(
+        default_factory=list, max_length=4096, description="attempts whose ranks this node runs"
+    )
     host: HostStats | None = Field(None, description="machine load; absent from older agents")
+
+
+class HeartbeatReply(BaseModel):
+    """What a node must do now: stop attempts it no longer owns, or register again."""
+
+    drained: bool
+    stop: list[int] = Field(
+        default_factory=list,
+        description="attempts this node runs but does not own (ended, or another incarnation's): "
+        "kill their ranks before anything else",
+    )
+    reregister: bool = Field(
+        False, description="the node is not registered as this instance: register again"
+    )
+    lease_seconds: float = Field(
+        description="a node that has not heard back for this long must kill every attempt it "
+        "runs: the control plane declares it lost then"
+    )
 
 
 class AttemptOutcome(BaseModel):
@@ -175,6 +207,9 @@ class AttemptOutcome(BaseModel):
     outcome: Literal["succeeded", "failed", "stopped"]
     node: str | None = Field(
         None, max_length=64, description="the reporting node (multi-node gangs)"
+    )
+    instance: Instance | None = Field(
+        None, description="the reporting worker process: a report from another one is refused"
     )
     reason: str | None = Field(None, max_length=4096)
     exit_codes: list[int] = Field(default_factory=list)

@@ -2,7 +2,7 @@
 
 <data_dir>/runs/job-<id>/              the job's own (owned by its job user, 0700)
     attempt-<n>/                       a rank's working directory, spec.json, rank-<r>.failure
-    checkpoints/step-<k>/              shared by all attempts of the job
+    checkpoints/attempt-<n>/step-<k>/  each attempt's own; an attempt resumes from an earlier one's
     home/, tmp/                        HOME and TMPDIR of its ranks
 <data_dir>/logs/job-<id>/attempt-<n>/  rank output as captured by the supervisor (service only)
 """
@@ -28,6 +28,11 @@ def attempt_dir(data_dir: Path, job_id: int, number: int) -> Path:
 def checkpoint_root(data_dir: Path, job_id: int) -> Path:
     """The directory holding a job's checkpoints."""
     return job_dir(data_dir, job_id) / "checkpoints"
+
+
+def checkpoint_dir(data_dir: Path, job_id: int, number: int) -> Path:
+    """Where one attempt writes its checkpoints."""
+    return checkpoint_root(data_dir, job_id) / f"attempt-{number}"
 
 
 def log_dir(data_dir: Path, job_id: int, number: int) -> Path:

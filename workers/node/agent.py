@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 import socket
 import sys
+import uuid
 from typing import Any
 
 from celery.signals import worker_shutting_down
 from celery.utils.nodenames import host_format
 
-from workers.contract.run_layout import job_dir
 from workers.contract.protocol import DEVICES_STREAM, NodeRegistration, node_queue
+from workers.contract.run_layout import job_dir
 from workers.devices import DeviceProbe
 from workers.devices.host import HostProbe
 from workers.devices.nvml import NvmlProbe
@@ -19,7 +20,7 @@ from workers.devices.registry import DeviceRegistry
 from workers.devices.sampler import DeviceSampler
 from workers.node.api_client import NodeApiClient
 from workers.node.celery_app import make_celery
-from workers.node.heartbeat import Heartbeat
+from workers.node.heartbeat import Fence, Heartbeat
 from workers.node.settings import WorkerSettings
 from workers.node.tasks import ActiveAttempts, register_tasks
 from workers.supervisor.job_user import IsolationError, prepare_isolation
@@ -51,21 +52,30 @@ def run_node_agent(settings: WorkerSettings) -> int:
         return 2
     registry = DeviceRegistry()
     probe, use_gpus = detect_devices(settings, registry)
+    instance = uuid.uuid4().hex  # this start is a new incarnation of the node
     registration = NodeRegistration(
         name=settings.node_name,
+        instance=instance,
         hostname=socket.gethostname(),
         address=settings.address,
         devices=probe.devices(),
         data_dir=str(settings.data_dir.resolve()),
     )
-    api = NodeApiClient(settings.api_url, settings.node_token)
-    log.info("registering node %s with %d devices", settings.node_name, len(registration.devices))
+    api = NodeApiClient(settings.api_url, settings.node_token, instance=instance)
+    log.info(
+        "registering node %s (instance %s) with %d devices",
+        settings.node_name,
+        instance,
+        len(registration.devices),
+    )
     api.register(registration)  # retried until the API answers
+    active = ActiveAttempts()
     heartbeat = Heartbeat(
         api,
         settings.node_name,
         settings.heartbeat_interval,
         lambda: api.register(registration, retry_for=settings.heartbeat_interval),
+        Fence(running=active.running, kill=active.kill, kill_all=active.kill_all),
     )
     publisher = StreamPublisher(
         settings.redis_url, DEVICES_STREAM, producer_name(settings.node_name, "devices")
@@ -73,7 +83,6 @@ def run_node_agent(settings: WorkerSettings) -> int:
     sampler = DeviceSampler(
         probe, registry, publisher, node=settings.node_name, interval=settings.sample_interval
     )
-    active = ActiveAttempts()
     app = make_celery(settings.redis_url)
     register_tasks(
         app,

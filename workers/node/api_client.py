@@ -8,7 +8,12 @@ from typing import Any
 
 import httpx
 
-from workers.contract.protocol import AttemptOutcome, HostStats, NodeRegistration
+from workers.contract.protocol import (
+    AttemptOutcome,
+    Heartbeat,
+    HeartbeatReply,
+    NodeRegistration,
+)
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +25,11 @@ class ApiError(RuntimeError):
 class NodeApiClient:
     """Calls register, heartbeat, claim and finish; retries where an answer must not be lost."""
 
-    def __init__(self, api_url: str, token: str, *, timeout: float = 10.0) -> None:
+    def __init__(
+        self, api_url: str, token: str, *, instance: str | None = None, timeout: float = 10.0
+    ) -> None:
+        #: this worker process's id, sent with claims and reports (the fencing token's half)
+        self.instance = instance
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(base_url=api_url.rstrip("/"), headers=headers, timeout=timeout)
 
@@ -33,24 +42,23 @@ class NodeApiClient:
         body = registration.model_dump(mode="json")
         return self._post("/api/nodes/register", body, retry_for=retry_for).json()
 
-    def heartbeat(
-        self, node: str, *, host: HostStats | None = None, retry_for: float = 5.0
-    ) -> bool:
-        """Send one heartbeat (with the machine's load); return whether the node is drained."""
-        body = {"host": host.model_dump(mode="json")} if host is not None else {}
-        answer = self._post(f"/api/nodes/{node}/heartbeat", body, retry_for=retry_for).json()
-        return bool(answer.get("drained", False))
+    def heartbeat(self, node: str, beat: Heartbeat, *, retry_for: float = 5.0) -> HeartbeatReply:
+        """Send one heartbeat (attempts run, machine load); what the node must do now."""
+        body = beat.model_dump(mode="json")
+        answer = self._post(f"/api/nodes/{node}/heartbeat", body, retry_for=retry_for)
+        return HeartbeatReply.model_validate(answer.json())
 
     def claim(self, attempt_id: int, node: str) -> bool:
         """Claim an attempt; False when the backend refuses it (409)."""
+        body = {"node": node, "instance": self.instance}
         response = self._post(
-            f"/api/attempts/{attempt_id}/claim", {"node": node}, retry_for=30.0, accept=(409,)
+            f"/api/attempts/{attempt_id}/claim", body, retry_for=30.0, accept=(409,)
         )
         return response.status_code != 409 and bool(response.json().get("claimed", False))
 
     def finish(self, attempt_id: int, outcome: AttemptOutcome, *, retry_for: float = 60.0) -> Any:
         """Report how an attempt ended; retried for up to retry_for seconds so it is not lost."""
-        body = outcome.model_dump(mode="json")
+        body = outcome.model_copy(update={"instance": self.instance}).model_dump(mode="json")
         return self._post(f"/api/attempts/{attempt_id}/finish", body, retry_for=retry_for).json()
 
     def _post(

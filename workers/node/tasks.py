@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 from celery import Celery
@@ -39,6 +40,23 @@ class ActiveAttempts:
         """Forget a supervisor whose attempt ended."""
         with self._lock:
             self._running.discard(supervisor)
+
+    def running(self) -> list[int]:
+        """The attempts whose ranks this node runs now."""
+        with self._lock:
+            return sorted(s.order.attempt_id for s in self._running)
+
+    def kill(self, attempt_ids: Iterable[int], reason: str) -> None:
+        """Kill these attempts' ranks now (the node no longer owns them)."""
+        wanted = set(attempt_ids)
+        with self._lock:
+            fenced = [s for s in self._running if s.order.attempt_id in wanted]
+        for supervisor in fenced:
+            supervisor.fence(reason)
+
+    def kill_all(self, reason: str) -> None:
+        """Kill every running attempt's ranks now (this node was declared lost)."""
+        self.kill(self.running(), reason)
 
     def shutdown_all(self) -> None:
         """Refuse new attempts and ask every running supervisor to stop its ranks."""

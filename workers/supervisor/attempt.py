@@ -67,7 +67,10 @@ class Supervisor:
         )
         self.identity = settings.isolation.identity(order.job_id)
         self.run_dir = run_layout.attempt_dir(settings.data_dir, order.job_id, order.number)
-        self.checkpoint_dir = run_layout.checkpoint_root(settings.data_dir, order.job_id)
+        # per attempt: a fenced attempt that trains on can never touch its successor's files
+        self.checkpoint_dir = run_layout.checkpoint_dir(
+            settings.data_dir, order.job_id, order.number
+        )
         self.dirs: run_dirs.AttemptDirs | None = None
         self._relays: list[TelemetryRelay] = []
         self._metrics = StreamPublisher(
@@ -86,9 +89,16 @@ class Supervisor:
         self._pgid: int | None = None
         self._stop_reason: str | None = None
         self._shutdown = threading.Event()
+        self._fenced: str | None = None
         self._redis = redis.Redis.from_url(settings.redis_url, socket_timeout=2.0)
         #: metric points parsed from a user program's stdout (entrypoint jobs only)
         self._stdout_metrics: StreamPublisher | None = None
+
+    def fence(self, reason: str) -> None:
+        """Kill the ranks now: this node no longer owns the attempt (no checkpoint, no grace)."""
+        self._fenced = reason
+        self._shutdown.set()
+        self._signal(signal.SIGKILL)
 
     def shutdown(self) -> None:
         """Stop the ranks because this node agent is going away (the attempt counts as failed)."""
@@ -175,6 +185,11 @@ class Supervisor:
             self.settings.data_dir, self.order.job_id, self.order.number, self.identity
         )
         run_dirs.write_file(dirs.run, "spec.json", self.order.spec.model_dump_json(indent=2))
+        # earlier attempts' checkpoints go, except the one this attempt resumes from
+        keep = {dirs.checkpoints.name}
+        if self.order.resume_from:
+            keep.add(Path(self.order.resume_from).parent.name)
+        run_dirs.prune_checkpoints(dirs.checkpoints.parent, keep=keep)
         for rank in self.rank_envs():
             run_dirs.remove_file(dirs.run, failure_file(dirs.run, rank.rank).name)
         argv, paths, cwd = self._command()
@@ -260,6 +275,8 @@ class Supervisor:
         """Poll ranks and the control key until all ranks exit; return a failure, if any."""
         kill_at: float | None = None
         while True:
+            if self._fenced is not None:
+                self._signal(signal.SIGKILL)  # not ours any more: no grace, no checkpoint
             codes = [p.poll() for p in self.processes]
             bad = next((i for i, c in enumerate(codes) if c not in (None, 0)), None)
             if bad is not None and self._stop_reason is None:
@@ -335,7 +352,9 @@ class Supervisor:
         codes = [p.returncode for p in self.processes if p.returncode is not None]
         checkpoint = newest_checkpoint(self.checkpoint_dir)
         last = str(checkpoint.resolve()) if checkpoint else None
-        if self._stop_reason == "shutdown":
+        if self._fenced is not None:
+            failed, last = f"fenced: {self._fenced}", None
+        elif self._stop_reason == "shutdown":
             failed = failed or "the worker node shut down while the attempt ran"
         if failed is not None:
             outcome = AttemptOutcome(outcome="failed", reason=failed[-4096:], exit_codes=codes)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -45,14 +46,32 @@ def prepare(data_dir: Path, job_id: int, number: int, identity: JobIdentity) -> 
     os.chmod(runs, 0o711)  # ranks traverse it to their own job's directory, list nothing
     job = run_layout.job_dir(data_dir, job_id)
     run = run_layout.attempt_dir(data_dir, job_id, number)
+    checkpoints = run_layout.checkpoint_dir(data_dir, job_id, number)
     with _opened(runs) as runs_fd, _own_dir(runs_fd, job.name, identity) as job_fd:
-        for name in (run.name, "checkpoints", "home", "tmp"):
+        for name in (run.name, "home", "tmp"):
             with _own_dir(job_fd, name, identity):
                 pass
+        with (
+            _own_dir(job_fd, checkpoints.parent.name, identity) as root_fd,
+            _own_dir(root_fd, checkpoints.name, identity),
+        ):
+            pass
     logs = run_layout.log_dir(data_dir, job_id, number)
     logs.mkdir(parents=True, exist_ok=True)  # service only: the job cannot plant links here
     os.chmod(data_dir / run_layout.LOGS, 0o700)
-    return AttemptDirs(job, run, job / "checkpoints", job / "home", job / "tmp", logs)
+    return AttemptDirs(job, run, checkpoints, job / "home", job / "tmp", logs)
+
+
+def prune_checkpoints(root: Path, *, keep: set[str]) -> None:
+    """Delete earlier attempts' checkpoint dirs under root except those named in keep.
+
+    Works on a directory fd opened without following links, so nothing the job planted
+    can turn the deletion elsewhere.
+    """
+    with contextlib.suppress(UnsafeRunDir), _opened(root) as root_fd:
+        for name in os.listdir(root_fd):
+            if name.startswith("attempt-") and name not in keep:
+                shutil.rmtree(name, dir_fd=root_fd, ignore_errors=True)
 
 
 def write_file(directory: Path, name: str, text: str) -> None:

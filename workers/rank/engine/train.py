@@ -92,6 +92,7 @@ class Trainer:
         self.loop_seconds = self.checkpoint_seconds = 0.0
         self.loop_cpu_seconds = self.checkpoint_cpu_seconds = 0.0
         self.report_every = 1  # until the first report has measured a step
+        self.resumed_from: Path | None = None  # set by resume()
 
     @property
     def global_batch(self) -> int:
@@ -110,6 +111,7 @@ class Trainer:
 
     def resume(self, path: Path) -> None:
         """Continue from a checkpoint: same next step and data, global batch kept on any dp size."""
+        self.resumed_from = path  # a rollback before this attempt's own first checkpoint
         saved = checkpoint.read_progress(path)
         if "global_batch" in saved and int(saved["global_batch"]) != self.global_batch:
             self._reshape(
@@ -272,6 +274,7 @@ class Trainer:
         if policy.action == "stop":
             raise Diverged(what)
         path = newest_checkpoint(self.checkpoint_dir) if self.checkpoint_dir else None
+        path = path or self.resumed_from  # each attempt saves in its own dir
         if path is None:
             raise Diverged(f"{what} and there is no checkpoint to roll back to")
         if self.rollbacks >= policy.max_rollbacks:

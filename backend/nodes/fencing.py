@@ -1,0 +1,120 @@
+"""Node incarnations and fencing: which attempts a node may run, decided by the control plane.
+
+Every worker start is a new incarnation of its node (a new `instance` id at registration).
+A slice records the instance that claimed it: (attempt id, instance) is the fencing token.
+A node learns at every heartbeat which attempts it runs but no longer owns (ended, lost,
+claimed by another incarnation) and kills them before anything else; the control plane
+ends the attempts a node should run but does not. The booking invariant is repaired here
+too: a live slice of an attempt that is no longer live is a bug, logged and fixed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from datetime import timedelta
+
+import redis
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from backend.db import as_utc, utcnow
+from backend.jobs.attempt_end import end_attempt
+from backend.jobs.models import Attempt, AttemptSlice
+from backend.jobs.run_states import LIVE_ATTEMPT_VALUES, LIVE_SLICE_VALUES, AttemptState, SliceState
+
+log = logging.getLogger(__name__)
+
+#: a claimed slice the node does not list yet: its ranks may still be starting
+START_GRACE = timedelta(seconds=10)
+
+
+def live_slices_on(session: Session, node: str) -> list[tuple[AttemptSlice, Attempt]]:
+    """The live slices on a node with their attempts."""
+    rows = session.execute(
+        select(AttemptSlice, Attempt)
+        .join(Attempt, Attempt.id == AttemptSlice.attempt_id)
+        .where(AttemptSlice.node_name == node, AttemptSlice.state.in_(LIVE_SLICE_VALUES))
+    ).all()
+    return [(part, attempt) for part, attempt in rows]
+
+
+def end_node_attempts(
+    session: Session, client: redis.Redis, node: str, *, reason: str, instance: str | None = None
+) -> set[int]:
+    """End every attempt with a live slice on `node` (of `instance`, if given): lost, restarted
+    from the newest checkpoint without spending the user's restarts. Their job ids."""
+    changed: set[int] = set()
+    for part, attempt in live_slices_on(session, node):
+        if instance is not None and part.instance not in (None, instance):
+            continue
+        if attempt.state in LIVE_ATTEMPT_VALUES:
+            end_attempt(
+                session,
+                client,
+                attempt,
+                state=AttemptState.lost,
+                reason=reason,
+                platform_fault=True,
+            )
+            changed.add(attempt.job_id)
+    return changed
+
+
+def reconcile(
+    session: Session,
+    client: redis.Redis,
+    *,
+    node: str,
+    instance: str,
+    running: Iterable[int],
+) -> tuple[list[int], set[int]]:
+    """Compare what a node runs with what it owns: (attempts it must stop, jobs changed)."""
+    running = set(running)
+    owned = {
+        part.attempt_id: (part, attempt)
+        for part, attempt in live_slices_on(session, node)
+        if part.state == SliceState.running and part.instance == instance
+    }
+    stop = sorted(running - set(owned))
+    changed: set[int] = set()
+    now = utcnow()
+    for attempt_id, (part, attempt) in owned.items():
+        started = as_utc(part.claimed_at) if part.claimed_at else now
+        if attempt_id in running or now - started < START_GRACE:
+            continue
+        if attempt.state in LIVE_ATTEMPT_VALUES:
+            reason = f"node {node} no longer runs attempt {attempt.number}"
+            end_attempt(
+                session,
+                client,
+                attempt,
+                state=AttemptState.lost,
+                reason=reason,
+                platform_fault=True,
+            )
+            changed.add(attempt.job_id)
+    return stop, changed
+
+
+def repair_bookings(session: Session) -> set[int]:
+    """Free any live slice whose attempt is not live (should never happen: logged as a bug)."""
+    broken = session.execute(
+        select(AttemptSlice, Attempt)
+        .join(Attempt, Attempt.id == AttemptSlice.attempt_id)
+        .where(
+            AttemptSlice.state.in_(LIVE_SLICE_VALUES),
+            Attempt.state.not_in(LIVE_ATTEMPT_VALUES),
+        )
+    ).all()
+    for part, attempt in broken:
+        log.error(
+            "bug: slice %d of %s attempt %d still booked devices %s on %s; withdrawn",
+            part.id,
+            attempt.state,
+            attempt.id,
+            list(part.devices),
+            part.node_name,
+        )
+        part.state, part.finished_at = SliceState.withdrawn, utcnow()
+    return {attempt.job_id for _, attempt in broken}
