@@ -61,7 +61,7 @@ def refusal(path: str, *, data_dir: str | None, job_id: int) -> str | None:
         return f"not a step-<n> directory in {root} or one of its attempt-<n> directories"
     if not _STEP_DIR.match(name):
         return f"not a step-<n> directory in {root}"
-    if os.path.lexists(path) and not _inside(os.path.realpath(path), os.path.realpath(parent)):
+    if os.path.lexists(path) and not _real(path, root):
         return "resolves outside the job's checkpoint dir (a symlink)"
     return None
 
@@ -81,5 +81,7 @@ def accepted_checkpoint(
     return None
 
 
-def _inside(path: str, root: str) -> bool:
-    return posixpath.dirname(path) == root
+def _real(path: str, root: str) -> bool:
+    """Whether no component below root (attempt dir or step dir) is a symlink that leaves it."""
+    real_root = os.path.realpath(root)
+    return os.path.realpath(path) == posixpath.join(real_root, posixpath.relpath(path, root))

@@ -147,6 +147,8 @@ def test_another_node_cannot_claim_or_finish_an_attempt_that_is_not_on_it(
         "{root}/step-5/..",
         "{root}/step-5/inner",
         "{root}/not-a-step",
+        "{root}/attempt-x/step-5",
+        "{root}/attempt-1/attempt-2/step-5",
         "step-5",
         "{other}/step-5",
     ],
@@ -196,6 +198,12 @@ def test_a_symlinked_checkpoint_that_leaves_the_dir_is_refused(tmp_path: Path) -
     assert why is not None and "symlink" in why
     (root / "step-10").mkdir()
     assert refusal(str(root / "step-10"), data_dir=str(tmp_path), job_id=1) is None
+    # an attempt's own checkpoint dir that is a symlink out leaves the job's dir too
+    (root / "attempt-2").symlink_to(elsewhere.parent)
+    why = refusal(str(root / "attempt-2" / "step-9"), data_dir=str(tmp_path), job_id=1)
+    assert why is not None and "symlink" in why
+    (root / "attempt-3" / "step-7").mkdir(parents=True)
+    assert refusal(str(root / "attempt-3" / "step-7"), data_dir=str(tmp_path), job_id=1) is None
 
 
 def test_a_node_that_reported_no_data_dir_has_its_checkpoints_ignored() -> None:
