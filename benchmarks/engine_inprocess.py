@@ -5,11 +5,16 @@ comparison leaves it out and sees only what the engine adds around a step. Two m
 alternating wall-clock blocks (as noisy as the machine), and instructions counted by
 callgrind (the same count however busy the machine is).
 
+This process is the rank: the SDK encodes each report as JSON and writes it to its
+telemetry pipe on the training thread, as in an attempt. The pipe's other end is a real
+`TelemetryRelay` publishing to Redis in another process (`benchmarks.relay_sink`), as the
+supervisor runs it; that process's CPU is measured apart, never counted as the rank's.
+
 The callgrind run counts only inside `operator.call(...)` (`--toggle-collect=_operator_call`,
 CPython's C function behind it, found through the interpreter's symbols) and writes one
-profile per call (`--dump-after`), so one process measures several regions in turn. A
-region counts the thread that runs it only, so the engine's telemetry publisher is held
-(its thread does nothing) and drained on the training thread, inside a region of its own.
+profile per call (`--dump-after`), so one process measures several regions in turn. The
+relay process is not traced (`--trace-children=no`); the pipe write's kernel work is not
+counted either (callgrind counts user-space instructions).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import gc
 import operator
 import os
 import re
+import site
 import subprocess
 import sys
 import tempfile
@@ -28,15 +34,15 @@ from pathlib import Path
 
 import redis
 
-from workers.contract.protocol import METRICS_STREAM
-from workers.telemetry import StreamPublisher
+from benchmarks.relay_sink import ATTEMPT_ID, RelayProcess, RelayStats
+from workers.contract.rank_env import TELEMETRY_FD_VARIABLE
 
 #: callgrind regions, in the order the child measures them
 REGIONS = (
     "bare",
     "engine_steps",
     "engine_report",
-    "engine_publish",
+    "report_send",
     "grad_norm",
     "engine_fetch",
     "bare_fetch",
@@ -55,30 +61,59 @@ class Size:
         return f"width {self.hidden}, batch {self.batch}"
 
 
-#: the engine's points go here (the SDK's real path, another stream name), deleted after
+#: the relay publishes the engine's points here (not the real metrics stream), deleted after
 STREAM = "bench:engine-overhead:metrics"
 
 
-class HeldPublisher(StreamPublisher):
-    """A publisher whose thread does nothing: `drain` sends its items on the caller's thread."""
+class RankPipe:
+    """This process as a rank: the SDK's channel writes to a relay process's pipe."""
 
-    def _run(self) -> None:
-        return
+    def __init__(self, redis_url: str) -> None:
+        from workers.rank import sdk
+        from workers.rank.channel import TelemetryChannel
 
-    def drain(self) -> None:
-        while self._flush_one():
-            pass
+        self._redis_url = redis_url
+        self.relay = RelayProcess(redis_url, STREAM)
+        fd = self.relay.fds[0]
+        self._environ = {
+            k: os.environ.get(k) for k in ("TRAINBOARD_ATTEMPT_ID", TELEMETRY_FD_VARIABLE)
+        }
+        os.environ["TRAINBOARD_ATTEMPT_ID"] = str(ATTEMPT_ID)
+        os.environ[TELEMETRY_FD_VARIABLE] = str(fd)  # as the supervisor sets it for a rank
+        session = sdk._current()
+        assert session is not None
+        # a session made before (an earlier RankPipe in this process) held another pipe
+        self.channel = session.channel = TelemetryChannel(fd)
+        #: the relay process's work, once closed
+        self.stats: RelayStats | None = None
+
+    def __enter__(self) -> RankPipe:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> RelayStats:
+        """Close the rank's end, wait until the relay has published all, delete the streams."""
+        self.channel.close()
+        self.stats = self.relay.finish()
+        for name, value in self._environ.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        redis.Redis.from_url(self._redis_url).delete(STREAM, f"{STREAM}:events")
+        return self.stats
 
 
 class Sides:
     """The bare loop and a Trainboard Trainer with the same model, data and optimizer settings."""
 
-    def __init__(self, size: Size, *, held: bool = False) -> None:
+    def __init__(self, size: Size, redis_url: str) -> None:
         import torch
         from torch import nn
 
         from workers.contract.spec import JobSpec
-        from workers.rank import sdk
         from workers.rank.engine.distributed import ParallelContext
         from workers.rank.engine.templates import build_task
         from workers.rank.engine.templates.mlp import make_model
@@ -118,26 +153,14 @@ class Sides:
             self.optimizer.zero_grad(set_to_none=True)
 
         self.bare_fetch, self.bare_step = fetch, bare_step
-        os.environ.setdefault("TRAINBOARD_ATTEMPT_ID", "999998")  # the SDK publishes for real
-        session = sdk._current()
-        assert session is not None
-        kind = HeldPublisher if held else StreamPublisher
-        self.publisher = kind(session.env.redis_url, STREAM, "engine-overhead")
-        session._publishers[METRICS_STREAM] = self.publisher
-        self._redis_url = session.env.redis_url
+        self.pipe = RankPipe(redis_url)  # the engine's reports go through the real path
 
     def __enter__(self) -> Sides:
         return self
 
     def __exit__(self, *_: object) -> None:
-        """Stop the publisher, hand the SDK's stream back, delete what was published."""
-        from workers.rank import sdk
-
-        self.publisher.close()
-        session = sdk._current()
-        assert session is not None
-        session._publishers.pop(METRICS_STREAM, None)
-        redis.Redis.from_url(self._redis_url).delete(STREAM)
+        """Close the rank's pipe; the relay's stats are then `pipe.stats`."""
+        self.pipe.close()
 
     def bare_steps(self, steps: int) -> None:
         for _ in range(steps):
@@ -167,12 +190,15 @@ class Sides:
             delattr(runner, "grad_norm")
 
 
-def telemetry_steps(steps: int, *, report_every: int) -> None:
+def telemetry_steps(steps: int, *, report_every: int, pause: float = 0.0) -> float:
     """The engine's telemetry for `steps` steps on the training thread, as `Trainer` does it.
 
     Per step four clock marks, the metric row (8 values, two of them tensors) and its
     buffering; every `report_every` steps the report's flush: one read-back, `peak_mem`,
-    and the points queued for the publisher through the SDK. No training.
+    and the points sent through the SDK (JSON, one write to the pipe). No training.
+
+    `pause`: seconds to spin after each report, where training would be (the relay then
+    keeps up, as it does with real steps); returns the CPU seconds those pauses took.
     """
     import torch
 
@@ -182,6 +208,7 @@ def telemetry_steps(steps: int, *, report_every: int) -> None:
     cpu = torch.device("cpu")
     clock, buffer = StepClock(cpu), MetricBuffer(sdk.report_many)
     loss, norm = torch.tensor(1.0), torch.tensor(2.0)
+    paused = 0.0
     for step in range(steps):
         a, b, c, d = clock.mark(), clock.mark(), clock.mark(), clock.mark()
         row: dict[str, Value] = dict(
@@ -197,6 +224,18 @@ def telemetry_steps(steps: int, *, report_every: int) -> None:
         buffer.add(step, row)
         if len(buffer) >= report_every:
             buffer.flush(peak_mem=peak_memory_bytes(cpu))
+            if pause:
+                paused += _spin(pause)
+    return paused
+
+
+def _spin(seconds: float) -> float:
+    """Keep the core busy for `seconds`, as a training step would (a sleep would leave the
+    caches cold and add a wake-up to the next step); the CPU seconds this took."""
+    began, began_cpu = time.perf_counter(), time.process_time()
+    while time.perf_counter() - began < seconds:
+        pass
+    return time.process_time() - began_cpu
 
 
 def report_every_for(step_seconds: float) -> int:
@@ -209,7 +248,7 @@ def report_every_for(step_seconds: float) -> int:
 def alternating_blocks(sides: Sides, *, block: int, blocks: int) -> dict[str, list[float]]:
     """Wall and CPU µs per step of each side, alternating blocks so all see the same machine.
 
-    CPU is the process's (every thread: the engine's publisher thread counts). A third side,
+    CPU is the process's (every thread), the rank's; the relay process's is not in it. A third side,
     `no_norm`, is the engine without its gradient-norm pass.
     """
     runs = {
@@ -227,29 +266,40 @@ def alternating_blocks(sides: Sides, *, block: int, blocks: int) -> dict[str, li
     return out
 
 
-def count_instructions(size: Size, *, report_every: int) -> dict[str, float]:
+def count_instructions(
+    size: Size, *, report_every: int, redis_url: str, python: str = sys.executable
+) -> dict[str, float]:
     """Instructions per step of each region (`REGIONS`), counted by callgrind in one process.
 
     Each side runs `report_every` steps: the engine's one report cycle, its report included.
+    Also `report_send`: the SDK sending such a report's points (JSON, pipe write) alone.
     """
-    totals = _callgrind(str(size.batch), str(size.hidden), str(size.layers), str(report_every))
+    sizes = (size.batch, size.hidden, size.layers, report_every)
+    totals = _callgrind(python, redis_url, *map(str, sizes))
     if len(totals) != len(REGIONS) or not all(totals):
-        raise RuntimeError(f"callgrind counted {totals}: is the interpreter stripped of symbols?")
+        raise RuntimeError(f"callgrind counted {totals}: is {python} stripped of its symbols?")
     return {name: total / report_every for name, total in zip(REGIONS, totals, strict=True)}
 
 
-def count_telemetry_instructions(*, report_every: int, cycles: int = 3) -> float:
-    """Instructions per step of the engine's telemetry (`telemetry_steps`, then the publisher
-    thread's JSON and XADD for those points), counted by callgrind: `cycles` report cycles."""
+def count_telemetry_instructions(
+    *, report_every: int, redis_url: str, cycles: int = 3, python: str = sys.executable
+) -> float:
+    """Instructions per step of the engine's telemetry on the rank (`telemetry_steps`, the
+    SDK's JSON and pipe write included), counted by callgrind: `cycles` report cycles."""
     steps = report_every * cycles
-    totals = _callgrind("telemetry", str(steps), str(report_every))
+    totals = _callgrind(python, redis_url, "telemetry", str(steps), str(report_every))
     if len(totals) != 1 or not totals[0]:
-        raise RuntimeError(f"callgrind counted {totals}: is the interpreter stripped of symbols?")
+        raise RuntimeError(f"callgrind counted {totals}: is {python} stripped of its symbols?")
     return totals[0] / steps
 
 
-def _callgrind(*arguments: str) -> list[int]:
-    """Totals of each `operator.call` region of `python -m benchmarks.engine_inprocess ARGS`."""
+def _callgrind(python: str, *arguments: str) -> list[int]:
+    """Totals of each `operator.call` region of `PYTHON -m benchmarks.engine_inprocess ARGS`.
+
+    PYTHON needs its symbols (`_operator_call`): Debian's /usr/bin/python3.11 is stripped, so
+    a venv made from it is run under callgrind with another build of the same minor version
+    (pyenv's has them) on this venv's packages.
+    """
     with tempfile.TemporaryDirectory() as tmp:
         command = [
             "valgrind",
@@ -257,13 +307,16 @@ def _callgrind(*arguments: str) -> list[int]:
             "--collect-atstart=no",
             "--toggle-collect=_operator_call",
             "--dump-after=_operator_call",
+            "--trace-children=no",  # the relay process is the supervisor's, not counted
             f"--callgrind-out-file={tmp}/cg.%p",
-            sys.executable,
+            python,
             "-m",
             "benchmarks.engine_inprocess",
             *arguments,
         ]
         env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
+        if python != sys.executable:  # this environment's packages, that interpreter
+            env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), *site.getsitepackages()])
         done = subprocess.run(command, env=env, capture_output=True, text=True)
         assert done.returncode == 0 and "counted" in done.stdout, done.stdout + done.stderr[-3000:]
         dumps = sorted(Path(tmp).glob("cg.*.*"), key=lambda p: int(p.suffix[1:]))
@@ -273,21 +326,23 @@ def _callgrind(*arguments: str) -> list[int]:
 _TOTALS = re.compile(r"^totals: (\d+)$", re.MULTILINE)
 
 
-def _count_regions(size: Size, steps: int) -> None:
+def _count_regions(size: Size, steps: int, redis_url: str) -> None:
     """Under callgrind: warm both sides up, then run each region inside `operator.call`."""
-    with Sides(size, held=True) as sides:
-        assert isinstance(sides.publisher, HeldPublisher)
-        trainer, runner, drain = sides.trainer, sides.trainer.runner, sides.publisher.drain
+    from workers.rank import sdk
+
+    with Sides(size, redis_url) as sides:
+        trainer, runner = sides.trainer, sides.trainer.runner
         sides.bare_steps(3)  # optimizer state, allocator and first-call costs outside the count
         sides.engine_steps(3, report_every=3)
-        drain()
         first = (trainer.step + trainer.data_offset) * trainer.accum
+        rows = _report_rows(steps)
+        sdk.report_many(rows[:1])  # first call
         regions: list[tuple[str, Callable[[], object]]] = [
             ("bare", lambda: sides.bare_steps(steps)),
             # `steps` steps, then their one report: the cycle Trainer.run goes through
             ("engine_steps", lambda: sides.engine_steps(steps, report_every=steps + 1)),
-            ("engine_report", lambda: trainer._report(False, False)),
-            ("engine_publish", drain),  # the publisher thread's work for those points
+            ("engine_report", lambda: trainer._report(False, False)),  # its SDK send included
+            ("report_send", lambda: sdk.report_many(rows)),  # that send alone, for the breakdown
             ("grad_norm", lambda: [runner.grad_norm() for _ in range(steps)]),
             ("engine_fetch", lambda: [trainer.batches.batch(first + i) for i in range(steps)]),
             ("bare_fetch", lambda: [sides.bare_fetch() for _ in range(steps)]),
@@ -301,26 +356,36 @@ def _count_regions(size: Size, steps: int) -> None:
     print("counted", flush=True)
 
 
-def _count_telemetry(steps: int, report_every: int) -> None:
-    """Under callgrind: the telemetry of `steps` steps and the publisher's work, one region."""
-    with Sides(Size(batch=8, hidden=8, layers=2), held=True) as sides:
-        assert isinstance(sides.publisher, HeldPublisher)
-        drain = sides.publisher.drain
+def _report_rows(steps: int) -> list[tuple[int, dict[str, float]]]:
+    """Rows like one report's: the engine's 8 per-step metrics, `peak_mem` on the last.
+
+    The values have as many digits as the engine's (clock differences, float32 read-backs).
+    """
+    import torch
+
+    names = ("lr", "grad_norm", "step_time", "data_time", "compute_time", "optim_time")
+    names += ("samples_per_s", "loss")
+    values = iter(
+        torch.rand(steps * len(names), generator=torch.Generator().manual_seed(0)).tolist()
+    )
+    rows = [(10_000 + i, {name: next(values) for name in names}) for i in range(steps)]
+    rows[-1][1]["peak_mem"] = 123_456_789.0
+    return rows
+
+
+def _count_telemetry(steps: int, report_every: int, redis_url: str) -> None:
+    """Under callgrind: the rank's telemetry of `steps` steps, its SDK sends included."""
+    with RankPipe(redis_url):
         telemetry_steps(report_every, report_every=report_every)  # first calls
-        drain()
-
-        def cycle() -> None:
-            telemetry_steps(steps, report_every=report_every)
-            drain()  # the publisher thread's work for those points
-
         gc.collect()
-        operator.call(cycle)
+        operator.call(lambda: telemetry_steps(steps, report_every=report_every))
     print("counted", flush=True)
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "telemetry":
-        _count_telemetry(*map(int, sys.argv[2:4]))
+    url, *arguments = sys.argv[1:]
+    if arguments[0] == "telemetry":
+        _count_telemetry(*map(int, arguments[1:3]), url)
     else:
-        batch, hidden, layers, steps = map(int, sys.argv[1:5])
-        _count_regions(Size(batch, hidden, layers), steps)
+        batch, hidden, layers, steps = map(int, arguments[:4])
+        _count_regions(Size(batch, hidden, layers), steps, url)

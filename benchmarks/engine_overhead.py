@@ -4,7 +4,8 @@
         [--repeat 5] [--instructions] [--no-ddp]
 
 1. DDP, `--ranks` processes: a bare torchrun script, then a real attempt through the
-   Supervisor (engine, per-step telemetry to Redis at TRAINBOARD_REDIS_URL, its reports),
+   Supervisor (engine, per-step telemetry through each rank's pipe to the supervisor's
+   relays and on to a redis-server of the run's own, its reports),
    alternating `--repeat` times. Each side times its training loop in rank 0 (wall clock and
    the process's CPU seconds); the engine's final checkpoint, which the bare script does not
    write, is timed by the engine and subtracted. Median and range of each, and per pair.
@@ -13,7 +14,11 @@
 3. `--instructions`: the same two sides in one process under callgrind, instructions per
    step, with the engine's extra work broken down. Slow (callgrind runs ~2,000x slower on
    this model) but the count does not depend on what else the machine is doing.
-4. The engine's per-step telemetry alone (clock marks, metric row, SDK queueing).
+4. The engine's per-step telemetry alone (clock marks, metric row, the SDK's JSON and
+   pipe write), and the relay process's CPU for those points (the supervisor's work).
+
+In 2-4 this process is the rank: the SDK writes to a pipe read by a real TelemetryRelay
+in a child process (`benchmarks.relay_sink`), which publishes to that redis-server.
 
 Both sides use the engine's optimizer settings (AdamW, the spec's lr and weight decay 0).
 """
@@ -35,6 +40,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from benchmarks.engine_inprocess import (
+    RankPipe,
     Sides,
     Size,
     alternating_blocks,
@@ -43,6 +49,8 @@ from benchmarks.engine_inprocess import (
     report_every_for,
     telemetry_steps,
 )
+from benchmarks.own_redis import own_redis
+from workers.contract import run_layout
 from workers.contract.spec import JobSpec
 
 BARE = textwrap.dedent(
@@ -83,6 +91,8 @@ CPU = re.compile(r"cpu (\d+\.\d+) s")
 CHECKPOINTS = re.compile(r"of which checkpoints (\d+\.\d+) s")
 #: wall seconds, CPU seconds (rank 0's process, every thread) of a training loop
 Timing = tuple[float, float]
+#: µs per step of the engine's telemetry: the rank's wall and CPU, the relay process's CPU
+Telemetry = tuple[float, float, float]
 
 
 def _spec(args: argparse.Namespace, **fields: object) -> JobSpec:
@@ -124,7 +134,8 @@ def trainboard(args: argparse.Namespace, workdir: Path) -> tuple[Timing, float]:
     from workers.supervisor.attempt import Supervisor
 
     spec = _spec(args, parallelism={"devices": args.ranks})
-    settings = WorkerSettings(data_dir=workdir / "data", node_name="bench")
+    node = WorkerSettings(data_dir=workdir / "data", node_name="bench", redis_url=args.redis_url)
+    settings = node.for_supervisor()  # ranks as this user, as `trainboard up` runs them
     order = AttemptOrder(
         attempt_id=int(time.time()) % 1_000_000,
         job_id=1,
@@ -136,7 +147,7 @@ def trainboard(args: argparse.Namespace, workdir: Path) -> tuple[Timing, float]:
     )
     outcome = Supervisor(order, settings).run()
     assert outcome.outcome == "succeeded", outcome.reason
-    log = (settings.data_dir / "runs/job-1/attempt-1/rank-0.stdout.log").read_text()
+    log = (run_layout.log_dir(settings.data_dir, 1, 1) / "rank-0.stdout.log").read_text()
     line = next(line for line in log.splitlines() if "training loop" in line)
     loop, cpu = LOOP.search(line), CPU.search(line)
     saving = CHECKPOINTS.findall(line)  # wall, then cpu
@@ -145,14 +156,36 @@ def trainboard(args: argparse.Namespace, workdir: Path) -> tuple[Timing, float]:
     return (float(loop.group(1)) - wall_saving, float(cpu.group(1)) - cpu_saving), wall_saving
 
 
-def telemetry_us_per_step(steps: int = 5_000, *, report_every: int = 100) -> float:
-    """Microseconds per step of the engine's own telemetry on the training thread: clock
-    marks, the metric row, and (every `report_every` steps) the flush that queues every
-    point for the publisher thread through the SDK (the thread's encoding and XADD are not
-    in this; `--instructions` counts them)."""
+def telemetry_us_per_step(redis_url: str, steps: int = 5_000, *, report_every: int) -> Telemetry:
+    """Microseconds per step of the engine's own telemetry: clock marks, the metric row, and
+    (every `report_every` steps) the flush that sends every point through the SDK (JSON, one
+    pipe write), timed on the training thread; and the relay process's CPU for them.
+
+    A busy pause after each report, not counted, where the training steps would be: with no
+    training the loop makes points faster than the relay takes them, and the rank's write
+    would wait on a full pipe (`relay_backpressure_us` measures that).
+    """
+    pipe = RankPipe(redis_url)
+    telemetry_steps(report_every, report_every=report_every)  # first calls
+    pause = 0.001 + report_every * 30e-6  # the relay's ~15 µs a step, twice over
+    began, began_cpu = time.perf_counter(), time.process_time()
+    paused = telemetry_steps(steps, report_every=report_every, pause=pause)
+    cycles = steps // report_every
+    wall = time.perf_counter() - began - cycles * pause
+    cpu = time.process_time() - began_cpu - paused
+    relay = pipe.close()
+    return wall / steps * 1e6, cpu / steps * 1e6, relay.cpu_s / (steps + report_every) * 1e6
+
+
+def relay_backpressure_us(redis_url: str, steps: int = 5_000, *, report_every: int) -> float:
+    """The same loop without pauses: µs per step on the training thread when the rank makes
+    points faster than the relay process takes them (the rank's write waits on the pipe)."""
+    pipe = RankPipe(redis_url)
     began = time.perf_counter()
     telemetry_steps(steps, report_every=report_every)
-    return (time.perf_counter() - began) / steps * 1e6
+    wall = time.perf_counter() - began
+    pipe.close()
+    return wall / steps * 1e6
 
 
 def _spread(values: list[float], fmt: str) -> str:
@@ -229,23 +262,28 @@ def _ratio(pairs: Iterable[tuple[float, float]]) -> str:
     return _spread([b / e for b, e in pairs], ".3f")
 
 
-def instruction_rows(size: Size, *, report_every: int) -> list[tuple[str, str]]:
-    """Instructions per step of both sides and where the engine's extra ones go."""
-    n = count_instructions(size, report_every=report_every)
-    telemetry = count_telemetry_instructions(report_every=report_every)
-    engine = n["engine_steps"] + n["engine_report"] + n["engine_publish"]
+def instruction_rows(
+    size: Size, *, report_every: int, redis_url: str, python: str
+) -> list[tuple[str, str]]:
+    """Instructions per step of both sides and where the engine's extra ones go (the rank's
+    work only: the relay process is the supervisor's)."""
+    n = count_instructions(size, report_every=report_every, redis_url=redis_url, python=python)
+    telemetry = count_telemetry_instructions(
+        report_every=report_every, redis_url=redis_url, python=python
+    )
+    engine = n["engine_steps"] + n["engine_report"]
     cg = f"callgrind, one process, {report_every} steps a side"
     return [
         (f"{cg}: bare step, instructions", f"{n['bare']:,.0f}"),
-        (f"{cg}: engine step incl. report and publisher, instructions", f"{engine:,.0f}"),
+        (f"{cg}: engine step incl. report and its SDK send, instructions", f"{engine:,.0f}"),
         ("callgrind: ratio bare / engine (instructions per step)", f"{n['bare'] / engine:.4f}"),
         ("callgrind: engine − bare per step", f"{engine - n['bare']:+,.0f}"),
         ("… of which the gradient-norm pass", f"{n['grad_norm']:,.0f}"),
-        ("… of which the report (read-back, vote, queueing points)", f"{n['engine_report']:,.0f}"),
-        ("… of which the publisher (JSON, XADD), thread work", f"{n['engine_publish']:,.0f}"),
+        ("… of which the report (read-back, vote, SDK send)", f"{n['engine_report']:,.0f}"),
+        ("… of which the SDK send alone (JSON, pipe write)", f"{n['report_send']:,.0f}"),
         ("… data fetch: engine / bare (randint + gather)", _pair(n, "engine_fetch", "bare_fetch")),
         (
-            "telemetry alone (marks, row, flush, SDK, publisher JSON + XADD), instructions",
+            "telemetry alone on the rank (marks, row, flush, SDK JSON + write), instructions",
             f"{telemetry:,.0f} ({telemetry / n['bare']:.3%} of the bare step)",
         ),
     ]
@@ -265,17 +303,43 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=10, help="one-process block pairs")
     parser.add_argument("--instructions", action="store_true", help="count with callgrind")
     parser.add_argument("--no-ddp", dest="ddp", action="store_false", help="one process only")
+    parser.add_argument(
+        "--report-every", type=int, help="steps per report cycle (default: as the engine sets it)"
+    )
+    parser.add_argument(
+        "--callgrind-python",
+        default=sys.executable,
+        help="interpreter run under callgrind, with its symbols (e.g. pyenv's 3.11)",
+    )
     args = parser.parse_args()
     size = Size(args.batch, args.hidden, args.layers)
-    rows = ddp_rows(args) if args.ddp else []
-    # the SDK's points go to a stream of the benchmark's own; progress lines to nowhere
-    with Sides(size) as sides, contextlib.redirect_stdout(io.StringIO()):
-        one, every = inprocess_rows(sides, blocks=args.blocks)
-        telemetry = [telemetry_us_per_step(report_every=every) for _ in range(3)]
-    rows += one
-    if args.instructions:
-        rows += instruction_rows(size, report_every=every)
-    rows.append(("telemetry per step on the training thread, µs", _spread(telemetry, ".1f")))
+    with own_redis() as args.redis_url:
+        rows = ddp_rows(args) if args.ddp else []
+        # progress lines to nowhere
+        with Sides(size, args.redis_url) as sides, contextlib.redirect_stdout(io.StringIO()):
+            one, every = inprocess_rows(sides, blocks=args.blocks)
+        every = args.report_every or every
+        relay = sides.pipe.stats
+        assert relay is not None and not relay.refused, relay
+        runs = [telemetry_us_per_step(args.redis_url, report_every=every) for _ in range(3)]
+        burst = [relay_backpressure_us(args.redis_url, report_every=every) for _ in range(3)]
+        rows += one
+        if args.instructions:
+            python = args.callgrind_python
+            rows += instruction_rows(
+                size, report_every=every, redis_url=args.redis_url, python=python
+            )
+    on = f"telemetry per step, a report every {every} steps"
+    rows += [
+        (f"{on}: on the training thread, wall µs", _spread([r[0] for r in runs], ".1f")),
+        (f"{on}: rank's CPU µs", _spread([r[1] for r in runs], ".1f")),
+        (f"{on}: relay process's CPU µs (supervisor side)", _spread([r[2] for r in runs], ".1f")),
+        (f"{on}: training thread, no pauses (waits on the relay), µs", _spread(burst, ".1f")),
+        (
+            "relay process over the one-process blocks: CPU µs per point",
+            f"{relay.cpu_us_per_point():.2f} ({relay.points:,} points)",
+        ),
+    ]
     print(f"| mlp {args.layers} blocks, {size.label()} per rank | median (min – max) |")
     print("|---|---|")
     for label, value in rows:

@@ -1,0 +1,121 @@
+"""A supervisor's end of the ranks' telemetry pipes, in a process of its own, for benchmarks.
+
+    python -m benchmarks.relay_sink REDIS_URL STREAM [FD ...]
+
+One real `TelemetryRelay` per pipe (stdin when no FD is named), sharing one real
+`StreamPublisher` for points (STREAM) and one for events (STREAM:events), as a
+Supervisor's relays share its publishers. When every pipe is closed and everything read
+is in Redis, it prints one JSON line: points published, items refused, and this process's
+CPU seconds (every thread) and wall seconds from the relays' start to the last XADD.
+
+Benchmarks start it with `RelayProcess`: the measured process is the rank (the SDK's
+JSON encoding and pipe write run on its thread), this one does the supervisor's work.
+Its CPU includes the publisher thread's idle wake-ups (every `FLUSH_INTERVAL`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: the attempt id the relay stamps on every point
+ATTEMPT_ID = 999_998
+
+
+@dataclass(frozen=True)
+class RelayStats:
+    """What the relay process did, from its relays' start until the last XADD."""
+
+    points: int
+    refused: int
+    cpu_s: float
+    wall_s: float
+
+    def cpu_us_per_point(self) -> float:
+        return self.cpu_s / max(self.points, 1) * 1e6
+
+
+class RelayProcess:
+    """`python -m benchmarks.relay_sink` as a child, reading `ranks` pipes.
+
+    `fds[i]` is the write end of rank i's pipe (what the supervisor passes a rank as
+    TRAINBOARD_TELEMETRY_FD). Close them all (the rank's channel does), then `finish()`.
+    """
+
+    def __init__(self, redis_url: str, stream: str, *, ranks: int = 1) -> None:
+        pipes = [os.pipe() for _ in range(ranks)]
+        self.fds = [write for _, write in pipes]
+        reads = [read for read, _ in pipes]
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "benchmarks.relay_sink", redis_url, stream]
+                + [str(fd) for fd in reads],
+                pass_fds=reads,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+        finally:
+            for fd in reads:
+                os.close(fd)  # the child holds the only reading ends
+
+    def finish(self, timeout: float = 60.0) -> RelayStats:
+        """Wait for the child to publish everything (every write end must be closed)."""
+        out, _ = self._process.communicate(timeout=timeout)
+        assert self._process.returncode == 0, out
+        return RelayStats(**json.loads(out.splitlines()[-1]))
+
+
+def _relay(redis_url: str, stream: str, fds: list[int]) -> RelayStats:
+    from workers.supervisor.relay import TelemetryRelay
+    from workers.telemetry import StreamPublisher
+
+    class CountingPublisher(StreamPublisher):
+        """The real publisher, counting what the relays queue."""
+
+        count = 0
+        _counting = threading.Lock()
+
+        def add_many(self, items: Iterable[dict[str, Any]]) -> None:
+            items = items if isinstance(items, list) else list(items)
+            with self._counting:  # one relay thread per rank
+                self.count += len(items)
+            super().add_many(items)
+
+    metrics = CountingPublisher(redis_url, stream, "bench-relay")
+    events = StreamPublisher(redis_url, f"{stream}:events", "bench-relay")
+    with tempfile.TemporaryDirectory() as checkpoints:
+        began, began_cpu = time.perf_counter(), time.process_time()
+        relays = [
+            TelemetryRelay(
+                fd,
+                attempt_id=ATTEMPT_ID,
+                rank=rank,
+                metrics=metrics,
+                events=events,
+                checkpoint_dir=Path(checkpoints),
+            )
+            for rank, fd in enumerate(fds)
+        ]
+        for relay in relays:
+            relay.join()
+        metrics.close(timeout=60)
+        events.close(timeout=60)
+        wall, cpu = time.perf_counter() - began, time.process_time() - began_cpu
+    refused = sum(relay.refused for relay in relays)
+    return RelayStats(points=metrics.count, refused=refused, cpu_s=cpu, wall_s=wall)
+
+
+if __name__ == "__main__":
+    url, name, *named = sys.argv[1:]
+    stats = _relay(url, name, [int(fd) for fd in named] or [0])
+    print(json.dumps(stats.__dict__), flush=True)
