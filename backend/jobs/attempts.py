@@ -175,7 +175,8 @@ def newest_checkpoints(session: Session, job_ids: Sequence[int]) -> dict[int, st
     ).all()
     accepted: dict[int, tuple[int, str]] = {}  # attempt id: (job id, path), oldest first
     refused: dict[int, tuple[int, str]] = {}
-    for job_id, attempt_id, path, data_dir in rows:
+    for job_id, attempt_id, stored, data_dir in rows:
+        path = str(stored)  # never None: the query asks for set ones
         verdict = refusal(path, data_dir=data_dir, job_id=job_id)
         (refused if verdict else accepted)[attempt_id] = (job_id, path)
     for attempt_id, (job_id, path) in refused.items():
