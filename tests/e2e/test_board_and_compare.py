@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Request, expect
 
+from backend.config import Settings
+from backend.jobs.models import Job
 from tests.e2e.conftest import SCREENSHOTS
 from tests.e2e.helpers import cancel_quietly, log_in, submit_job, wait_state
 from tests.stack import RunningStack
+from tests.telemetry.helpers import ADMIN_TOKEN, LiveServer, add_attempt
+from tests.telemetry.test_series import add_points
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -89,3 +95,73 @@ def test_compare_two_finished_jobs_and_read_the_differing_learning_rate(
     # the address is the selection: opening it again shows the same comparison
     page.goto(f"{stack.url}/compare?jobs={slow},{fast}")
     expect(page.get_by_test_id(f"diff-cell-hyperparameters.lr-{fast}")).to_have_text("0.05")
+
+
+@pytest.fixture
+def served(tmp_path: Path, sqlite_url: str, redis_url: str) -> Iterator[LiveServer]:
+    """The API and the built frontend on a free port, without scheduler or workers."""
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        database_url=sqlite_url,
+        redis_url=redis_url,
+        admin_token=ADMIN_TOKEN,
+        run_scheduler=False,
+    )
+    with LiveServer.running(settings) as server:
+        yield server
+
+
+def test_the_compare_page_shows_what_the_compare_api_computed_and_never_reads_raw_curves(
+    page: Page, served: LiveServer
+) -> None:
+    a, attempt_a = add_attempt(served.db, state="succeeded")
+    b, attempt_b = add_attempt(served.db, state="succeeded")
+    with served.db.session() as session:
+        job_b = session.get_one(Job, b)
+        job_b.spec = {**job_b.spec, "hyperparameters": {"lr": 0.5}}
+    add_points(served.db, attempt_a, range(5000))  # 5,000 + 2,500 raw points in all
+    add_points(served.db, attempt_b, range(0, 5000, 2))
+    add_points(served.db, attempt_b, range(10), name="gpu_mem")
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(_path(request)))
+
+    page.goto(served.url + "/")
+    page.get_by_test_id("login-token").fill(ADMIN_TOKEN)
+    page.get_by_test_id("login-submit").click()
+    expect(page.get_by_test_id("nav-board")).to_be_visible()
+    page.goto(f"{served.url}/compare?jobs={a},{b}")
+
+    expect(page.get_by_test_id("diff-row-hyperparameters.lr")).to_have_attribute(
+        "data-differs", "true"
+    )
+    expect(page.get_by_test_id(f"diff-cell-hyperparameters.lr-{b}")).to_have_text("0.5")
+    expect(page.get_by_test_id("compare-diff").locator("tbody tr")).to_have_count(1)
+    expect(page.get_by_test_id("diff-row-template")).to_have_attribute("data-differs", "false")
+    # the server's summaries over every step: sin(s / 50) for s < 5000 is lowest at 4948
+    expect(page.get_by_test_id(f"summary-loss-{a}")).to_have_text("-0.5235 (-1.000 @ 4948)")
+    expect(page.get_by_test_id(f"summary-gpu_mem-{a}")).to_have_text(re.compile("^—"))
+    chart = page.get_by_test_id("compare-chart-loss")
+    expect(chart).not_to_have_attribute("data-points", "0")
+    assert int(chart.get_attribute("data-points") or 0) <= 2 * 1000  # downsampled per job
+
+    page.get_by_test_id("compare-x").select_option("time")
+    expect(page.get_by_test_id("compare-chart-loss")).not_to_have_attribute("data-points", "0")
+    href = page.get_by_test_id("compare-csv-loss").get_attribute("href")
+    assert href == f"/api/series/compare.csv?job={a}&job={b}&metric=loss&x=time"
+    csv = page.request.get(served.url + href)  # the page's session cookie
+    assert csv.ok and csv.text().splitlines()[0] == (
+        f"seconds,#{a} telemetry-test,#{b} telemetry-test"
+    )
+    assert len(csv.text().splitlines()) == 1 + 5000
+
+    api = [path for path in asked if path.startswith("/api/") and path != "/api/ws"]
+    assert not [path for path in api if re.match(r"/api/(jobs/\d+/metrics|series/jobs)", path)]
+    assert {path for path in api if "compare" in path} == {
+        f"/api/series/compare?job={a}&job={b}&x=step",
+        f"/api/series/compare?job={a}&job={b}&x=time",
+    }
+
+
+def _path(request: Request) -> str:
+    """The request's path and query, without scheme and host."""
+    return re.sub(r"^https?://[^/]+", "", request.url)
