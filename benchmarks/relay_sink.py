@@ -1,8 +1,9 @@
 """A supervisor's end of the ranks' telemetry pipes, in a process of its own, for benchmarks.
 
-    python -m benchmarks.relay_sink REDIS_URL STREAM [FD ...]
+    python -m benchmarks.relay_sink REDIS_URL STREAM ATTEMPT_ID [FD ...]
 
-One real `TelemetryRelay` per pipe (stdin when no FD is named), sharing one real
+One real `TelemetryRelay` per pipe (stdin when no FD is named; rank i reads the i-th),
+stamping ATTEMPT_ID, the rank and the time on every point, sharing one real
 `StreamPublisher` for points (STREAM) and one for events (STREAM:events), as a
 Supervisor's relays share its publishers. When every pipe is closed and everything read
 is in Redis, it prints one JSON line: points published, items refused, and this process's
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-#: the attempt id the relay stamps on every point
+#: the attempt id the relay stamps on every point unless told another
 ATTEMPT_ID = 999_998
 
 
@@ -51,14 +52,16 @@ class RelayProcess:
     TRAINBOARD_TELEMETRY_FD). Close them all (the rank's channel does), then `finish()`.
     """
 
-    def __init__(self, redis_url: str, stream: str, *, ranks: int = 1) -> None:
+    def __init__(
+        self, redis_url: str, stream: str, *, attempt_id: int = ATTEMPT_ID, ranks: int = 1
+    ) -> None:
         pipes = [os.pipe() for _ in range(ranks)]
         self.fds = [write for _, write in pipes]
         reads = [read for read, _ in pipes]
         try:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "benchmarks.relay_sink", redis_url, stream]
-                + [str(fd) for fd in reads],
+                + [str(attempt_id), *map(str, reads)],
                 pass_fds=reads,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -75,7 +78,7 @@ class RelayProcess:
         return RelayStats(**json.loads(out.splitlines()[-1]))
 
 
-def _relay(redis_url: str, stream: str, fds: list[int]) -> RelayStats:
+def _relay(redis_url: str, stream: str, attempt_id: int, fds: list[int]) -> RelayStats:
     from workers.supervisor.relay import TelemetryRelay
     from workers.telemetry import StreamPublisher
 
@@ -98,7 +101,7 @@ def _relay(redis_url: str, stream: str, fds: list[int]) -> RelayStats:
         relays = [
             TelemetryRelay(
                 fd,
-                attempt_id=ATTEMPT_ID,
+                attempt_id=attempt_id,
                 rank=rank,
                 metrics=metrics,
                 events=events,
@@ -116,6 +119,6 @@ def _relay(redis_url: str, stream: str, fds: list[int]) -> RelayStats:
 
 
 if __name__ == "__main__":
-    url, name, *named = sys.argv[1:]
-    stats = _relay(url, name, [int(fd) for fd in named] or [0])
+    url, name, attempt, *named = sys.argv[1:]
+    stats = _relay(url, name, int(attempt), [int(fd) for fd in named] or [0])
     print(json.dumps(stats.__dict__), flush=True)

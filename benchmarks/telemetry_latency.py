@@ -1,6 +1,7 @@
 """Live delivery latency: publish → websocket frame, and fan-out to many `cluster` clients.
 
     python -m benchmarks.telemetry_latency latency [--rate 10000] [--seconds 20]
+        [--via relay,direct]
     python -m benchmarks.telemetry_latency fanout [--clients 1000] [--seconds 20]
         [--deflate] [--eager]
 
@@ -11,7 +12,17 @@ run's own on a free port (`redis-server` must be on PATH). Every item carries it
 publish time (`time`, unix seconds, taken when `add()` is called); a client's latency
 for an item is its receive time minus that, on the same clock.
 
-latency: one client on `job:<id>`; the producer publishes `--rate` metric points/s.
+latency: one client on `job:<id>`; `--rate` metric points/s from 8 ranks, by each path
+of `--via`, one after the other on the same API and Redis:
+- relay (what ranks do): the producer process plays the 8 ranks; each point is one
+  JSON line (`sdk.report(step, loss=...)`'s message) written with the real
+  `TelemetryChannel` to that rank's pipe, read by a real `TelemetryRelay` per pipe in a
+  child process of the producer (`benchmarks.relay_sink`, the supervisor's part), which
+  stamps attempt, rank and time and publishes with a real `StreamPublisher`. The point's
+  value is its write time, so latency = receive time − value: the pipe and relay hop
+  included; `relay_hop` is the relay's stamp − the write time.
+- direct (the path before ranks lost their Redis URL): one `StreamPublisher` in the
+  producer, latency from `add()`.
 fanout: `--clients` clients on `cluster`; the producer publishes 8 GPU samples every
 second (one node) and 5 jobs × 10 steps/s × 4 metric names; latency per client and
 sample, twice: `arrived` (the kernel's receive timestamp on the client's socket, i.e.
@@ -30,6 +41,7 @@ import asyncio
 import contextlib
 import json
 import multiprocessing as mp
+import os
 import statistics
 import tempfile
 import threading
@@ -43,8 +55,11 @@ from backend.db import Database
 from backend.migrate import upgrade
 from benchmarks.own_redis import own_redis
 from benchmarks.raw_ws import Bursts, raw_client
+from benchmarks.relay_sink import RelayProcess
 from tests.telemetry.helpers import ADMIN_TOKEN, LiveServer, add_attempt, receive, subscribe
 from workers.contract.protocol import DEVICES_STREAM, METRICS_STREAM
+from workers.contract.telemetry_channel import points_message
+from workers.rank.channel import TelemetryChannel
 from workers.telemetry import FLUSH_INTERVAL, StreamPublisher
 
 WARMUP_SECONDS = 2.0
@@ -122,6 +137,22 @@ def _produce_metrics(
     publisher.close()
 
 
+def _produce_via_relay(
+    redis_url: str, attempt_id: int, rate: float, seconds: float, out: Any
+) -> None:
+    """8 ranks' pipes to a relay process; puts the relay's stats (a dict) on `out`."""
+    relay = RelayProcess(redis_url, METRICS_STREAM, attempt_id=attempt_id, ranks=8)
+    channels = [TelemetryChannel(fd) for fd in relay.fds]
+
+    def emit(i: int) -> None:  # sdk.report(step, loss=...) on rank i % 8, its send time as value
+        channels[i % 8].send(points_message([(i // 8, {"loss": time.time()})]))
+
+    _pace(rate, seconds, emit)
+    for channel in channels:
+        channel.close()
+    out.put(relay.finish().__dict__)
+
+
 def _produce_cluster(redis_url: str, attempt_ids: list[int], seconds: float) -> None:
     devices = StreamPublisher(redis_url, DEVICES_STREAM, "bench-agent")
     metrics = StreamPublisher(redis_url, METRICS_STREAM, "bench-ranks")
@@ -156,43 +187,68 @@ def percentiles(latencies: list[float]) -> dict[str, float]:
     }
 
 
-def bench_latency(rate: float, seconds: float, flush: float) -> dict[str, float]:
+def bench_latency(rate: float, seconds: float, flush: float, via: list[str]) -> dict[str, Any]:
+    """Each path of `via` in turn (a fresh attempt each) on one API server and Redis."""
     with (
         tempfile.TemporaryDirectory() as tmp,
         own_redis() as redis_url,
         api_server(Path(tmp), redis_url) as (port, db),
     ):
-        job_id, attempt_id = add_attempt(db)
-        from websockets.sync.client import connect
+        return {path: _latency_run(port, db, redis_url, path, rate, seconds, flush) for path in via}
 
-        ws = connect(f"ws://127.0.0.1:{port}/api/ws", additional_headers=HEADERS, max_size=None)
-        subscribe(ws, f"job:{job_id}")
-        assert receive(ws)["type"] == "snapshot"
-        producer = mp.get_context("spawn").Process(
+
+def _latency_run(
+    port: int, db: Database, redis_url: str, via: str, rate: float, seconds: float, flush: float
+) -> dict[str, Any]:
+    from websockets.sync.client import connect
+
+    job_id, attempt_id = add_attempt(db)
+    ws = connect(f"ws://127.0.0.1:{port}/api/ws", additional_headers=HEADERS, max_size=None)
+    subscribe(ws, f"job:{job_id}")
+    assert receive(ws)["type"] == "snapshot"
+    context = mp.get_context("spawn")
+    relay_stats = context.Queue()
+    if via == "relay":
+        producer = context.Process(
+            target=_produce_via_relay, args=(redis_url, attempt_id, rate, seconds, relay_stats)
+        )
+    else:
+        producer = context.Process(
             target=_produce_metrics, args=(redis_url, attempt_id, rate, seconds, flush)
         )
-        producer.start()
-        latencies: list[float] = []
-        received = 0
-        first: float | None = None
-        expected = int(rate * seconds)
-        deadline = time.monotonic() + seconds + 60
-        while received < expected and time.monotonic() < deadline:
-            with contextlib.suppress(TimeoutError):
-                text = ws.recv(timeout=1.0)
-                now = time.time()
-                message = json.loads(text)
-                for point in message.get("data", {}).get("metrics", []):
-                    received += 1
-                    first = first or point["time"]
-                    if point["time"] - first >= WARMUP_SECONDS:
-                        latencies.append(now - point["time"])
-        producer.join(30)
-        ws.close()
-        result = percentiles(latencies)
-        result["received"] = received
-        result["expected"] = expected
-        return result
+    began = time.time()
+    producer.start()
+    latencies: list[float] = []
+    hops: list[float] = []  # relay: the relay's stamp − the rank's write
+    received = 0
+    first: float | None = None
+    expected = int(rate * seconds)
+    deadline = time.monotonic() + seconds + 60
+    while received < expected and time.monotonic() < deadline:
+        with contextlib.suppress(TimeoutError):
+            text = ws.recv(timeout=1.0)
+            now = time.time()
+            message = json.loads(text)
+            for point in message.get("data", {}).get("metrics", []):
+                received += 1
+                sent = point["value"] if via == "relay" else point["time"]
+                first = first or sent
+                if sent - first >= WARMUP_SECONDS:
+                    latencies.append(now - sent)
+                    if via == "relay":
+                        hops.append(point["time"] - sent)
+    producer.join(30)
+    ws.close()
+    result: dict[str, Any] = {**percentiles(latencies), "received": received}
+    result["expected"] = expected
+    result["load_after"] = os.getloadavg()
+    result["wall_s"] = time.time() - began
+    if via == "relay":
+        result["relay_hop"] = percentiles(hops)
+        stats = relay_stats.get(timeout=30)
+        stats["cpu_us_per_point"] = stats["cpu_s"] / max(stats["points"], 1) * 1e6
+        result["relay_process"] = stats
+    return result
 
 
 async def _fanout_clients(
@@ -272,13 +328,21 @@ def main() -> None:
         "--eager", action="store_true", help="fanout: clients read each frame as it arrives"
     )
     parser.add_argument(
-        "--flush-ms", type=float, default=None, help="publisher flush interval (its default)"
+        "--flush-ms",
+        type=float,
+        default=None,
+        help="direct: the publisher's flush interval (its default; the relay's is the default)",
+    )
+    parser.add_argument(
+        "--via",
+        default="relay,direct",
+        help="latency: the paths to measure, in order (relay: rank pipe → relay; direct)",
     )
     args = parser.parse_args()
     result: dict[str, Any]
     if args.which == "latency":
         flush = args.flush_ms / 1000 if args.flush_ms else FLUSH_INTERVAL
-        result = bench_latency(args.rate, args.seconds, flush)
+        result = bench_latency(args.rate, args.seconds, flush, args.via.split(","))
     else:
         result = bench_fanout(args.clients, args.seconds, deflate=args.deflate, eager=args.eager)
     print(json.dumps(result, indent=1))
