@@ -1,0 +1,36 @@
+"""the deployment's own id: made at the first migration, named in every Redis key
+
+Revision ID: 0012
+Revises: 0011
+Create Date: 2026-11-25 10:45:00
+
+A Redis shared by several deployments (or a data dir reset on a used one) must never mix
+their control state or telemetry: every key carries this id, and a worker checks that
+its Redis holds this deployment's marker before it takes work.
+"""
+
+import uuid
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0012"
+down_revision: str | None = "0011"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    table = op.create_table(
+        "deployment",
+        sa.Column("id", sa.String(length=32), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_deployment")),
+        comment="one row: this deployment's id",
+    )
+    op.bulk_insert(table, [{"id": uuid.uuid4().hex, "created_at": sa.func.now()}])
+
+
+def downgrade() -> None:
+    op.drop_table("deployment")
