@@ -160,7 +160,11 @@ def _advance_job(session: Session, job: Job, attempt: Attempt, outcome: AttemptO
         move(JobState.paused, f"attempt {attempt.number} paused", reason="paused by user")
     else:
         restart_or_fail(
-            session, job, reason=outcome.reason or "ranks stopped", attempt_id=attempt.id
+            session,
+            job,
+            reason=outcome.reason or "ranks stopped",
+            attempt_id=attempt.id,
+            platform_fault=outcome.platform_fault,
         )
 
 

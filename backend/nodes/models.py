@@ -30,6 +30,12 @@ class Node(Base):
     state_reason: Mapped[str | None] = mapped_column(
         String(512), comment="why the node is lost or misconfigured"
     )
+    interface: Mapped[str | None] = mapped_column(
+        String(64), comment="the network interface of the advertised address (ranks use it)"
+    )
+    storage: Mapped[str | None] = mapped_column(
+        String(64), comment="run-root group: nodes with the same value see each other's files"
+    )
     registered_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_heartbeat: Mapped[datetime] = mapped_column(default=utcnow)
     host_cpu_percent: Mapped[float | None] = mapped_column(

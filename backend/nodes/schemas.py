@@ -32,6 +32,10 @@ class NodeOut(BaseModel):
     name: str
     hostname: str
     address: str
+    interface: str | None = Field(None, description="the interface ranks talk over")
+    storage: str | None = Field(
+        None, description="run-root group: multi-node jobs go only to nodes with the same value"
+    )
     state: NodeState
     state_reason: str | None = Field(None, description="why the node is lost or misconfigured")
     incarnation: int = Field(0, description="worker starts registered under this name so far")

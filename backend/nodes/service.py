@@ -13,6 +13,7 @@ from backend.jobs.models import Attempt, AttemptSlice
 from backend.jobs.run_states import LIVE_SLICE_VALUES, NodeState
 from backend.nodes.fencing import end_node_attempts, reconcile
 from backend.nodes.models import Device, Node
+from backend.nodes.multihost import address_problem, storage_group
 from backend.nodes.schemas import DeviceOut, HostOut, NodeOut
 from workers.contract.protocol import Heartbeat, HeartbeatReply, NodeRegistration
 
@@ -45,7 +46,11 @@ def register(
     node.hostname = registration.hostname
     node.address = registration.address
     node.data_dir = registration.data_dir
+    node.interface = registration.interface
+    node.storage = storage_group(session, registration)
     node.state, node.state_reason = NodeState.up, None
+    if (problem := address_problem(registration)) is not None:
+        node.state, node.state_reason = NodeState.misconfigured, problem
     node.last_heartbeat = utcnow()
     known = {d.index: d for d in node.devices}
     wanted = {d.index for d in registration.devices}
@@ -131,6 +136,8 @@ def describe_nodes(session: Session) -> list[NodeOut]:
             name=n.name,
             hostname=n.hostname,
             address=n.address,
+            interface=n.interface,
+            storage=n.storage,
             state=NodeState(n.state),
             state_reason=n.state_reason,
             incarnation=n.incarnation,

@@ -269,6 +269,7 @@ def capacities(session: Session) -> list[NodeCapacity]:
             name=node.name,
             total=len(node.devices),
             free=tuple(d.index for d in node.devices if d.index not in busy.get(node.name, set())),
+            storage=node.storage or "",
         )
         for node in nodes
     ]

@@ -30,6 +30,7 @@ class NodeCapacity:
     name: str
     total: int
     free: tuple[int, ...]
+    storage: str = ""  # run-root group: a multi-node job's nodes must share one
 
 
 @dataclass(frozen=True)
@@ -85,20 +86,25 @@ class _OpenNodes:
 def plan(queue: Sequence[QueuedJob], nodes: Sequence[NodeCapacity]) -> Plan:
     """Decide which queued jobs start now and on which devices."""
     open_nodes = _OpenNodes(nodes)
-    sizes = sorted((n.total for n in nodes), reverse=True)
+    storage = {n.name: n.storage for n in nodes}
     result = Plan()
     for job in queue_order(queue):
-        chosen = _first(open_nodes.fewest_first(job.per_node), job.nodes)
+        chosen = _first(open_nodes.fewest_first(job.per_node), job.nodes, storage)
         if len(chosen) == job.nodes:
             slices = tuple((name, open_nodes.take(name, job.per_node)) for name in chosen)
             result.placements.append(Placement(job.id, slices))
             continue
-        if len(sizes) < job.nodes or sizes[job.nodes - 1] < job.per_node:
+        if not _could_ever_hold(job, nodes):
             result.waiting[job.id] = (
                 f"no cluster capacity: needs {job.nodes} node(s) with {job.per_node} devices each"
             )
+            if job.nodes > 1 and _could_ever_hold(job, nodes, shared=False):
+                result.waiting[job.id] += (
+                    " sharing one checkpoint location (run root); the nodes that are large "
+                    "enough do not see each other's files: see docs/deploy.md"
+                )
             continue
-        soonest = _first(open_nodes.most_free_first(job.per_node), job.nodes)
+        soonest = _first(open_nodes.most_free_first(job.per_node), job.nodes, storage)
         if len(soonest) < job.nodes:
             result.waiting[job.id] = "waiting behind jobs of higher priority or earlier submission"
             continue
@@ -109,10 +115,23 @@ def plan(queue: Sequence[QueuedJob], nodes: Sequence[NodeCapacity]) -> Plan:
     return result
 
 
-def _first(names: Iterator[str], count: int) -> list[str]:
-    chosen: list[str] = []
+def _could_ever_hold(job: QueuedJob, nodes: Sequence[NodeCapacity], shared: bool = True) -> bool:
+    """Whether enough nodes are large enough (sharing one run root, for a multi-node job)."""
+    large = [n for n in nodes if n.total >= job.per_node]
+    if job.nodes == 1 or not shared:
+        return len(large) >= job.nodes
+    groups: dict[str, int] = {}
+    for node in large:
+        groups[node.storage] = groups.get(node.storage, 0) + 1
+    return max(groups.values(), default=0) >= job.nodes
+
+
+def _first(names: Iterator[str], count: int, storage: dict[str, str]) -> list[str]:
+    """The first `count` names in order that share one run root (the first group to fill)."""
+    groups: dict[str, list[str]] = {}
     for name in names:
+        chosen = groups.setdefault(storage[name], [])
         chosen.append(name)
         if len(chosen) == count:
-            break
-    return chosen
+            return chosen
+    return max(groups.values(), key=len, default=[])

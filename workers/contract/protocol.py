@@ -141,8 +141,11 @@ class NodeDevice(BaseModel):
 Instance = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
 
 
+NodeName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+
+
 class NodeRegistration(BaseModel):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    name: NodeName
     instance: Instance = Field(
         default_factory=lambda: uuid.uuid4().hex,
         description="this worker process's id: a new one registers a new incarnation of the "
@@ -150,6 +153,20 @@ class NodeRegistration(BaseModel):
     )
     hostname: str = Field(max_length=255)
     address: str = Field(max_length=255, description="address other nodes reach this one on")
+    interface: str | None = Field(
+        None, max_length=64, description="the network interface holding `address` (ranks use it)"
+    )
+    api_host: str | None = Field(
+        None,
+        max_length=255,
+        description="the host of the API URL this worker uses: with a loopback `address` "
+        "while this is not loopback, the node is misconfigured (its peers cannot reach it)",
+    )
+    storage_seen: dict[NodeName, Instance] = Field(
+        default_factory=dict,
+        max_length=4096,
+        description="other nodes' markers (name: instance) this node sees in its run root",
+    )
     devices: list[NodeDevice] = Field(max_length=1024)
     data_dir: str | None = Field(
         None,
@@ -212,5 +229,10 @@ class AttemptOutcome(BaseModel):
         None, description="the reporting worker process: a report from another one is refused"
     )
     reason: str | None = Field(None, max_length=4096)
+    platform_fault: bool = Field(
+        False,
+        description="the ranks failed for the platform's sake (a rendezvous that could "
+        "not complete): the restart does not spend the job's max_restarts",
+    )
     exit_codes: list[int] = Field(default_factory=list)
     last_checkpoint: str | None = None

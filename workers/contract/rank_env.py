@@ -11,6 +11,9 @@ from pathlib import Path
 TELEMETRY_FD_VARIABLE = "TRAINBOARD_TELEMETRY_FD"
 #: exit status of a rank that wrote its reason to `failure_file` (the supervisor reports it as is)
 EXIT_EXPLAINED = 3
+#: like EXIT_EXPLAINED, for a platform fault (a rendezvous that could not complete): the
+#: attempt's restart does not spend the job's max_restarts
+EXIT_PLATFORM = 4
 
 
 def failure_file(run_dir: Path, rank: int) -> Path:

@@ -4,6 +4,7 @@
     attempt-<n>/                       a rank's working directory, spec.json, rank-<r>.failure
     checkpoints/attempt-<n>/step-<k>/  each attempt's own; an attempt resumes from an earlier one's
     home/, tmp/                        HOME and TMPDIR of its ranks
+<data_dir>/runs/.nodes/<node>          each node's storage marker: its worker's instance id
 <data_dir>/logs/job-<id>/attempt-<n>/  rank output as captured by the supervisor (service only)
 """
 
@@ -38,3 +39,8 @@ def checkpoint_dir(data_dir: Path, job_id: int, number: int) -> Path:
 def log_dir(data_dir: Path, job_id: int, number: int) -> Path:
     """Where the supervisor keeps one attempt's captured rank output."""
     return data_dir / LOGS / f"job-{job_id}" / f"attempt-{number}"
+
+
+def storage_marker_dir(data_dir: Path) -> Path:
+    """Where nodes leave markers that show which of them share the run root."""
+    return data_dir / RUNS / ".nodes"

@@ -108,6 +108,13 @@ class Parallelism(Strict):
     microbatches: StrictInt = Field(1, ge=1, le=4096)
     schedule: Literal["gpipe", "1f1b"] = "1f1b"
     bucket_cap_mb: Number = Field(25.0, gt=0, le=1024, description="DDP gradient bucket size")
+    rendezvous_timeout_s: Number = Field(
+        60.0,
+        ge=5,
+        le=3600,
+        description="seconds the ranks may take to find each other (store and gloo/NCCL "
+        "connections) before the attempt fails, naming the address not reached",
+    )
 
     @model_validator(mode="after")
     def _degrees_are_consistent(self) -> Parallelism:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import socket
 import sys
 import uuid
 from typing import Any
@@ -11,7 +10,7 @@ from typing import Any
 from celery.signals import worker_shutting_down
 from celery.utils.nodenames import host_format
 
-from workers.contract.protocol import DEVICES_STREAM, NodeRegistration, node_queue
+from workers.contract.protocol import DEVICES_STREAM, node_queue
 from workers.contract.run_layout import job_dir
 from workers.devices import DeviceProbe
 from workers.devices.host import HostProbe
@@ -21,6 +20,7 @@ from workers.devices.sampler import DeviceSampler
 from workers.node.api_client import NodeApiClient
 from workers.node.celery_app import make_celery
 from workers.node.heartbeat import Fence, Heartbeat
+from workers.node.registration import node_registration
 from workers.node.settings import WorkerSettings
 from workers.node.tasks import ActiveAttempts, register_tasks
 from workers.supervisor.job_user import IsolationError, prepare_isolation
@@ -53,14 +53,7 @@ def run_node_agent(settings: WorkerSettings) -> int:
     registry = DeviceRegistry()
     probe, use_gpus = detect_devices(settings, registry)
     instance = uuid.uuid4().hex  # this start is a new incarnation of the node
-    registration = NodeRegistration(
-        name=settings.node_name,
-        instance=instance,
-        hostname=socket.gethostname(),
-        address=settings.address,
-        devices=probe.devices(),
-        data_dir=str(settings.data_dir.resolve()),
-    )
+    registration = node_registration(settings, instance=instance, devices=probe.devices())
     api = NodeApiClient(settings.api_url, settings.node_token, instance=instance)
     log.info(
         "registering node %s (instance %s) with %d devices",
@@ -87,7 +80,7 @@ def run_node_agent(settings: WorkerSettings) -> int:
     register_tasks(
         app,
         settings=settings,
-        supervisor_settings=settings.for_supervisor(isolation),
+        supervisor_settings=settings.for_supervisor(isolation, interface=registration.interface),
         api=api,
         registry=registry,
         active=active,

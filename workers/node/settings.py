@@ -28,7 +28,15 @@ class WorkerSettings(BaseSettings):
     sample_interval: float = Field(1.0, ge=0.1)
     heartbeat_interval: float = Field(2.0, gt=0)
     stop_grace_seconds: float = Field(10.0, ge=0)
-    address: str = "127.0.0.1"
+    address: str = Field(
+        "derived",
+        max_length=255,
+        description="the address peers reach this node on; 'derived': the source address of "
+        "this host's route to the API",
+    )
+    interface: str = Field(
+        "", max_length=64, description="the interface ranks talk over (default: the address's)"
+    )
     script_roots: str = Field(
         "scripts", description="colon-separated directories user entrypoints resolve under"
     )
@@ -54,7 +62,9 @@ class WorkerSettings(BaseSettings):
         False, description="run ranks as the worker's own user when it cannot switch (unsafe)"
     )
 
-    def for_supervisor(self, isolation: Isolation | None = None) -> SupervisorSettings:
+    def for_supervisor(
+        self, isolation: Isolation | None = None, *, interface: str | None = None
+    ) -> SupervisorSettings:
         """The settings each attempt's supervisor gets (it never reads these itself)."""
         return SupervisorSettings(
             redis_url=self.redis_url,
@@ -64,6 +74,7 @@ class WorkerSettings(BaseSettings):
             metric_patterns=self.metric_patterns,
             metric_step_pattern=self.metric_step_pattern,
             isolation=isolation or same_user(),
+            interface=interface,
         )
 
     @property

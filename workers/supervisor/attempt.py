@@ -27,7 +27,7 @@ from workers.contract.protocol import (
     MetricPoint,
     control_key,
 )
-from workers.contract.rank_env import EXIT_EXPLAINED, RankEnv, failure_file
+from workers.contract.rank_env import EXIT_EXPLAINED, EXIT_PLATFORM, RankEnv, failure_file
 from workers.devices.registry import DeviceRegistry, Occupant
 from workers.supervisor import run_dirs
 from workers.supervisor.orphan_guard import guarded
@@ -90,6 +90,7 @@ class Supervisor:
         self._stop_reason: str | None = None
         self._shutdown = threading.Event()
         self._fenced: str | None = None
+        self._platform_fault = False  # a rank exited EXIT_PLATFORM (its rendezvous failed)
         self._redis = redis.Redis.from_url(settings.redis_url, socket_timeout=2.0)
         #: metric points parsed from a user program's stdout (entrypoint jobs only)
         self._stdout_metrics: StreamPublisher | None = None
@@ -234,6 +235,7 @@ class Supervisor:
             tmp=self.dirs.tmp.resolve(),
             user=self.identity.name,
             interpreter=sys.executable,
+            interface=self.settings.interface,
         )
         # process_group=0 makes the first rank lead a new group; the others join it.
         # (A new session would not do: setpgid cannot join a group in another session.)
@@ -311,11 +313,12 @@ class Supervisor:
 
     def _failure(self, index: int) -> str:
         code = self.processes[index].returncode
-        if code == EXIT_EXPLAINED:  # the engine wrote the reason the user should read
+        if code in (EXIT_EXPLAINED, EXIT_PLATFORM):  # the engine wrote the reason to read
             rank = self.rank_envs()[index].rank
             reason = run_dirs.read_job_file(failure_file(self.run_dir, rank), self.identity)
+            self._platform_fault = code == EXIT_PLATFORM
             if reason is not None:
-                return reason
+                return f"node {self.order.node}: {reason}" if self._platform_fault else reason
         how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with {code}"
         self._stderr[index].join(timeout=2.0)
         tail = "\n".join(self._stderr[index].tail)
@@ -358,6 +361,7 @@ class Supervisor:
             failed = failed or "the worker node shut down while the attempt ran"
         if failed is not None:
             outcome = AttemptOutcome(outcome="failed", reason=failed[-4096:], exit_codes=codes)
+            outcome.platform_fault = self._platform_fault and self._fenced is None
         elif self._stop_reason is not None:
             reason = f"stopped on {self._stop_reason} request"
             outcome = AttemptOutcome(outcome="stopped", reason=reason, exit_codes=codes)

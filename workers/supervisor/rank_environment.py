@@ -32,13 +32,22 @@ def rank_environment(
     tmp: Path,
     user: str,
     interpreter: str,
+    interface: str | None = None,
 ) -> dict[str, str]:
-    """Everything a rank process sees in its environment, built from an allow-list."""
+    """Everything a rank process sees in its environment, built from an allow-list.
+
+    With the node's advertised interface, gloo and NCCL's sockets are pinned to it: left
+    alone they take the address the hostname resolves to, a loopback one on stock
+    Debian/Ubuntu and in most containers, and peers on other hosts are refused. The job's
+    own `env` may still set either.
+    """
     env = {
         name: value
         for name, value in worker_env.items()
         if (name in PASSED or name.startswith(PASSED_PREFIXES)) and name not in WITHHELD
     }
+    if interface:
+        env.update({"GLOO_SOCKET_IFNAME": interface, "NCCL_SOCKET_IFNAME": interface})
     env.update(spec_env)  # the job's own (validated at submit: no TRAINBOARD_*, loader, ...)
     env.update(
         {

@@ -20,3 +20,5 @@ class SupervisorSettings:
     metric_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_PATTERNS))
     metric_step_pattern: str = DEFAULT_STEP_PATTERN
     isolation: Isolation = field(default_factory=same_user)
+    #: the node's advertised interface: gloo (and NCCL's sockets) are pinned to it
+    interface: str | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from workers.contract.rank_env import EXIT_EXPLAINED, RankEnv, failure_file
+from workers.contract.rank_env import EXIT_EXPLAINED, EXIT_PLATFORM, RankEnv, failure_file
 from workers.rank import sdk
 from workers.rank.engine import distributed
 from workers.rank.engine.config import load_config
@@ -21,7 +21,12 @@ def main() -> int:
     """Run this rank's share of the attempt; exit 0 on success and on a requested stop."""
     config = load_config()
     sdk.should_stop()  # installs the SIGTERM handler before the first step
-    ctx = distributed.setup(config.env, pp_size=config.spec.parallelism.stages)
+    parallelism = config.spec.parallelism
+    ctx = distributed.setup(
+        config.env,
+        pp_size=parallelism.stages,
+        rendezvous_timeout_s=parallelism.rendezvous_timeout_s,
+    )
     try:
         trainer = Trainer(
             config.spec,
@@ -61,7 +66,7 @@ def explain(env: RankEnv | None, failure: EngineFailure) -> int:
     print(f"trainboard: {failure.reason}", file=sys.stderr, flush=True)
     if env is not None:
         failure_file(env.run_dir, env.rank).write_text(failure.reason)
-    return EXIT_EXPLAINED
+    return EXIT_PLATFORM if getattr(failure, "platform_fault", False) else EXIT_EXPLAINED
 
 
 def _exit(code: int) -> None:

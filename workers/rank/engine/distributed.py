@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.distributed_c10d import _set_pg_timeout
 
 from workers.contract.rank_env import RankEnv
+from workers.rank.engine.errors import RendezvousFailed
 
 
 @dataclass
@@ -67,28 +70,52 @@ class ParallelContext:
         return [float(v) for v in votes.tolist()]
 
 
-def setup(env: RankEnv, *, pp_size: int = 1, timeout_s: float = 300.0) -> ParallelContext:
-    """Join the process group; device cuda:LOCAL_RANK when CUDA is available, else CPU."""
+def setup(
+    env: RankEnv, *, pp_size: int = 1, timeout_s: float = 300.0, rendezvous_timeout_s: float = 60.0
+) -> ParallelContext:
+    """Join the process group; device cuda:LOCAL_RANK when CUDA is available, else CPU.
+
+    Finding the others (the store at MASTER_ADDR, gloo's full mesh, the control group) is
+    bounded by `rendezvous_timeout_s`: RendezvousFailed names the address not reached.
+    Collectives afterwards get `timeout_s`.
+    """
     if torch.cuda.is_available():
         device = torch.device("cuda", env.local_rank)
         torch.cuda.set_device(device)
         backend = "nccl"
     else:
         device, backend = torch.device("cpu"), "gloo"
-    dist.init_process_group(
-        backend=backend,
-        init_method=f"tcp://{env.master_addr}:{env.master_port}",
-        rank=env.rank,
-        world_size=env.world_size,
-        timeout=timedelta(seconds=timeout_s),
-        device_id=device if backend == "nccl" else None,
-    )
-    # stop/checkpoint votes travel on CPU so agreeing never waits for the GPU stream
-    control = dist.new_group(backend="gloo") if backend == "nccl" else dist.group.WORLD
+    try:
+        dist.init_process_group(
+            backend=backend,
+            init_method=f"tcp://{env.master_addr}:{env.master_port}",
+            rank=env.rank,
+            world_size=env.world_size,
+            timeout=timedelta(seconds=rendezvous_timeout_s),
+            device_id=device if backend == "nccl" else None,
+        )
+        # stop/checkpoint votes travel on CPU so agreeing never waits for the GPU stream
+        control = dist.new_group(backend="gloo") if backend == "nccl" else dist.group.WORLD
+        dist.barrier(group=control)  # every peer reached: the rendezvous is over
+    except (RuntimeError, TimeoutError, OSError) as err:  # torch's Dist*Error are RuntimeErrors
+        raise RendezvousFailed(rendezvous_reason(env, rendezvous_timeout_s, err)) from err
+    _set_pg_timeout(timedelta(seconds=timeout_s))
     ctx = ParallelContext(env.rank, env.world_size, device, control, pp_size=pp_size)
     if pp_size > 1:
         ctx.build_mesh()
     return ctx
+
+
+def rendezvous_reason(env: RankEnv, timeout_s: float, err: BaseException) -> str:
+    """Why rank `env.rank` could not join, naming the master's and any peer's address."""
+    detail = " ".join(str(err).split())
+    peer = re.search(r"remote=\[?([^\]\s,]+)\]?:(\d+)", detail)
+    where = f"; peer {peer.group(1)}:{peer.group(2)} refused or unreachable" if peer else ""
+    return (
+        f"rendezvous failed: rank {env.rank} (node rank {env.group_rank}) could not reach "
+        f"every peer within {timeout_s:g} s (master {env.master_addr}:{env.master_port}, "
+        f"node rank 0{where}): {detail[:1500]}"
+    )
 
 
 def teardown() -> None:

@@ -16,3 +16,13 @@ class Diverged(EngineFailure):
 
     def __init__(self, detail: str) -> None:
         super().__init__(f"diverged: {detail}")
+
+
+class RendezvousFailed(EngineFailure):
+    """The ranks could not all meet within the spec's rendezvous bound: a platform fault.
+
+    Its reason names the address that could not be reached; the restart it causes does
+    not spend the job's `max_restarts` (the supervisor reports it with EXIT_PLATFORM).
+    """
+
+    platform_fault = True

@@ -1,0 +1,51 @@
+"""What registration checks for nodes that must reach each other: address and run root."""
+
+from __future__ import annotations
+
+import ipaddress
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from backend.nodes.models import Node
+from workers.contract.protocol import NodeRegistration
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def address_problem(registration: NodeRegistration) -> str | None:
+    """Why peers could not reach this node at its advertised address (None: they may)."""
+    api = registration.api_host
+    if api is None or not _loopback(registration.address) or _loopback(api):
+        return None
+    return (
+        f"advertised address {registration.address} is loopback while the API is at {api}: "
+        "other hosts cannot reach this node's ranks; unset TRAINBOARD_ADDRESS (it is derived "
+        "from the route to the API) or set it to an address on that network"
+    )
+
+
+def storage_group(session: Session, registration: NodeRegistration) -> str:
+    """The run-root group of a registering node: that of a live node whose marker it sees.
+
+    A marker counts only if it holds that node's current instance (written at its own
+    registration, so a stale copy of an old run root proves nothing); else the node starts
+    a group of its own, named by its instance.
+    """
+    seen = registration.storage_seen
+    if not seen:
+        return registration.instance
+    rows = session.execute(
+        select(Node.name, Node.instance, Node.storage).where(Node.name.in_(seen))
+    ).all()
+    groups = sorted(
+        storage for name, instance, storage in rows if storage and instance == seen[name]
+    )
+    return groups[0] if groups else registration.instance
