@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -24,6 +25,7 @@ from backend.db import Database
 from backend.jobs import router as jobs_router
 from backend.migrate import upgrade
 from backend.nodes import router as nodes_router
+from backend.nodes.deployment import deployment_id, mark_broker
 from backend.scheduler.loop import Scheduler
 from backend.security import install as install_security
 from backend.security.exposure import warn_if_exposed
@@ -59,6 +61,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         client = redis.Redis.from_url(settings.redis_url)
         hub = Hub(asyncio.get_running_loop())
         app.state.db, app.state.redis, app.state.hub = db, client, hub
+        await asyncio.to_thread(_mark_broker, db, client)
         app.state.session_watch = watch = SessionWatch(db)
         watching = asyncio.create_task(watch.run())
         stop = threading.Event()
@@ -152,3 +155,9 @@ def _is_file_under(dist: Path, path: str) -> bool:
         return candidate.is_relative_to(dist.resolve()) and candidate.is_file()
     except (OSError, ValueError):
         return False
+
+
+def _mark_broker(db: Database, client: redis.Redis) -> None:
+    """Our marker in our Redis, so workers on it know they share it (put back when flushed)."""
+    with db.session() as session, contextlib.suppress(redis.RedisError):
+        mark_broker(client, deployment_id(session))

@@ -3,6 +3,7 @@
 from backend.auth.models import ApiToken, User
 from backend.db import Base
 from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
+from backend.nodes.deployment import Deployment
 from backend.nodes.models import Device, Node
 from backend.telemetry.models import DeviceRollup, DeviceSample, LogLine, MetricPoint
 
@@ -11,6 +12,7 @@ __all__ = [
     "Attempt",
     "AttemptSlice",
     "Base",
+    "Deployment",
     "Device",
     "DeviceRollup",
     "DeviceSample",

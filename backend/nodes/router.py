@@ -8,7 +8,8 @@ from backend.deps import AdminDep, NodeDep, ObjectId, ReaderDep, SessionDep
 from backend.jobs import attempts
 from backend.jobs.schemas import ClaimIn, ClaimOut, FinishOut
 from backend.nodes import control, service, trust
-from backend.nodes.schemas import NodeList, NodeOut
+from backend.nodes.deployment import deployment_id
+from backend.nodes.schemas import NodeList, NodeOut, RegisteredOut
 from backend.signals import announce_jobs, announce_nodes, wake_scheduler
 from backend.telemetry.live import publish_live
 from workers.contract.protocol import (
@@ -49,10 +50,10 @@ def _set_drained(session: SessionDep, request: Request, name: str, *, drained: b
     return next(n for n in service.describe_nodes(session) if n.name == name)
 
 
-@router.post("/nodes/register", response_model=NodeOut)
+@router.post("/nodes/register", response_model=RegisteredOut)
 def register_node(
     body: NodeRegistration, request: Request, principal: NodeDep, session: SessionDep
-) -> NodeOut:
+) -> RegisteredOut:
     """A node agent announces itself and its devices (only as the node its token names)."""
     _acting_node(principal, body.name)
     client = request.app.state.redis
@@ -60,7 +61,8 @@ def register_node(
     announce_nodes(client)
     announce_jobs(client, changed)
     wake_scheduler(client)
-    return next(n for n in service.describe_nodes(session) if n.name == node.name)
+    view = next(n for n in service.describe_nodes(session) if n.name == node.name)
+    return RegisteredOut(**view.model_dump(), deployment=deployment_id(session))
 
 
 @router.post("/nodes/{name}/heartbeat", response_model=HeartbeatReply)

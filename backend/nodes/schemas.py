@@ -47,3 +47,9 @@ class NodeOut(BaseModel):
 
 class NodeList(BaseModel):
     nodes: list[NodeOut]
+
+
+class RegisteredOut(NodeOut):
+    """A node as registered, with the id of the deployment it joined."""
+
+    deployment: str = Field(description="its Redis must hold this deployment's marker")

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session, selectinload
 from backend.db import utcnow
 from backend.jobs.models import Attempt, AttemptSlice
 from backend.jobs.run_states import LIVE_SLICE_VALUES, NodeState
+from backend.nodes.deployment import WRONG_REDIS, broker_shared, deployment_id
 from backend.nodes.fencing import end_node_attempts, reconcile
 from backend.nodes.models import Device, Node
 from backend.nodes.multihost import address_problem, storage_group
@@ -51,6 +52,10 @@ def register(
     node.state, node.state_reason = NodeState.up, None
     if (problem := address_problem(registration)) is not None:
         node.state, node.state_reason = NodeState.misconfigured, problem
+    if registration.deployments_seen is not None:
+        _check_broker(
+            session, client, node, deployment_id(session) in registration.deployments_seen
+        )
     node.last_heartbeat = utcnow()
     known = {d.index: d for d in node.devices}
     wanted = {d.index for d in registration.devices}
@@ -87,6 +92,7 @@ def heartbeat(
         )
         return node, reply, set()
     node.last_heartbeat = utcnow()
+    _check_broker(session, client, node, beat.deployment_seen)
     host = beat.host
     if host is not None:
         node.host_cpu_percent, node.host_cpus = host.cpu_percent, host.cpus
@@ -97,6 +103,17 @@ def heartbeat(
     session.commit()
     reply = HeartbeatReply(drained=node.drained, stop=stop, lease_seconds=lease_seconds)
     return node, reply, changed
+
+
+def _check_broker(session: Session, client: redis.Redis, node: Node, seen: bool | None) -> None:
+    """A node whose Redis lacks our marker is misconfigured; it is up again once it has it."""
+    if seen is None:
+        return  # the worker does not know our id yet (it learns it at registration)
+    shared = broker_shared(client, deployment_id(session), seen)
+    if not shared and node.state == NodeState.up:
+        node.state, node.state_reason = NodeState.misconfigured, WRONG_REDIS
+    elif shared and node.state == NodeState.misconfigured and node.state_reason == WRONG_REDIS:
+        node.state, node.state_reason = NodeState.up, None
 
 
 def all_nodes(session: Session) -> Sequence[Node]:

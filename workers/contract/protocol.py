@@ -167,6 +167,12 @@ class NodeRegistration(BaseModel):
         max_length=4096,
         description="other nodes' markers (name: instance) this node sees in its run root",
     )
+    deployments_seen: list[Annotated[str, Field(max_length=64)]] | None = Field(
+        None,
+        max_length=64,
+        description="deployment ids whose markers this worker's Redis holds (None: not checked); "
+        "a node whose Redis lacks the API's cannot receive its tasks: it is misconfigured",
+    )
     devices: list[NodeDevice] = Field(max_length=1024)
     data_dir: str | None = Field(
         None,
@@ -196,6 +202,9 @@ class Heartbeat(BaseModel):
     instance: Instance = Field(description="the beating worker process's id")
     attempts: list[Id] = Field(
         default_factory=list, max_length=4096, description="attempts whose ranks this node runs"
+    )
+    deployment_seen: bool | None = Field(
+        None, description="whether this worker's Redis holds the API's deployment marker"
     )
     host: HostStats | None = Field(None, description="machine load; absent from older agents")
 

@@ -18,6 +18,7 @@ from workers.devices.nvml import NvmlProbe
 from workers.devices.registry import DeviceRegistry
 from workers.devices.sampler import DeviceSampler
 from workers.node.api_client import NodeApiClient
+from workers.node.broker import BrokerCheck
 from workers.node.celery_app import make_celery
 from workers.node.heartbeat import Fence, Heartbeat
 from workers.node.registration import node_registration
@@ -61,14 +62,21 @@ def run_node_agent(settings: WorkerSettings) -> int:
         instance,
         len(registration.devices),
     )
-    api.register(registration)  # retried until the API answers
+    broker = BrokerCheck(settings.redis_url)
+
+    def register(retry_for: float | None = None) -> Any:
+        seen = {"deployments_seen": broker.seen_deployments()}
+        return broker.learn(api.register(registration.model_copy(update=seen), retry_for=retry_for))
+
+    register()  # retried until the API answers
     active = ActiveAttempts()
     heartbeat = Heartbeat(
         api,
         settings.node_name,
         settings.heartbeat_interval,
-        lambda: api.register(registration, retry_for=settings.heartbeat_interval),
+        lambda: register(retry_for=settings.heartbeat_interval),
         Fence(running=active.running, kill=active.kill, kill_all=active.kill_all),
+        deployment_seen=broker.seen,
     )
     publisher = StreamPublisher(
         settings.redis_url, DEVICES_STREAM, producer_name(settings.node_name, "devices")
@@ -85,6 +93,7 @@ def run_node_agent(settings: WorkerSettings) -> int:
         registry=registry,
         active=active,
         use_gpus=use_gpus,
+        lease=heartbeat.lease_valid,
     )
 
     def stop_ranks(**_: Any) -> None:
@@ -113,6 +122,7 @@ def run_node_agent(settings: WorkerSettings) -> int:
         sampler.stop()
         heartbeat.stop()
         publisher.close()
+        broker.close()
         api.close()
         if isinstance(probe, NvmlProbe):
             probe.shutdown()

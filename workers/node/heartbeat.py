@@ -43,9 +43,12 @@ class Heartbeat:
         interval: float,
         reregister: Callable[[], object],
         fence: Fence,
+        *,
+        deployment_seen: Callable[[], bool | None] = lambda: None,
     ) -> None:
         self._api, self._node, self._interval = api, node, interval
         self._reregister, self._fence = reregister, fence
+        self._deployment_seen = deployment_seen
         self._stop = threading.Event()
         self.drained = False
         #: seconds without an answer after which this node fences itself (from the replies)
@@ -67,6 +70,11 @@ class Heartbeat:
         while not self._stop.wait(self._interval):
             self.beat()
 
+    def lease_valid(self) -> bool:
+        """Whether the control plane still counts this node alive (as far as we know)."""
+        lease = self.lease
+        return lease is None or time.monotonic() - self._last_answer < self._fence_after(lease)
+
     def _fence_after(self, lease: float) -> float:
         return max(lease / 2, lease - 2 * self._interval)
 
@@ -74,7 +82,12 @@ class Heartbeat:
         """One heartbeat and what follows from its answer (or from its silence)."""
         assert self._api.instance is not None
         running = sorted(self._fence.running())
-        beat = Beat(instance=self._api.instance, attempts=running, host=host_stats())
+        beat = Beat(
+            instance=self._api.instance,
+            attempts=running,
+            deployment_seen=self._deployment_seen(),
+            host=host_stats(),
+        )
         try:
             reply = self._api.heartbeat(self._node, beat, retry_for=self._interval)
         except ApiError as err:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from celery import Celery
@@ -76,6 +76,7 @@ def run_attempt(
     registry: DeviceRegistry,
     active: ActiveAttempts,
     use_gpus: bool,
+    lease: Callable[[], bool] = lambda: True,
 ) -> str:
     """Claim the attempt, run its ranks, report the outcome; return what happened."""
     try:
@@ -89,7 +90,9 @@ def run_attempt(
     if not api.claim(order.attempt_id, settings.node_name):
         log.info("attempt %d: claim refused (stale, duplicate or cancelled)", order.attempt_id)
         return "refused"
-    supervisor = Supervisor(order, supervisor_settings, registry=registry, use_gpus=use_gpus)
+    supervisor = Supervisor(
+        order, supervisor_settings, registry=registry, use_gpus=use_gpus, lease=lease
+    )
     if not active.add(supervisor):
         outcome = supervisor.refuse("the worker node is shutting down")
     else:

@@ -56,6 +56,7 @@ class Supervisor:
         publisher: StreamPublisher | None = None,
         registry: DeviceRegistry | None = None,
         use_gpus: bool = False,
+        lease: Callable[[], bool] = lambda: True,
     ) -> None:
         self.order, self.settings, self.use_gpus = order, settings, use_gpus
         self.registry = registry or DeviceRegistry()
@@ -90,10 +91,22 @@ class Supervisor:
         self._stop_reason: str | None = None
         self._shutdown = threading.Event()
         self._fenced: str | None = None
+        #: whether this node still holds its lease with the control plane (see heartbeat)
+        self._lease = lease
         self._platform_fault = False  # a rank exited EXIT_PLATFORM (its rendezvous failed)
         self._redis = redis.Redis.from_url(settings.redis_url, socket_timeout=2.0)
         #: metric points parsed from a user program's stdout (entrypoint jobs only)
         self._stdout_metrics: StreamPublisher | None = None
+
+    def _retain(self) -> None:
+        """Keep the newest `keep_last` checkpoints of this attempt, only while we own it.
+
+        Retention is the supervisor's, not the ranks': a node that lost its lease (declared
+        lost, maybe restarted elsewhere from one of these) deletes nothing.
+        """
+        if self._fenced is None and self._lease() and self.dirs is not None:
+            keep = self.order.spec.checkpoint.keep_last
+            run_dirs.prune_steps(self.dirs.checkpoints, keep_last=keep)
 
     def fence(self, reason: str) -> None:
         """Kill the ranks now: this node no longer owns the attempt (no checkpoint, no grace)."""
@@ -209,6 +222,7 @@ class Supervisor:
                     metrics=self._metrics,
                     events=self._events,
                     checkpoint_dir=dirs.checkpoints,
+                    on_checkpoint=self._retain,
                 )
             )
             self.registry.assign(slot, Occupant(self.order.attempt_id, env.rank, process.pid))

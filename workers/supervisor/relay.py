@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +38,12 @@ class TelemetryRelay:
         metrics: StreamPublisher,
         events: StreamPublisher,
         checkpoint_dir: Path,
+        on_checkpoint: Callable[[], None] = lambda: None,
     ) -> None:
         self.attempt_id, self.rank = attempt_id, rank
         self._fd, self._metrics, self._events = read_fd, metrics, events
         self._checkpoints = checkpoint_dir.resolve()
+        self._on_checkpoint = on_checkpoint
         #: items refused so far (malformed, out of range, or naming a foreign path)
         self.refused = 0
         self._thread = threading.Thread(
@@ -134,6 +137,8 @@ class TelemetryRelay:
         if not valid or (kind == "checkpoint" and not self._own_checkpoint(message)):
             self.refused += 1
             return
+        if kind == "checkpoint":
+            self._on_checkpoint()
         self._events.add(
             {
                 "attempt_id": self.attempt_id,

@@ -62,6 +62,18 @@ def prepare(data_dir: Path, job_id: int, number: int, identity: JobIdentity) -> 
     return AttemptDirs(job, run, checkpoints, job / "home", job / "tmp", logs)
 
 
+def prune_steps(directory: Path, *, keep_last: int) -> None:
+    """Delete all but the newest `keep_last` step-<k> checkpoints of one attempt's dir."""
+    with contextlib.suppress(UnsafeRunDir), _opened(directory) as dir_fd:
+        steps = sorted(
+            (int(name[5:]), name)
+            for name in os.listdir(dir_fd)
+            if name.startswith("step-") and name[5:].isdigit()
+        )
+        for _, name in steps[:-keep_last] if keep_last > 0 else []:
+            shutil.rmtree(name, dir_fd=dir_fd, ignore_errors=True)
+
+
 def prune_checkpoints(root: Path, *, keep: set[str]) -> None:
     """Delete earlier attempts' checkpoint dirs under root except those named in keep.
 

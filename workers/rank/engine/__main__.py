@@ -34,6 +34,9 @@ def main() -> int:
             ctx,
             checkpoint_dir=config.env.checkpoint_dir,
             tag=f"attempt-{config.env.attempt_id}",
+            # under a supervisor, retention is its job: it prunes only while it holds the
+            # node's lease, so an attempt fenced off never deletes what its successor uses
+            prune=config.env.telemetry_fd is None,
         )
         if config.env.resume_from is not None:
             trainer.resume(config.env.resume_from)

@@ -61,7 +61,10 @@ def save(
     keep_last: int,
     tag: str,
 ) -> Path:
-    """Save collectively into a temporary directory, then rank 0 renames it to step-<N>."""
+    """Save collectively into a temporary directory, then rank 0 renames it to step-<N>.
+
+    Rank 0 then deletes all but the newest `keep_last` checkpoints (0: none).
+    """
     final = checkpoint_path(checkpoint_dir, int(progress["step"]))
     tmp = checkpoint_dir / f".tmp-{final.name}-{tag}"
     leader = not dist.is_initialized() or dist.get_rank() == 0
@@ -80,7 +83,7 @@ def save(
             shutil.rmtree(tmp)
         else:
             tmp.rename(final)
-        for old in complete_checkpoints(checkpoint_dir)[:-keep_last]:
+        for old in complete_checkpoints(checkpoint_dir)[:-keep_last] if keep_last else []:
             shutil.rmtree(old, ignore_errors=True)
     return final
 

@@ -56,6 +56,7 @@ class Trainer:
         *,
         checkpoint_dir: Path | None = None,
         tag: str = "local",
+        prune: bool = True,
     ) -> None:
         hp = spec.hyperparameters
         self.spec, self.ctx, self.tag, self.task = spec, ctx, tag, task
@@ -93,6 +94,7 @@ class Trainer:
         self.loop_cpu_seconds = self.checkpoint_cpu_seconds = 0.0
         self.report_every = 1  # until the first report has measured a step
         self.resumed_from: Path | None = None  # set by resume()
+        self.prune = prune  # delete checkpoints beyond keep_last (else the supervisor does)
 
     @property
     def global_batch(self) -> int:
@@ -229,7 +231,7 @@ class Trainer:
             model=self.model,
             optimizer=self.optimizer,
             progress=progress,
-            keep_last=self.spec.checkpoint.keep_last,
+            keep_last=self.spec.checkpoint.keep_last if self.prune else 0,
             tag=self.tag,
         )
         if self.ctx.is_leader:
