@@ -1,0 +1,163 @@
+"""GPU acceptance: one command that installs Trainboard, runs it on this machine's GPUs, and judges.
+
+    python3 benchmarks/gpu_acceptance.py --out DIR            # a GPU machine, bare checkout
+    python3 benchmarks/gpu_acceptance.py --out DIR --dry-run  # no GPU: CPU slots (gloo), CI
+
+GPU mode, from a bare checkout: makes a fresh venv (from /usr/bin/python3 where it exists,
+so an unprivileged job user can run it), installs the pinned torch's CUDA build from the
+package index (pip's cache is used when present) and Trainboard, each timed; then runs
+`benchmarks.acceptance_run` under that venv's interpreter. That starts `trainboard up`
+(SQLite, embedded Redis), submits jobs through the REST API, reads the browser websocket
+and `/metrics`, measures the engine against a bare torchrun script, and writes
+`verdict.json` and `verdict.md` under --out. The exit status is 1 if any check failed.
+
+The dry run skips the install (it runs in the interpreter it was started with: the
+project's venv) and runs the same sequence on CPU slots; the checks that need a GPU are
+reported as "skipped: no GPU", never as passed.
+
+This file's install stage uses the standard library only: on a bare machine nothing else
+is there yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TORCH = "torch==2.13.0"  # as pyproject.toml pins it
+WORLD_READABLE_PYTHON = Path("/usr/bin/python3")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--out", type=Path, required=True, help="folder for verdict.json/.md")
+    parser.add_argument("--dry-run", action="store_true", help="CPU slots, no install (CI)")
+    parser.add_argument("--venv", type=Path, default=ROOT / ".venv-gpu-acceptance")
+    parser.add_argument("--no-install", action="store_true", help="run in this interpreter")
+    parser.add_argument(
+        "--torch-index-url",
+        default="",
+        help="an index holding the CUDA build (e.g. a pytorch.org /whl/cu12x index); "
+        "default: the configured package index, whose Linux x86_64 torch is a CUDA build",
+    )
+    parser.add_argument("--cpu-slots", type=int, default=4, help="dry run: CPU slots offered")
+    parser.add_argument("--sample-interval", type=float, default=1.0, help="seconds (NVML/CPU)")
+    parser.add_argument("--steps", type=int, help="steps of each training job (default by mode)")
+    parser.add_argument(
+        "--pairs", type=int, help="overhead pairs, bare vs engine (default by mode)"
+    )
+    parser.add_argument(
+        "--max-overhead",
+        type=float,
+        default=0.05,
+        help="GPU mode: fail if the engine's throughput is below (1 - this) x bare",
+    )
+    parser.add_argument("--budget-s", type=float, default=600.0, help="GPU mode: wall time allowed")
+    parser.add_argument("--install-record", type=Path, help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def _timed(command: list[str], log: Path) -> float:
+    """Run command, appending its output to log; seconds; CalledProcessError on failure."""
+    began = time.monotonic()
+    with log.open("a") as out:
+        out.write(f"$ {' '.join(command)}\n")
+        out.flush()
+        subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=True)
+    return round(time.monotonic() - began, 1)
+
+
+TORCH_BUILD = "import torch; print(torch.__version__, torch.version.cuda)"
+
+
+def base_python() -> str:
+    """Debian's /usr/bin/python3 when it is 3.11 or newer (any user can run it), else this one."""
+    if WORLD_READABLE_PYTHON.exists():
+        version = _probe(
+            str(WORLD_READABLE_PYTHON), "import sys; print(sys.version_info >= (3, 11))"
+        )
+        if version == "True":
+            return str(WORLD_READABLE_PYTHON)
+    return sys.executable
+
+
+def install(args: argparse.Namespace) -> dict[str, object]:
+    """A fresh venv with the CUDA torch and Trainboard; what it took, step by step."""
+    args.out.mkdir(parents=True, exist_ok=True)
+    log = args.out / "install.log"
+    base = base_python()
+    record: dict[str, object] = {"base_python": base, "venv": str(args.venv)}
+    if args.venv.exists():
+        shutil.rmtree(args.venv)
+    python = str(args.venv / "bin" / "python")
+    began = time.monotonic()
+    try:
+        _timed([base, "-m", "venv", str(args.venv)], log)
+        pip = [python, "-m", "pip"]
+    except subprocess.CalledProcessError:  # no ensurepip (Debian without python3-venv)
+        _timed([base, "-m", "venv", "--without-pip", "--clear", str(args.venv)], log)
+        pip = [sys.executable, "-m", "pip", "--python", python]  # this pip, into that venv
+    record["venv_s"] = round(time.monotonic() - began, 1)
+    quiet = ["install", "--progress-bar", "off"]
+    _timed(pip + quiet + ["--upgrade", "pip"], log)
+    torch_from = ["--index-url", args.torch_index_url] if args.torch_index_url else []
+    record["torch_s"] = _timed(pip + quiet + torch_from + [TORCH], log)
+    build = record["torch_build"] = _probe(python, TORCH_BUILD)
+    if build.endswith(" None") and not args.torch_index_url:
+        # a CPU build came from a local wheel folder or mirror in pip's configuration: ask
+        # the index itself (--isolated drops that configuration, not the cache); the CUDA
+        # wheel's nvidia-* dependencies come with it
+        _timed(pip + ["uninstall", "--yes", "torch"], log)
+        record["torch_isolated_s"] = _timed(pip + ["--isolated"] + quiet + [TORCH], log)
+        record["torch_build"] = _probe(python, TORCH_BUILD)
+    record["trainboard_s"] = _timed(pip + quiet + ["-e", str(ROOT)], log)
+    seconds = [v for k, v in record.items() if k.endswith("_s") and isinstance(v, float)]
+    record["total_s"] = round(sum(seconds), 1)
+    return record
+
+
+def _probe(python: str, code: str) -> str:
+    done = subprocess.run([python, "-c", code], capture_output=True, text=True)
+    return (done.stdout or done.stderr).strip()[-300:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    began = time.monotonic()
+    if not args.dry_run and not args.no_install:
+        try:
+            record = install(args)
+        except subprocess.CalledProcessError as err:
+            print(f"install failed: {err}; see {args.out / 'install.log'}", file=sys.stderr)
+            args.out.mkdir(parents=True, exist_ok=True)
+            failed = {"mode": "gpu", "passed": False, "install_failed": str(err)}
+            (args.out / "verdict.json").write_text(json.dumps(failed, indent=2) + "\n")
+            return 1
+        record["began_monotonic_offset_s"] = round(time.monotonic() - began, 1)
+        record_path = args.out / "install.json"
+        record_path.write_text(json.dumps(record, indent=2) + "\n")
+        command = [str(args.venv / "bin" / "python"), "-m", "benchmarks.gpu_acceptance"]
+        command += [a for a in (argv if argv is not None else sys.argv[1:])]
+        command += ["--no-install", "--install-record", str(record_path)]
+        command += ["--venv", str(args.venv), "--out", str(args.out.resolve())]
+        return subprocess.run(
+            command, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        ).returncode
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))  # `python benchmarks/gpu_acceptance.py` from anywhere
+    from benchmarks.acceptance_run import run
+
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
