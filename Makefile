@@ -6,7 +6,8 @@ PY := $(VENV)/bin/python
 BASE_PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast install frontend lint typecheck api-types clean
+.PHONY: run test test-fast install frontend lint typecheck api-types clean gpu-acceptance \
+	gpu-acceptance-dry-run
 
 run: install frontend
 	$(VENV)/bin/trainboard up
@@ -55,6 +56,16 @@ lint: install
 
 typecheck: install
 	$(VENV)/bin/mypy
+
+# GPU acceptance (docs/benchmarks.md "GPU acceptance"). On a GPU machine, from a bare
+# checkout: the script makes its own venv (CUDA torch) under ACCEPTANCE_OUT, so it needs no
+# `make install`. The dry run (CPU slots) runs in the project's venv, as CI does.
+ACCEPTANCE_OUT ?= /tmp/trainboard-gpu-acceptance
+gpu-acceptance:
+	$(BASE_PYTHON) benchmarks/gpu_acceptance.py --out $(ACCEPTANCE_OUT)
+
+gpu-acceptance-dry-run: install
+	$(PY) benchmarks/gpu_acceptance.py --dry-run --out $(ACCEPTANCE_OUT)-dry-run
 
 clean:
 	rm -rf $(VENV) frontend/node_modules frontend/dist

@@ -32,6 +32,12 @@ if info["cuda_available"]:
     info["names"] = [torch.cuda.get_device_name(i) for i in range(info["gpus"])]
     a = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16)
     info["bf16_matmul_ok"] = bool(torch.isfinite(a @ a).all())
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        info["driver"] = pynvml.nvmlSystemGetDriverVersion()
+    except Exception as err:
+        info["driver"] = f"unknown ({err})"
 print(json.dumps(info))
 """
 
@@ -261,7 +267,7 @@ def _cancel(verdict: Verdict, api: Api, *, tick: Any) -> None:
 
 def _overhead(verdict: Verdict, api: Api, args: argparse.Namespace, *, gpu: bool) -> None:
     """Bare torchrun vs a Trainboard job on the same device, alternating pairs."""
-    size = {"steps": 1000, "batch": 256, "hidden": 1024, "layers": 4} if gpu else {
+    size = {"steps": 2000, "batch": 256, "hidden": 1024, "layers": 4} if gpu else {
         "steps": 200, "batch": 64, "hidden": 256, "layers": 4}  # fmt: skip
     hp = overhead.hyperparameters(**size)
     pairs = []

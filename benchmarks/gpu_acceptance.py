@@ -41,7 +41,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--out", type=Path, required=True, help="folder for verdict.json/.md")
     parser.add_argument("--dry-run", action="store_true", help="CPU slots, no install (CI)")
-    parser.add_argument("--venv", type=Path, default=ROOT / ".venv-gpu-acceptance")
+    parser.add_argument("--venv", type=Path, help="the fresh venv (default: OUT/venv)")
     parser.add_argument("--no-install", action="store_true", help="run in this interpreter")
     parser.add_argument(
         "--torch-index-url",
@@ -108,7 +108,7 @@ def install(args: argparse.Namespace) -> dict[str, object]:
         pip = [sys.executable, "-m", "pip", "--python", python]  # this pip, into that venv
     record["venv_s"] = round(time.monotonic() - began, 1)
     quiet = ["install", "--progress-bar", "off"]
-    _timed(pip + quiet + ["--upgrade", "pip"], log)
+    record["pip_s"] = _timed(pip + quiet + ["--upgrade", "pip"], log)
     torch_from = ["--index-url", args.torch_index_url] if args.torch_index_url else []
     record["torch_s"] = _timed(pip + quiet + torch_from + [TORCH], log)
     build = record["torch_build"] = _probe(python, TORCH_BUILD)
@@ -132,6 +132,8 @@ def _probe(python: str, code: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    args.out = args.out.resolve()
+    args.venv = (args.venv or args.out / "venv").resolve()
     began = time.monotonic()
     if not args.dry_run and not args.no_install:
         try:
@@ -148,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         command = [str(args.venv / "bin" / "python"), "-m", "benchmarks.gpu_acceptance"]
         command += [a for a in (argv if argv is not None else sys.argv[1:])]
         command += ["--no-install", "--install-record", str(record_path)]
-        command += ["--venv", str(args.venv), "--out", str(args.out.resolve())]
+        command += ["--venv", str(args.venv), "--out", str(args.out)]
         return subprocess.run(
             command, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
         ).returncode
