@@ -50,15 +50,18 @@ def _filled(length: int, annotation: Any) -> Any:
 
 def _cases() -> list[tuple[str, Any, Any]]:
     """(field, a value at its bound, a value past it) for every bounded field."""
-    cases = []
+    cases: list[tuple[str, Any, Any]] = []
     for path, annotation, metadata in LEAVES:
         for bound in metadata:
             if isinstance(bound, at.Ge):
-                cases.append((path, bound.ge, bound.ge - 1))
+                ge: Any = bound.ge
+                cases.append((path, ge, ge - 1))
             elif isinstance(bound, at.Gt):
-                cases.append((path, bound.gt + 0.5, bound.gt))
+                gt: Any = bound.gt
+                cases.append((path, gt + 0.5, gt))
             elif isinstance(bound, at.Le):
-                cases.append((path, bound.le, bound.le + 1))
+                le: Any = bound.le
+                cases.append((path, le, le + 1))
             elif isinstance(bound, at.MaxLen):
                 n = bound.max_length
                 cases.append((path, _filled(n, annotation), _filled(n + 1, annotation)))
@@ -133,7 +136,7 @@ def test_hyperparameters_past_their_range_are_refused(
         ends = [v for v in (param.minimum, param.maximum) if v is not None]
         for value in ends:
             assert _field_errors(_with(f"hyperparameters.{name}", value), "hyperparameters") == []
-        past = [param.minimum - 1] if param.minimum is not None else []
+        past: list[Any] = [param.minimum - 1] if param.minimum is not None else []
         past += [param.maximum + 1] if param.maximum is not None else []
         past += ["not a choice"] if param.choices else []
         for value in past:

@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -185,7 +186,7 @@ class JobSpec(Strict):
         default_factory=dict, max_length=64, validate_default=True
     )
     #: every rank's extra variables (NCCL_*, the user's own); docs/jobspec.md lists the refused
-    env: dict[str, str] = Field(default_factory=dict, max_length=MAX_ENV_VARS)
+    env: Annotated[dict[str, str], AfterValidator(check_env)] = Field({}, max_length=MAX_ENV_VARS)
     precision: Precision = Precision.fp32
     grad_accum: StrictInt = Field(1, ge=1, le=4096, description="micro-steps per optimizer step")
     grad_clip: Number | None = Field(None, gt=0, le=1e6)
@@ -214,11 +215,6 @@ class JobSpec(Strict):
         if len(set(value)) != len(value):
             raise ValueError("tags must be unique")
         return value
-
-    @field_validator("env")
-    @classmethod
-    def _env_is_allowed(cls, value: dict[str, str]) -> dict[str, str]:
-        return check_env(value)
 
     @field_validator("hyperparameters")
     @classmethod
