@@ -20,6 +20,7 @@ from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.jobs.run_states import LIVE_ATTEMPT_VALUES, AttemptState, NodeState, SliceState
 from backend.jobs.states import JobState, transition
 from backend.nodes.models import Node
+from backend.nodes.multihost import gang_addresses
 from backend.nodes.trust import accepted_checkpoint, refusal
 from backend.signals import request_stop
 from workers.contract.protocol import AttemptOutcome
@@ -137,6 +138,9 @@ def finish(
     if outcome.outcome == "succeeded" and any(s.state != SliceState.succeeded for s in slices):
         session.commit()
         return job  # the other nodes' ranks are still finishing
+    if outcome.platform_fault and outcome.reason:  # name every node's address: which failed?
+        gang = gang_addresses(session, [s.node_name for s in slices])
+        outcome = outcome.model_copy(update={"reason": f"{outcome.reason} [gang: {gang}]"})
     attempt.state = outcome.outcome
     attempt.finished_at = utcnow()
     attempt.exit_reason = outcome.reason

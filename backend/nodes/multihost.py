@@ -23,7 +23,15 @@ def _loopback(host: str) -> bool:
 def address_problem(registration: NodeRegistration) -> str | None:
     """Why peers could not reach this node at its advertised address (None: they may)."""
     api = registration.api_host
-    if api is None or not _loopback(registration.address) or _loopback(api):
+    if api is None:
+        return None  # an agent that does not say where the API is: nothing to compare
+    if registration.interface is None:
+        return (
+            f"advertised address {registration.address} is on none of this host's interfaces: "
+            "its ranks cannot listen there; set TRAINBOARD_ADDRESS to one of its addresses or "
+            "TRAINBOARD_INTERFACE to the interface that reaches the other nodes"
+        )
+    if not _loopback(registration.address) or _loopback(api):
         return None
     return (
         f"advertised address {registration.address} is loopback while the API is at {api}: "
@@ -49,3 +57,15 @@ def storage_group(session: Session, registration: NodeRegistration) -> str:
         storage for name, instance, storage in rows if storage and instance == seen[name]
     )
     return groups[0] if groups else registration.instance
+
+
+def gang_addresses(session: Session, nodes: list[str]) -> str:
+    """Each node of a gang with the address and interface its ranks use, for a reason."""
+    rows = session.execute(
+        select(Node.name, Node.address, Node.interface).where(Node.name.in_(nodes))
+    ).all()
+    where = {
+        name: f"{name} at {address} ({interface or 'interface unknown'})"
+        for name, address, interface in rows
+    }
+    return ", ".join(where.get(name, name) for name in nodes)

@@ -10,7 +10,7 @@ from typing import Any
 from celery import Celery
 from pydantic import ValidationError
 
-from workers.contract.protocol import RUN_ATTEMPT_TASK, AttemptOrder
+from workers.contract.protocol import RUN_ATTEMPT_TASK, AttemptOrder, AttemptOutcome
 from workers.devices.registry import DeviceRegistry
 from workers.node.api_client import NodeApiClient
 from workers.node.settings import WorkerSettings
@@ -93,16 +93,20 @@ def run_attempt(
     supervisor = Supervisor(
         order, supervisor_settings, registry=registry, use_gpus=use_gpus, lease=lease
     )
+
+    def report(outcome: AttemptOutcome) -> str:
+        log.info("attempt %d: %s %s", order.attempt_id, outcome.outcome, outcome.reason or "")
+        api.finish(order.attempt_id, outcome.model_copy(update={"node": settings.node_name}))
+        return outcome.outcome
+
     if not active.add(supervisor):
-        outcome = supervisor.refuse("the worker node is shutting down")
-    else:
-        try:
-            outcome = supervisor.run()
-        finally:
-            active.discard(supervisor)
-    log.info("attempt %d: %s %s", order.attempt_id, outcome.outcome, outcome.reason or "")
-    api.finish(order.attempt_id, outcome.model_copy(update={"node": settings.node_name}))
-    return outcome.outcome
+        return report(supervisor.refuse("the worker node is shutting down"))
+    try:
+        # reported while still listed: a heartbeat between the ranks' exit and the finish
+        # report would otherwise say the node no longer runs it, and end it as lost
+        return report(supervisor.run())
+    finally:
+        active.discard(supervisor)
 
 
 def register_tasks(app: Celery, **deps: Any) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import stat
 from collections.abc import Iterator
@@ -87,14 +88,19 @@ def prune_checkpoints(root: Path, *, keep: set[str]) -> None:
 
 
 def write_file(directory: Path, name: str, text: str) -> None:
-    """Write a fresh read-only file in a job's directory (a planted entry is replaced)."""
+    """Write a fresh read-only file in a job's directory (a planted entry is replaced).
+
+    Written under a name of its own, then renamed over `name`: the rename replaces a
+    planted symlink itself, never its target, and the supervisors of a multi-node attempt
+    on one shared run root may write the same file at the same instant.
+    """
     with _opened(directory) as dir_fd:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(name, dir_fd=dir_fd)  # removes a symlink itself, never its target
+        partial = f".{name}.{secrets.token_hex(8)}"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(name, flags, 0o444, dir_fd=dir_fd)
+        fd = os.open(partial, flags, 0o444, dir_fd=dir_fd)
         with os.fdopen(fd, "w") as file:
             file.write(text)
+        os.replace(partial, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
 
 
 def remove_file(directory: Path, name: str) -> None:

@@ -24,6 +24,7 @@ from workers.rank.engine.dcp_storage import (
     JsonWriter,
     unwrap,
 )
+from workers.rank.engine.errors import CheckpointIncomplete
 
 #: numbers saved beside the weights: step, epoch, global_batch, data_offset, lr_scale, ...
 Progress = dict[str, float]
@@ -72,12 +73,16 @@ def save(
         checkpoint_dir.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)
     _barrier()
-    dcp.save(
-        _state(model, optimizer, progress),
-        storage_writer=JsonWriter(tmp),
-        planner=JsonSavePlanner(),
-    )
+    writer = JsonWriter(tmp)
+    dcp.save(_state(model, optimizer, progress), storage_writer=writer, planner=JsonSavePlanner())
     _barrier()  # every rank's shard is on disk before the directory becomes visible
+    if leader and writer.missing:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise CheckpointIncomplete(
+            f"checkpoint step {progress['step']} is incomplete: shards {writer.missing} are not "
+            f"in {checkpoint_dir} as rank 0 sees it; the nodes do not share their run root "
+            "(docs/deploy.md)"
+        )
     if leader:
         if final.exists():  # the same step saved by an earlier attempt: identical content
             shutil.rmtree(tmp)

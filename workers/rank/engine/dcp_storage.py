@@ -86,6 +86,8 @@ class JsonWriter(dcp.FileSystemWriter):
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         super().__init__(path, single_file_per_rank=True, sync_files=True, thread_count=1)
+        #: shard files the coordinator could not see: the checkpoint is then left incomplete
+        self.missing: list[str] = []
 
     def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future[list[WriteResult]]:
         name = f"{plan.storage_data.prefix}0.distcp"
@@ -112,6 +114,12 @@ class JsonWriter(dcp.FileSystemWriter):
         return done
 
     def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
+        # every rank's shard must be where the coordinator writes `.metadata` (a run root
+        # the nodes do not share leaves some elsewhere): without it, no metadata is written
+        shards = {r.storage_data.relative_path for rank in results for r in rank}
+        self.missing = sorted(s for s in shards if not (Path(self.path) / s).is_file())
+        if self.missing:
+            return
         metadata.version = CURRENT_DCP_VERSION
         metadata.storage_data = {r.index: r.storage_data for rank in results for r in rank}
         metadata.storage_meta = self.storage_meta()

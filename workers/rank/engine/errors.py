@@ -26,3 +26,7 @@ class RendezvousFailed(EngineFailure):
     """
 
     platform_fault = True
+
+
+class CheckpointIncomplete(EngineFailure):
+    """A checkpoint's shards are not all where rank 0 sees them: it is never recorded."""
