@@ -27,7 +27,8 @@ def relay_announcements(
         try:
             pubsub.subscribe(JOB_UPDATES_CHANNEL, NODE_UPDATES_CHANNEL)
             while not stop.is_set():
-                message = pubsub.get_message(timeout=0.5)
+                # short: stopping waits for it (every app shutdown, so every API test)
+                message = pubsub.get_message(timeout=0.1)
                 if message is None:
                     continue
                 channel = message["channel"].decode()
