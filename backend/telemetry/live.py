@@ -111,7 +111,8 @@ def tail(client: redis.Redis, sink: RawSink, stop: threading.Event) -> None:
         try:
             if position == "$":
                 position = last_position(client)
-            found: Any = client.xread({LIVE_STREAM: position}, count=1000, block=200)
+            # short: stopping waits for it (every app shutdown, so every API test)
+            found: Any = client.xread({LIVE_STREAM: position}, count=1000, block=100)
             for _stream, entries in found or []:
                 for entry_id, fields in entries:
                     position = as_text(entry_id)
