@@ -24,6 +24,8 @@ from workers.node.celery_app import make_celery
 CLAIMANTS = 8
 #: jobs raced one after another, so that one lucky interleaving cannot pass the test
 ROUNDS = 5
+#: the worker process's id, as its agent registers it (the claim's fencing token)
+INSTANCE = "0123456789abcdef0123456789abcdef"
 
 
 @pytest.fixture
@@ -45,7 +47,7 @@ def scheduled_attempt(api: TestClient, tokens: dict[str, str], scheduler: Schedu
     job = api.post("/api/jobs", json=GOOD_SPEC, headers=bearer(tokens["alice"]))
     assert job.status_code == 201, job.text
     scheduler.tick()
-    order = queued_orders(api.app.state.redis, "node.n1")[-1]  # type: ignore[attr-defined]
+    order = queued_orders(api.app.state.redis, "n1")[-1]  # type: ignore[attr-defined]
     assert order["job_id"] == job.json()["id"]
     return int(order["attempt_id"])
 
@@ -58,7 +60,7 @@ def race(database: Database, attempt_id: int) -> list[bool]:
         with database.session() as session:
             session.execute(text("SELECT 1"))  # the connection is open before the start
             barrier.wait(timeout=30)
-            return claim(session, attempt_id=attempt_id, node="n1")
+            return claim(session, attempt_id=attempt_id, node="n1", instance=INSTANCE)
 
     with ThreadPoolExecutor(CLAIMANTS) as pool:
         return list(pool.map(lambda _: claimant(), range(CLAIMANTS)))
@@ -69,6 +71,7 @@ def test_exactly_one_of_many_simultaneous_claims_of_an_attempt_wins(
 ) -> None:
     registration = NodeRegistration(
         name="n1",
+        instance=INSTANCE,
         hostname="h",
         address="127.0.0.1",
         devices=[NodeDevice(index=i, kind="cpu", name=f"slot {i}") for i in range(2 * ROUNDS)],
@@ -105,4 +108,4 @@ def test_exactly_one_of_many_simultaneous_claims_of_an_attempt_wins(
             assert started == ["running"]  # the job's timeline says it started once
         # a claim that comes after the race (a late redelivery) loses too
         with database.session() as session:
-            assert claim(session, attempt_id=attempt_id, node="n1") is False
+            assert claim(session, attempt_id=attempt_id, node="n1", instance=INSTANCE) is False
