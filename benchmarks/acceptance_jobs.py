@@ -9,10 +9,12 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
+
+from benchmarks.acceptance_verdict import Verdict
 
 TERMINAL = {"succeeded", "failed", "cancelled"}
 
@@ -25,9 +27,7 @@ class Planned:
     expect: str = "succeeded"
     #: for an expected failure: words its reason must contain
     reason_has: str = ""
-    needs_gpu_for: str = ""  # what this job proves only on a GPU (empty: proves it anywhere)
     job_id: int = 0
-    submitted_at: float = field(default_factory=time.monotonic)
 
     @property
     def name(self) -> str:
@@ -82,10 +82,12 @@ def plan(*, devices: int, gpu: bool, steps: int) -> tuple[list[Planned], list[tu
 class Api:
     """The REST calls the run makes, as the admin."""
 
-    def __init__(self, url: str, token: str) -> None:
+    def __init__(self, url: str, token: str, *, deadline: float = float("inf")) -> None:
         self.client = httpx.Client(
             base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30
         )
+        #: time.monotonic() by which every wait gives up, so the verdict is written in time
+        self.deadline = deadline
 
     def submit(self, spec: dict[str, Any]) -> int:
         created = self.client.post("/api/jobs", json=spec)
@@ -122,6 +124,7 @@ class Api:
         tick: Callable[[], None] = lambda: None,
     ) -> dict[str, Any]:
         """Poll the job until done(job); TimeoutError naming what never happened."""
+        timeout = max(0.0, min(timeout, self.deadline - time.monotonic()))
         deadline = time.monotonic() + timeout
         while True:
             job = self.job(job_id)
@@ -138,7 +141,7 @@ class Api:
 
 def loss_falls(api: Api, job_id: int, total_steps: int) -> tuple[bool, str, tuple[float, float]]:
     """Whether the mean loss of the last quarter of steps is below 0.95 x the first quarter's."""
-    deadline = time.monotonic() + 30  # the last reports may still be on their way in
+    deadline = min(time.monotonic() + 30, api.deadline)  # the last reports may be on their way
     series = api.loss(job_id)
     while len(series["step"]) < total_steps and time.monotonic() < deadline:
         time.sleep(0.5)
@@ -154,3 +157,77 @@ def loss_falls(api: Api, job_id: int, total_steps: int) -> tuple[bool, str, tupl
         f"last quarter {last:.4f} ({last / first:.2f}x)"
     )
     return ok, detail, (first, last)
+
+
+def record(api: Api, job: dict[str, Any], began: float) -> dict[str, Any]:
+    row = {k: job[k] for k in ("id", "name", "state", "reason", "step", "total_steps")}
+    row["attempts"] = len(api.attempts(job["id"]))
+    row["wall_s"] = round(time.monotonic() - began, 1)
+    return row
+
+
+def pause_resume(verdict: Verdict, api: Api, *, gpu: bool, tick: Any) -> None:
+    """Pause a running job, resume it, and see it continue from its checkpoint to the end."""
+    hp = (
+        {"steps": 20_000, "hidden": 256}
+        if gpu
+        else {"steps": 600, "hidden": 512, "batch_size": 128}
+    )
+    spec = {"name": "mlp-pause-resume", "template": "mlp", "hyperparameters": hp}
+    began = time.monotonic()
+    job_id = api.submit(spec)
+    name = "pause and resume"
+    try:
+        at = api.wait(job_id, lambda j: j["step"] >= 20, timeout=300, what="trained 20 steps",
+                      tick=tick)  # fmt: skip
+        api.act(job_id, "pause")
+        paused = api.wait(job_id, lambda j: j["state"] in TERMINAL | {"paused"}, timeout=120,
+                          what="paused", tick=tick)  # fmt: skip
+        first = api.attempts(job_id)[-1]
+        verdict.check(
+            f"{name}: pausing a running job saves a checkpoint",
+            paused["state"] == "paused" and bool(first["last_checkpoint"]),
+            f"paused at step {paused['step']} (asked at {at['step']}); checkpoint "
+            f"{first['last_checkpoint']}",
+        )
+        api.act(job_id, "resume")
+        final = api.wait(job_id, lambda j: j["state"] in TERMINAL, timeout=300, what="finished",
+                         tick=tick)  # fmt: skip
+    except (TimeoutError, RuntimeError) as err:
+        verdict.fail(name, str(err))
+        return
+    verdict.jobs.append(record(api, final, began))
+    attempts = api.attempts(job_id)
+    resumed = [line["line"] for line in api.logs(job_id) if "resumed from" in line["line"]]
+    verdict.check(
+        f"{name}: the resumed attempt continues from the checkpoint and succeeds",
+        final["state"] == "succeeded"
+        and len(attempts) == 2
+        and attempts[-1]["resume_from"] == attempts[0]["last_checkpoint"]
+        and bool(resumed),
+        f"{final['state']} at step {final['step']}/{hp['steps']}, {len(attempts)} attempts; "
+        + (resumed[0] if resumed else "rank 0 logged no 'resumed from'"),
+    )
+
+
+def cancel(verdict: Verdict, api: Api, *, tick: Any) -> None:
+    """Cancel a running job: it stops within the grace period and keeps a final checkpoint."""
+    spec = {"name": "mlp-cancel", "template": "mlp", "hyperparameters": {"steps": 1_000_000}}
+    began = time.monotonic()
+    job_id = api.submit(spec)
+    try:
+        api.wait(job_id, lambda j: j["step"] >= 5, timeout=300, what="trained 5 steps", tick=tick)
+        asked = time.monotonic()
+        state = api.act(job_id, "cancel")["state"]
+        final = api.wait(job_id, lambda j: j["state"] in TERMINAL, timeout=60, what="stopped",
+                         tick=tick)  # fmt: skip
+    except (TimeoutError, RuntimeError) as err:
+        verdict.fail("cancel", str(err))
+        return
+    verdict.jobs.append(record(api, final, began))
+    last = api.attempts(job_id)[-1]
+    verdict.check(
+        "cancel: a running job goes cancelling → cancelled with a final checkpoint",
+        state == "cancelling" and final["state"] == "cancelled" and bool(last["last_checkpoint"]),
+        f"{state} → {final['state']} in {time.monotonic() - asked:.1f} s at step {final['step']}",
+    )

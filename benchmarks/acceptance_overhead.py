@@ -70,8 +70,10 @@ def hyperparameters(*, steps: int, batch: int, hidden: int, layers: int) -> dict
     return {"steps": steps, "batch_size": batch, "hidden": hidden, "layers": layers}
 
 
-def bare_seconds(workdir: Path, hp: dict[str, Any]) -> float:
-    """Seconds of the bare script's training loop under torchrun, one rank."""
+def bare_seconds(
+    workdir: Path, hp: dict[str, Any], *, gpu: int | None = None, timeout: float = 600
+) -> float:
+    """Seconds of the bare script's training loop under torchrun, one rank (on GPU `gpu`)."""
     from workers.contract.catalog import resolve_hyperparameters
 
     full = resolve_hyperparameters("mlp", hp)
@@ -81,13 +83,15 @@ def bare_seconds(workdir: Path, hp: dict[str, Any]) -> float:
     args = [str(full[n]) for n in names] + [str(full["seed"]), str(full["lr"])]
     root = Path(__file__).resolve().parents[1]  # the checkout, for `workers.rank...`
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root)}
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu)  # the GPU the engine's job trained on
     done = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=1"]
         + [str(script), *args],
         env=env,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=max(1.0, timeout),
     )
     match = LOOP.search(done.stdout)
     if done.returncode != 0 or match is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -14,15 +15,28 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from benchmarks import acceptance_overhead as overhead
 from benchmarks.acceptance_checks import check_devices, check_metrics, check_node
-from benchmarks.acceptance_jobs import TERMINAL, Api, Planned, loss_falls, plan
+from benchmarks.acceptance_jobs import (
+    TERMINAL,
+    Api,
+    Planned,
+    cancel,
+    loss_falls,
+    pause_resume,
+    plan,
+    record,
+)
 from benchmarks.acceptance_verdict import Verdict
 from benchmarks.acceptance_watch import Watcher, metrics_families
 from tests.job_users import reachable
 from tests.stack import EMBEDDED_REDIS, RunningStack, trainboard_up
 
 ROOT = Path(__file__).resolve().parents[1]
+#: seconds kept at the end of --budget-s to stop the stack and write the verdict
+WIND_DOWN_S = 45.0
 TORCH_PROBE = """
 import json, torch
 info = {"torch": torch.__version__, "cuda": torch.version.cuda,
@@ -52,11 +66,18 @@ def run(args: argparse.Namespace) -> int:
     else:
         verdict.install = {"skipped": f"runs in this interpreter ({sys.executable})"}
     out = args.out.resolve()
+    # a device slot's command limit ends in SIGTERM: stop the stack and still write the verdict
+    signal.signal(signal.SIGTERM, _interrupted)
+    # started in the background of a shell, SIGINT is ignored and `trainboard up` would
+    # inherit that, never stopping on Ctrl-C: a handler here is reset to the default at exec
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    elapsed = time.time() - verdict.started
+    args.deadline = time.monotonic() + args.budget_s - elapsed - WIND_DOWN_S
     try:
         devices = _preflight(verdict, gpu=gpu, cpu_slots=args.cpu_slots)
         if devices:
             _with_stack(verdict, args, out, gpu=gpu, devices=devices)
-    except Exception as err:  # the verdict must still be written, naming what broke
+    except (Exception, KeyboardInterrupt) as err:  # the verdict is written all the same
         verdict.fail("the run itself", f"{type(err).__name__}: {err}")
         traceback.print_exc()
     if gpu:
@@ -70,6 +91,10 @@ def run(args: argparse.Namespace) -> int:
     print(verdict.markdown())
     print(f"verdict: {json_path}, {md_path}")
     return 0 if verdict.passed else 1
+
+
+def _interrupted(signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt(f"stopped by signal {signum}")
 
 
 def _preflight(verdict: Verdict, *, gpu: bool, cpu_slots: int) -> int:
@@ -109,15 +134,23 @@ def _with_stack(
     for path in (ROOT, Path(sys.executable).parent):  # ranks may run as the job user
         reachable(path)
     env = {"TRAINBOARD_SAMPLE_INTERVAL": str(args.sample_interval)}
+    interrupted: KeyboardInterrupt | None = None
     try:
         with trainboard_up(
             stack_dir, EMBEDDED_REDIS, cpu_slots=args.cpu_slots, extra_env=env
         ) as stack:
-            _sequence(verdict, args, stack, gpu=gpu, devices=devices, steps=steps)
+            try:
+                _sequence(verdict, args, stack, gpu=gpu, devices=devices, steps=steps)
+            except KeyboardInterrupt as err:  # stop the stack as usual, then say so
+                interrupted = err
     except AssertionError as err:  # raised on the way out: processes left behind
         verdict.fail("`trainboard up` stops cleanly", str(err))
     else:
         verdict.check("`trainboard up` stops cleanly", True, "Ctrl-C; no process left behind")
+    if interrupted is not None:
+        verdict.fail(
+            "the run itself", f"interrupted ({interrupted}): the checks after it did not run"
+        )
 
 
 def _sequence(
@@ -129,7 +162,7 @@ def _sequence(
     devices: int,
     steps: int,
 ) -> None:
-    api = Api(stack.url, stack.token)
+    api = Api(stack.url, stack.token, deadline=args.deadline if gpu else float("inf"))
     watcher = Watcher(stack.url, stack.token)
     watcher.start()
     check_node(verdict, watcher, gpu=gpu, devices=devices)
@@ -144,10 +177,17 @@ def _sequence(
     jobs, skipped = plan(devices=devices, gpu=gpu, steps=steps)
     for name, why in skipped:
         verdict.skip(f"job {name}", why)
-    _training_jobs(verdict, api, watcher, jobs, steps=steps, tick=poll_metrics)
-    _pause_resume(verdict, api, gpu=gpu, tick=poll_metrics)
-    _cancel(verdict, api, tick=poll_metrics)
-    _overhead(verdict, api, args, gpu=gpu)
+    phases = {
+        "training jobs": lambda: _training_jobs(verdict, api, jobs, steps=steps, tick=poll_metrics),
+        "pause and resume": lambda: pause_resume(verdict, api, gpu=gpu, tick=poll_metrics),
+        "cancel": lambda: cancel(verdict, api, tick=poll_metrics),
+        "engine overhead": lambda: _overhead(verdict, api, args, gpu=gpu),
+    }
+    for name, phase in phases.items():
+        try:  # one phase breaking (a timeout, a refused request) does not stop the others
+            phase()
+        except (TimeoutError, RuntimeError, httpx.HTTPError) as err:
+            verdict.fail(name, f"{type(err).__name__}: {err}")
     polls.append(metrics_families(stack.url, stack.token))
     time.sleep(1.5 * args.sample_interval)  # the last samples' deltas
     watcher.stop()
@@ -163,15 +203,8 @@ def _sequence(
     verdict.check("websocket: no error or resync", not watcher.errors, "; ".join(watcher.errors))
 
 
-def _record(api: Api, job: dict[str, Any], began: float) -> dict[str, Any]:
-    row = {k: job[k] for k in ("id", "name", "state", "reason", "step", "total_steps")}
-    row["attempts"] = len(api.attempts(job["id"]))
-    row["wall_s"] = round(time.monotonic() - began, 1)
-    return row
-
-
 def _training_jobs(
-    verdict: Verdict, api: Api, watcher: Watcher, jobs: list[Planned], *, steps: int, tick: Any
+    verdict: Verdict, api: Api, jobs: list[Planned], *, steps: int, tick: Any
 ) -> None:
     """Submit every training job at once; the scheduler places them as devices free up."""
     began = time.monotonic()
@@ -184,7 +217,7 @@ def _training_jobs(
         except TimeoutError as err:
             verdict.fail(f"job {job.name}", str(err))
             continue
-        row = _record(api, final, began)
+        row = record(api, final, began)
         verdict.jobs.append(row)
         ok = final["state"] == job.expect and job.reason_has in (final["reason"] or "")
         detail = f"{final['state']} at step {final['step']}" + (
@@ -198,89 +231,24 @@ def _training_jobs(
         verdict.skip("fp16 with GradScaler trains", "no GPU (fp16 needs CUDA's GradScaler)")
 
 
-def _pause_resume(verdict: Verdict, api: Api, *, gpu: bool, tick: Any) -> None:
-    """Pause a running job, resume it, and see it continue from its checkpoint to the end."""
-    hp = (
-        {"steps": 20_000, "hidden": 256}
-        if gpu
-        else {"steps": 600, "hidden": 512, "batch_size": 128}
-    )
-    spec = {"name": "mlp-pause-resume", "template": "mlp", "hyperparameters": hp}
-    began = time.monotonic()
-    job_id = api.submit(spec)
-    name = "pause and resume"
-    try:
-        at = api.wait(job_id, lambda j: j["step"] >= 20, timeout=300, what="trained 20 steps",
-                      tick=tick)  # fmt: skip
-        api.act(job_id, "pause")
-        paused = api.wait(job_id, lambda j: j["state"] in TERMINAL | {"paused"}, timeout=120,
-                          what="paused", tick=tick)  # fmt: skip
-        first = api.attempts(job_id)[-1]
-        verdict.check(
-            f"{name}: pausing a running job saves a checkpoint",
-            paused["state"] == "paused" and bool(first["last_checkpoint"]),
-            f"paused at step {paused['step']} (asked at {at['step']}); checkpoint "
-            f"{first['last_checkpoint']}",
-        )
-        api.act(job_id, "resume")
-        final = api.wait(job_id, lambda j: j["state"] in TERMINAL, timeout=300, what="finished",
-                         tick=tick)  # fmt: skip
-    except (TimeoutError, RuntimeError) as err:
-        verdict.fail(name, str(err))
-        return
-    verdict.jobs.append(_record(api, final, began))
-    attempts = api.attempts(job_id)
-    resumed = [line["line"] for line in api.logs(job_id) if "resumed from" in line["line"]]
-    verdict.check(
-        f"{name}: the resumed attempt continues from the checkpoint and succeeds",
-        final["state"] == "succeeded"
-        and len(attempts) == 2
-        and attempts[-1]["resume_from"] == attempts[0]["last_checkpoint"]
-        and bool(resumed),
-        f"{final['state']} at step {final['step']}/{hp['steps']}, {len(attempts)} attempts; "
-        + (resumed[0] if resumed else "rank 0 logged no 'resumed from'"),
-    )
-
-
-def _cancel(verdict: Verdict, api: Api, *, tick: Any) -> None:
-    """Cancel a running job: it stops within the grace period and keeps a final checkpoint."""
-    spec = {"name": "mlp-cancel", "template": "mlp", "hyperparameters": {"steps": 1_000_000}}
-    began = time.monotonic()
-    job_id = api.submit(spec)
-    try:
-        api.wait(job_id, lambda j: j["step"] >= 5, timeout=300, what="trained 5 steps", tick=tick)
-        asked = time.monotonic()
-        state = api.act(job_id, "cancel")["state"]
-        final = api.wait(job_id, lambda j: j["state"] in TERMINAL, timeout=60, what="stopped",
-                         tick=tick)  # fmt: skip
-    except (TimeoutError, RuntimeError) as err:
-        verdict.fail("cancel", str(err))
-        return
-    verdict.jobs.append(_record(api, final, began))
-    last = api.attempts(job_id)[-1]
-    verdict.check(
-        "cancel: a running job goes cancelling → cancelled with a final checkpoint",
-        state == "cancelling" and final["state"] == "cancelled" and bool(last["last_checkpoint"]),
-        f"{state} → {final['state']} in {time.monotonic() - asked:.1f} s at step {final['step']}",
-    )
-
-
 def _overhead(verdict: Verdict, api: Api, args: argparse.Namespace, *, gpu: bool) -> None:
-    """Bare torchrun vs a Trainboard job on the same device, alternating pairs."""
+    """A Trainboard job, then a bare torchrun script on the same device; alternating pairs."""
     size = {"steps": 2000, "batch": 256, "hidden": 1024, "layers": 4} if gpu else {
         "steps": 200, "batch": 64, "hidden": 256, "layers": 4}  # fmt: skip
     hp = overhead.hyperparameters(**size)
     pairs = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.pairs or (3 if gpu else 1)):
-            bare = overhead.bare_seconds(Path(tmp), hp)
             spec = {"name": f"overhead-{i + 1}", "template": "mlp", "hyperparameters": hp}
             job_id = api.submit(spec)
             final = api.wait(job_id, lambda j: j["state"] in TERMINAL, timeout=300, what="ended")
             if final["state"] != "succeeded":
                 verdict.fail("engine overhead", f"job {job_id} {final['state']}: {final['reason']}")
                 return
-            pairs.append((bare, *overhead.engine_seconds(api.client, job_id)))
+            engine = overhead.engine_seconds(api.client, job_id)
+            device = final["devices"][0] if gpu else None
+            left = min(600.0, api.deadline - time.monotonic())
+            pairs.append((overhead.bare_seconds(Path(tmp), hp, gpu=device, timeout=left), *engine))
     verdict.overhead = overhead.summarize(pairs, hp)
     ratio = verdict.overhead["ratio_median"]
     verdict.check("engine overhead measured (bare torchrun and engine on one device)", True,

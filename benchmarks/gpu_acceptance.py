@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -151,9 +152,11 @@ def main(argv: list[str] | None = None) -> int:
         command += [a for a in (argv if argv is not None else sys.argv[1:])]
         command += ["--no-install", "--install-record", str(record_path)]
         command += ["--venv", str(args.venv), "--out", str(args.out)]
-        return subprocess.run(
-            command, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
-        ).returncode
+        child = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        # a slot's time limit may signal this process alone: the run stops its stack and
+        # writes its verdict when told
+        signal.signal(signal.SIGTERM, lambda signum, _: child.send_signal(signum))
+        return child.wait()
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))  # `python benchmarks/gpu_acceptance.py` from anywhere
     from benchmarks.acceptance_run import run
