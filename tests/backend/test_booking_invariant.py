@@ -95,6 +95,8 @@ class Cluster(RuleBasedStateMachine):
             address="127.0.0.1",
             devices=[NodeDevice(index=i, kind="cpu", name=f"slot {i}") for i in range(DEVICES)],
             data_dir="/",
+            # one shared run root (each sees the others' markers), so 2-node gangs are placed
+            storage_seen={n: i for n, i in self.instances.items() if n != name},
         )
         with self.db.session() as session:
             nodes.register(session, self.redis, registration=registration)
