@@ -22,6 +22,7 @@ from backend import meta_router
 from backend.auth import router as auth_router
 from backend.config import Settings, get_settings
 from backend.db import Database
+from backend.deployment_keys import attach
 from backend.jobs import router as jobs_router
 from backend.migrate import upgrade
 from backend.nodes import router as nodes_router
@@ -38,6 +39,7 @@ from backend.telemetry.relay import relay_announcements
 from backend.telemetry.retention import run_retention
 from backend.telemetry.revocation import SessionWatch
 from backend.telemetry.rollup_builder import run_rollups
+from workers.contract.keys import Keys
 from workers.node.celery_app import make_celery
 
 log = logging.getLogger(__name__)
@@ -60,8 +62,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         db = Database(settings.db_url)
         client = redis.Redis.from_url(settings.redis_url)
         hub = Hub(asyncio.get_running_loop())
+        deployment = await asyncio.to_thread(_mark_broker, db, client)
+        attach(client, Keys(deployment))  # every Redis name carries this deployment's id
         app.state.db, app.state.redis, app.state.hub = db, client, hub
-        await asyncio.to_thread(_mark_broker, db, client)
         app.state.session_watch = watch = SessionWatch(db)
         watching = asyncio.create_task(watch.run())
         stop = threading.Event()
@@ -157,7 +160,10 @@ def _is_file_under(dist: Path, path: str) -> bool:
         return False
 
 
-def _mark_broker(db: Database, client: redis.Redis) -> None:
-    """Our marker in our Redis, so workers on it know they share it (put back when flushed)."""
-    with db.session() as session, contextlib.suppress(redis.RedisError):
-        mark_broker(client, deployment_id(session))
+def _mark_broker(db: Database, client: redis.Redis) -> str:
+    """This deployment's id; its marker in our Redis, so workers on it know they share it."""
+    with db.session() as session:
+        deployment = deployment_id(session)
+    with contextlib.suppress(redis.RedisError):
+        mark_broker(client, deployment)  # put back whenever a flush took it
+    return deployment

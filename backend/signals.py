@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 import redis
 
-from workers.contract.protocol import control_key
+from backend.deployment_keys import keys_of
 
 log = logging.getLogger(__name__)
 
@@ -25,20 +25,22 @@ def announce_jobs(client: redis.Redis, job_ids: Iterable[int]) -> None:
     """Tell every API process (and so every browser) that these jobs changed."""
     ids = sorted(set(job_ids))
     if ids:
-        _quietly(lambda: client.publish(JOB_UPDATES_CHANNEL, json.dumps(ids)))
+        channel = keys_of(client).name(JOB_UPDATES_CHANNEL)
+        _quietly(lambda: client.publish(channel, json.dumps(ids)))
 
 
 def announce_nodes(client: redis.Redis) -> None:
-    _quietly(lambda: client.publish(NODE_UPDATES_CHANNEL, "1"))
+    _quietly(lambda: client.publish(keys_of(client).name(NODE_UPDATES_CHANNEL), "1"))
 
 
 def wake_scheduler(client: redis.Redis) -> None:
     """Make the scheduler run a pass now instead of at its next tick."""
 
     def push() -> None:
+        key = keys_of(client).name(SCHEDULER_WAKE_KEY)
         pipe = client.pipeline()
-        pipe.lpush(SCHEDULER_WAKE_KEY, 1)
-        pipe.ltrim(SCHEDULER_WAKE_KEY, 0, 0)
+        pipe.lpush(key, 1)
+        pipe.ltrim(key, 0, 0)
         pipe.execute()
 
     _quietly(push)
@@ -46,7 +48,8 @@ def wake_scheduler(client: redis.Redis) -> None:
 
 def request_stop(client: redis.Redis, *, attempt_id: int, action: str) -> None:
     """Ask the supervisor of an attempt to stop its ranks ('cancel' or 'pause')."""
-    _quietly(lambda: client.set(control_key(attempt_id), action, ex=7 * 24 * 3600))
+    key = keys_of(client).control(attempt_id)
+    _quietly(lambda: client.set(key, action, ex=7 * 24 * 3600))
 
 
 def _quietly(action: object) -> None:

@@ -82,6 +82,7 @@ def trainboard_up(
     port: int | None = None,
     cpu_slots: int = 4,
     extra_env: dict[str, str] | None = None,
+    flush: bool = True,
 ) -> Iterator[RunningStack]:
     """Start `trainboard up` in tmp, wait until its worker registered, stop it with Ctrl-C after.
 
@@ -93,7 +94,7 @@ def trainboard_up(
     with contextlib.ExitStack() as resources:
         if redis_url is None:
             redis_url = resources.enter_context(private_redis(tmp))
-        elif redis_url != EMBEDDED_REDIS:
+        elif redis_url != EMBEDDED_REDIS and flush:
             redis.Redis.from_url(redis_url).flushdb()
         started = _started(tmp, redis_url, port or free_port(), cpu_slots, extra_env or {})
         yield resources.enter_context(started)

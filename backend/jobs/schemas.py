@@ -6,6 +6,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field, StrictInt
 
+from backend.jobs.run_states import AttemptState
+from backend.jobs.states import JobAction, JobState
 from workers.contract.protocol import Instance
 from workers.contract.spec import MAX_DEVICES, JobSpec
 
@@ -29,7 +31,8 @@ class JobOut(BaseModel):
     id: int
     name: str
     owner: str
-    state: str
+    state: JobState
+    actions: list[JobAction] = Field(description="what this job accepts now (from its state)")
     spec: JobSpec
     implications: Implications
     priority: str
@@ -59,7 +62,7 @@ class AttemptOut(BaseModel):
     number: int
     node: str
     devices: list[int]
-    state: str
+    state: AttemptState
     resume_from: str | None
     last_checkpoint: str | None
     exit_reason: str | None

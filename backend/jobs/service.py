@@ -14,7 +14,14 @@ from backend.auth.service import Principal
 from backend.jobs.attempts import newest_checkpoint
 from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
 from backend.jobs.run_states import AttemptState, SliceState
-from backend.jobs.states import IllegalTransition, JobState, transition
+from backend.jobs.states import (
+    STOPS_AT_ONCE,
+    IllegalTransition,
+    JobAction,
+    JobState,
+    stop_target,
+    transition,
+)
 from backend.signals import announce_jobs, request_stop, wake_scheduler
 from workers.contract import entrypoints
 from workers.contract.spec import JobSpec, unsupported_reason
@@ -125,16 +132,18 @@ def stop(
 ) -> Job:
     """Cancel or pause a job: at once if nothing runs yet, else ask its ranks to stop."""
     final = JobState.cancelled if action == "cancel" else JobState.paused
-    via = JobState.cancelling if action == "cancel" else JobState.pausing
     attempt = current_attempt(session, job)
     by = f"{action} requested by {principal.username}"
     state = JobState(job.state)
-    if state in (JobState.queued, JobState.paused, JobState.restarting) or (
+    target = stop_target(state, JobAction(action))  # the one rule the UI's buttons follow too
+    if target is None:
+        raise IllegalTransition(f"job {job.id} is {job.state}; it cannot be {action}led")
+    if state in STOPS_AT_ONCE or (
         state is JobState.scheduled and attempt is not None and _withdraw(session, attempt)
     ):
         session.add(transition(job, final, message=by))
-    elif state in (JobState.scheduled, JobState.running, JobState.pausing) and attempt is not None:
-        session.add(transition(job, via, message=by, attempt_id=attempt.id))
+    elif attempt is not None:
+        session.add(transition(job, target, message=by, attempt_id=attempt.id))
         job.stop_request = action
         request_stop(client, attempt_id=attempt.id, action=action)
     else:

@@ -53,6 +53,41 @@ TRANSITIONS: dict[JobState, frozenset[JobState]] = {
 }
 
 
+class JobAction(StrEnum):
+    """What a user may ask of a job; which ones a state allows follows from TRANSITIONS."""
+
+    cancel = "cancel"
+    pause = "pause"
+    resume = "resume"
+    clone = "clone"
+
+
+#: where a cancel or pause takes effect at once (no rank runs); elsewhere ranks are asked first
+STOPS_AT_ONCE = frozenset({S.queued, S.paused, S.restarting})
+STOPS_BY_ASKING = frozenset({S.scheduled, S.running, S.pausing})
+
+
+def stop_target(state: JobState, action: JobAction) -> JobState | None:
+    """The state a cancel or pause moves a job to (at once, or via -ing); None if refused."""
+    final, via = (
+        (S.cancelled, S.cancelling) if action is JobAction.cancel else (S.paused, S.pausing)
+    )
+    if state in STOPS_AT_ONCE and final in TRANSITIONS[state]:
+        return final
+    if state in STOPS_BY_ASKING and via in TRANSITIONS[state]:
+        return via
+    return None
+
+
+def allowed_actions(state: JobState) -> list[JobAction]:
+    """The actions a job in `state` accepts (the UI offers exactly these)."""
+    actions = [a for a in (JobAction.cancel, JobAction.pause) if stop_target(state, a)]
+    if state in STOPPED and S.queued in TRANSITIONS[state]:
+        actions.append(JobAction.resume)  # from its newest checkpoint (409 if it has none)
+    actions.append(JobAction.clone)
+    return actions
+
+
 class IllegalTransition(ValueError):
     """A state change the table does not allow (e.g. cancelling a finished job)."""
 

@@ -9,7 +9,9 @@ from sqlalchemy.orm import Session
 
 from backend.auth.models import User
 from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
+from backend.jobs.run_states import AttemptState
 from backend.jobs.schemas import AttemptOut, EventOut, Implications, JobOut, SliceOut
+from backend.jobs.states import JobState, allowed_actions
 from workers.contract.spec import JobSpec
 
 PRIORITY_NAMES = ("high", "normal", "low")
@@ -63,7 +65,8 @@ def _view(job: Job, owner: str, attempt: Attempt | None, placement: list[SliceOu
         id=job.id,
         name=job.name,
         owner=owner,
-        state=job.state,
+        state=JobState(job.state),
+        actions=allowed_actions(JobState(job.state)),
         spec=spec,
         implications=Implications.model_validate(spec.implications()),
         placement=placement,
@@ -92,7 +95,7 @@ def attempt_view(attempt: Attempt) -> AttemptOut:
         number=attempt.number,
         node=attempt.node_name,
         devices=list(attempt.devices),
-        state=attempt.state,
+        state=AttemptState(attempt.state),
         resume_from=attempt.resume_from,
         last_checkpoint=attempt.last_checkpoint,
         exit_reason=attempt.exit_reason,

@@ -6,6 +6,8 @@ import uuid
 
 import redis
 
+from backend.deployment_keys import keys_of
+
 LEADER_KEY = "tb:scheduler-leader"
 _RENEW = """
 if redis.call('get', KEYS[1]) == ARGV[1] then
@@ -22,19 +24,20 @@ class LeaderLock:
         self.client = client
         self.ttl_ms = int(ttl * 1000)
         self.token = uuid.uuid4().hex
+        self.key = keys_of(client).name(LEADER_KEY)
 
     def hold(self) -> bool:
         """Acquire or renew; True while this process is the leader."""
         try:
-            if self.client.eval(_RENEW, 1, LEADER_KEY, self.token, self.ttl_ms):
+            if self.client.eval(_RENEW, 1, self.key, self.token, self.ttl_ms):
                 return True
-            return bool(self.client.set(LEADER_KEY, self.token, nx=True, px=self.ttl_ms))
+            return bool(self.client.set(self.key, self.token, nx=True, px=self.ttl_ms))
         except redis.RedisError:
             return False
 
     def release(self) -> None:
         try:
-            if self.client.get(LEADER_KEY) == self.token.encode():
-                self.client.delete(LEADER_KEY)
+            if self.client.get(self.key) == self.token.encode():
+                self.client.delete(self.key)
         except redis.RedisError:
             pass

@@ -12,6 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from backend.db import Database, as_utc, utcnow
+from backend.deployment_keys import keys_of
 from backend.jobs.attempt_end import end_attempt, release_restarts
 from backend.jobs.attempts import newest_checkpoints
 from backend.jobs.models import Attempt, AttemptSlice, Job
@@ -28,7 +29,7 @@ from backend.nodes.models import Node
 from backend.scheduler.leader import LeaderLock
 from backend.scheduler.policy import NodeCapacity, Placement, QueuedJob, plan
 from backend.signals import SCHEDULER_WAKE_KEY, announce_jobs, announce_nodes, request_stop
-from workers.contract.protocol import RUN_ATTEMPT_TASK, AttemptOrder, node_queue
+from workers.contract.protocol import RUN_ATTEMPT_TASK, AttemptOrder
 from workers.contract.spec import JobSpec
 from workers.node.celery_app import direct_queue
 
@@ -57,6 +58,7 @@ class Scheduler:
         self.heartbeat_timeout = timedelta(seconds=heartbeat_timeout)
         self.claim_timeout = timedelta(seconds=claim_timeout)
         self.leader = LeaderLock(client, ttl=max(5.0, interval * 10))
+        self.keys = keys_of(client)
         #: silence before this moment is the control plane's own (it was down, not leader,
         #: or stalled): no node is declared lost for it (`_expire_nodes`)
         self._grace_from: datetime | None = None
@@ -70,7 +72,7 @@ class Scheduler:
                     self.tick()
                 else:
                     self._last_pass = None  # a new leader gives every node a full timeout
-                self.client.blpop([SCHEDULER_WAKE_KEY], timeout=self.interval)
+                self.client.blpop([self.keys.name(SCHEDULER_WAKE_KEY)], timeout=self.interval)
             except redis.RedisError as err:
                 log.warning("scheduler: redis unavailable (%s); retrying", err)
                 stop.wait(self.interval)
@@ -99,7 +101,7 @@ class Scheduler:
                     self.celery.send_task(
                         RUN_ATTEMPT_TASK,
                         args=[order.model_dump(mode="json")],
-                        queue=direct_queue(node_queue(order.node)),
+                        queue=direct_queue(self.keys.node_queue(order.node)),
                         producer=producer,
                     )
         announce_jobs(self.client, changed | waiting | {p.job_id for p in placements})
@@ -240,6 +242,7 @@ class Scheduler:
                         master_port=attempt.master_port,
                         spec=spec,
                         resume_from=attempt.resume_from,
+                        deployment=self.keys.deployment,
                     )
                 )
         return orders

@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from backend.auth.service import Principal
 from backend.config import IPNetwork, Settings
+from backend.deployment_keys import keys_of
 from backend.deps import ReaderDep, SettingsDep, SubmitterDep
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ def client_address(scope: Scope, proxies: Sequence[IPNetwork]) -> str:
 
 def hit(client: redis.Redis, key: str, window: int) -> int:
     """Count one request in the current window and return the window's count."""
-    slot = f"tb:ratelimit:{key}:{int(time.time() // window)}"
+    slot = keys_of(client).name(f"tb:ratelimit:{key}:{int(time.time() // window)}")
     pipe = client.pipeline()
     pipe.incr(slot)
     pipe.expire(slot, window * 2)

@@ -25,13 +25,14 @@ import msgspec
 import redis
 
 from backend.db import Database
+from backend.deployment_keys import keys_of
 from backend.signals import announce_jobs
 from backend.telemetry import live
 from backend.telemetry.entries import decode_entry
 from backend.telemetry.points import Points
 from backend.telemetry.streams import as_text, trim_acknowledged
 from backend.telemetry.writer import Delta, write_batch
-from workers.contract.protocol import ALL_STREAMS, BATCH_FIELD, INGEST_GROUP, METRICS_STREAM
+from workers.contract.protocol import BATCH_FIELD, INGEST_GROUP, METRICS_STREAM
 
 log = logging.getLogger(__name__)
 
@@ -148,9 +149,13 @@ class Ingest:
         #: items producers reported dropping (lossy streams only), since this process started
         self.dropped = 0
         self._announced: dict[int, float] = {}
+        #: this deployment's stream of each kind, and back
+        self._streams = keys_of(client).streams()
+        self._kinds = {name: kind for kind, name in self._streams.items()}
+        self._live = keys_of(client).name(live.LIVE_STREAM)
 
     def ensure_groups(self) -> None:
-        for stream in ALL_STREAMS:
+        for stream in self._streams.values():
             try:
                 self.client.xgroup_create(stream, INGEST_GROUP, id="0", mkstream=True)
             except redis.ResponseError as err:
@@ -173,7 +178,7 @@ class Ingest:
                             self.reclaim()
                             last_reclaim = now
                         if now - last_trim > TRIM_EVERY_SECONDS:
-                            for stream in ALL_STREAMS:
+                            for stream in self._streams.values():
                                 trim_acknowledged(self.client, stream)
                             last_trim = now
                         pipeline.submit(self.prepare(self.read(block_ms=200)))
@@ -212,7 +217,7 @@ class Ingest:
         response = self.client.xreadgroup(
             INGEST_GROUP,
             self.consumer,
-            {s: start for s in ALL_STREAMS},
+            {s: start for s in self._streams.values()},
             count=self._round_entries(),
             block=block_ms,
         )
@@ -222,7 +227,7 @@ class Ingest:
     def reclaim(self) -> int:
         """Take over entries a dead consumer read but never acknowledged (XAUTOCLAIM)."""
         total = 0
-        for stream in ALL_STREAMS:
+        for stream in self._streams.values():
             cursor = "0-0"
             while True:
                 cursor, messages, *_ = self.client.xautoclaim(
@@ -253,10 +258,11 @@ class Ingest:
         round_ = Round()
         items: dict[str, list[Any]] = defaultdict(list)
         for stream, messages in entries.items():
+            kind = self._kinds.get(stream, stream)  # items by kind, acknowledged by stream
             for entry_id, fields in messages:
                 round_.ids[stream].append(entry_id)
                 if fields:
-                    items[stream].extend(self._parse(stream, fields))
+                    items[kind].extend(self._parse(kind, fields))
         round_.items.update(items)
         if items[METRICS_STREAM]:
             round_.items[METRICS_STREAM] = Points.of(items[METRICS_STREAM])
@@ -283,7 +289,7 @@ class Ingest:
             pipe.xack(stream, INGEST_GROUP, *entry_ids)
         # the deltas are plain dicts of validated values (metrics all finite): msgspec's
         # encoder writes them as pydantic-core's does, in half the time
-        live.append(pipe, written.deltas, encode=msgspec.json.encode)
+        live.append(pipe, written.deltas, encode=msgspec.json.encode, stream=self._live)
         pipe.execute()
         self._announce_progress(written.progressed)
         return len(written)

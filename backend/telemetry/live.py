@@ -17,6 +17,7 @@ from typing import Any
 import redis
 from pydantic_core import to_json
 
+from backend.deployment_keys import keys_of
 from backend.telemetry.streams import as_text
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,7 @@ def append(
     deltas: Iterable[tuple[str, dict[str, Any]]],
     *,
     encode: Callable[[Any], bytes] = to_json,
+    stream: str = LIVE_STREAM,
 ) -> None:
     """Queue XADDs of the deltas on a pipeline (sent with the batch's XACKs).
 
@@ -43,7 +45,7 @@ def append(
     for topic, data in deltas:
         # pydantic-core's serializer: ~5x json.dumps
         payload = encode(data)
-        pipe.xadd(LIVE_STREAM, {"t": topic, "d": payload}, maxlen=LIVE_MAXLEN, approximate=True)
+        pipe.xadd(stream, {"t": topic, "d": payload}, maxlen=LIVE_MAXLEN, approximate=True)
 
 
 def publish_live(client: redis.Redis, topic: str, data: dict[str, Any]) -> None:
@@ -53,7 +55,7 @@ def publish_live(client: redis.Redis, topic: str, data: dict[str, Any]) -> None:
     """
     try:
         with client.pipeline(transaction=False) as pipe:
-            append(pipe, [(topic, data)])
+            append(pipe, [(topic, data)], stream=keys_of(client).name(LIVE_STREAM))
             pipe.execute()
     except redis.RedisError as err:
         log.warning("live delta for %s not published: %s", topic, err)
@@ -71,7 +73,7 @@ def parse_position(position: object) -> tuple[int, int] | None:
 
 def last_position(client: redis.Redis) -> str:
     """The position of the newest delta appended so far."""
-    newest: Any = client.xrevrange(LIVE_STREAM, count=1)
+    newest: Any = client.xrevrange(keys_of(client).name(LIVE_STREAM), count=1)
     return as_text(newest[0][0]) if newest else ORIGIN
 
 
@@ -81,7 +83,7 @@ def read_since(client: redis.Redis, topic: str, since: str) -> list[tuple[str, s
     if wanted is None:
         return None
     try:
-        info: Any = client.xinfo_stream(LIVE_STREAM)
+        info: Any = client.xinfo_stream(keys_of(client).name(LIVE_STREAM))
     except redis.ResponseError:  # no stream: nothing was ever appended (or Redis was flushed)
         return [] if wanted == (0, 0) else None
     newest = parse_position(as_text(info["last-generated-id"]))
@@ -96,7 +98,7 @@ def read_since(client: redis.Redis, topic: str, since: str) -> list[tuple[str, s
         oldest = parse_position(as_text(first[0])) if first else newest
         if oldest is None or wanted < oldest:
             return None
-    found: Any = client.xrange(LIVE_STREAM, min=f"({since}", max="+")
+    found: Any = client.xrange(keys_of(client).name(LIVE_STREAM), min=f"({since}", max="+")
     return [
         (as_text(entry_id), as_text(fields[b"d"]))
         for entry_id, fields in found
@@ -111,8 +113,9 @@ def tail(client: redis.Redis, sink: RawSink, stop: threading.Event) -> None:
         try:
             if position == "$":
                 position = last_position(client)
+            stream = keys_of(client).name(LIVE_STREAM)
             # short: stopping waits for it (every app shutdown, so every API test)
-            found: Any = client.xread({LIVE_STREAM: position}, count=1000, block=100)
+            found: Any = client.xread({stream: position}, count=1000, block=100)
             for _stream, entries in found or []:
                 for entry_id, fields in entries:
                     position = as_text(entry_id)

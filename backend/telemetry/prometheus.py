@@ -18,6 +18,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from backend.auth.service import authenticate
+from backend.deployment_keys import keys_of
 from backend.deps import SessionDep, credentials_from
 from backend.jobs.models import Job
 from backend.nodes.models import Device, Node
@@ -120,8 +121,8 @@ def _ingest_gauges(registry: CollectorRegistry, client: redis.Redis) -> None:
                     labels, registry=registry)  # fmt: skip
     lag = Gauge("trainboard_ingest_lag_seconds", "Age of the oldest unacknowledged entry.",
                 labels, registry=registry)  # fmt: skip
-    for stream in ALL_STREAMS:
-        found = backlog(client, stream)
+    for stream in ALL_STREAMS:  # labelled by kind; read from this deployment's stream
+        found = backlog(client, keys_of(client).stream(stream))
         pending.labels(stream).set(found.pending)
         waiting.labels(stream).set(found.undelivered)
         lag.labels(stream).set(found.oldest_seconds)

@@ -9,6 +9,7 @@ import threading
 import redis
 
 from backend.db import Database
+from backend.deployment_keys import keys_of
 from backend.jobs.models import Job
 from backend.jobs.views import describe_jobs
 from backend.nodes.service import describe_nodes
@@ -25,14 +26,16 @@ def relay_announcements(
     while not stop.is_set():
         pubsub = client.pubsub(ignore_subscribe_messages=True)
         try:
-            pubsub.subscribe(JOB_UPDATES_CHANNEL, NODE_UPDATES_CHANNEL)
+            keys = keys_of(client)
+            nodes_channel = keys.name(NODE_UPDATES_CHANNEL)
+            pubsub.subscribe(keys.name(JOB_UPDATES_CHANNEL), nodes_channel)
             while not stop.is_set():
                 # short: stopping waits for it (every app shutdown, so every API test)
                 message = pubsub.get_message(timeout=0.1)
                 if message is None:
                     continue
                 channel = message["channel"].decode()
-                if channel == NODE_UPDATES_CHANNEL:
+                if channel == nodes_channel:
                     _send_nodes(db, hub)
                 else:
                     _send_jobs(db, hub, json.loads(message["data"]))

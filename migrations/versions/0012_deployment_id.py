@@ -22,14 +22,15 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    table = op.create_table(
+    op.create_table(
         "deployment",
         sa.Column("id", sa.String(length=32), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_deployment")),
         comment="one row: this deployment's id",
     )
-    op.bulk_insert(table, [{"id": uuid.uuid4().hex, "created_at": sa.func.now()}])
+    insert = sa.text("INSERT INTO deployment (id, created_at) VALUES (:id, CURRENT_TIMESTAMP)")
+    op.execute(insert.bindparams(id=uuid.uuid4().hex))
 
 
 def downgrade() -> None:

@@ -46,7 +46,7 @@ def scheduler(api: TestClient, settings: Settings, database: Database) -> Schedu
 def _running_job(api: TestClient, tokens: dict[str, str], scheduler: Scheduler) -> tuple[int, int]:
     job = api.post("/api/jobs", json=GOOD_SPEC, headers=bearer(tokens["alice"])).json()
     scheduler.tick()
-    order = queued_orders(api.app.state.redis, "node.n1")[-1]  # type: ignore[attr-defined]
+    order = queued_orders(api.app.state.redis, "n1")[-1]  # type: ignore[attr-defined]
     claim = api.post(
         f"/api/attempts/{order['attempt_id']}/claim",
         json={"node": "n1"},
@@ -76,7 +76,7 @@ def test_pause_then_resume_on_fewer_devices_continues_from_the_checkpoint(
     assert resumed.json()["state"] == "queued"
     assert resumed.json()["spec"]["parallelism"]["devices"] == 1
     scheduler.tick()
-    order = queued_orders(api.app.state.redis, "node.n1")[-1]  # type: ignore[attr-defined]
+    order = queued_orders(api.app.state.redis, "n1")[-1]  # type: ignore[attr-defined]
     assert order["number"] == 2 and len(order["devices"]) == 1
     assert order["resume_from"] == "/runs/job-1/checkpoints/step-70"
     kinds = [e["kind"] for e in api.get(f"/api/jobs/{job_id}/events", headers=alice).json()]

@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from backend.config import Settings
 from backend.db import Database
+from backend.deployment_keys import keys_of
 from backend.scheduler.loop import Scheduler
 from tests.backend.conftest import bearer
 from workers.contract.protocol import NodeDevice, NodeRegistration
@@ -26,10 +27,10 @@ GOOD_SPEC: dict[str, Any] = {
 }
 
 
-def queued_orders(client: redis.Redis, queue: str) -> list[dict[str, Any]]:
+def queued_orders(client: redis.Redis, node: str) -> list[dict[str, Any]]:
     """The AttemptOrders waiting in a node's Celery queue, read straight from Redis."""
     orders = []
-    for raw in reversed(client.lrange(queue, 0, -1)):
+    for raw in reversed(client.lrange(keys_of(client).node_queue(node), 0, -1)):
         message = json.loads(raw)
         args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
         orders.append(args[0])
@@ -152,7 +153,7 @@ def _scheduled_attempt(
     )
     placements = scheduler.tick()
     assert [p.slices for p in placements] == [(("n1", (0, 1)),)]
-    order = queued_orders(client, "node.n1")[0]
+    order = queued_orders(client, "n1")[0]
     assert order["devices"] == [0, 1] and order["node"] == "n1"
     return int(order["attempt_id"])
 
@@ -197,7 +198,8 @@ def test_cancel_while_running_asks_the_supervisor_to_stop(
         api.post("/api/jobs/1/cancel", headers=bearer(tokens["alice"])).json()["state"]
         == "cancelling"
     )
-    assert api.app.state.redis.get(f"tb:control:{attempt}") == b"cancel"  # type: ignore[attr-defined]
+    client = api.app.state.redis  # type: ignore[attr-defined]
+    assert client.get(keys_of(client).control(attempt)) == b"cancel"
     stopped = api.post(f"/api/attempts/{attempt}/finish", json={"outcome": "stopped"}, headers=node)
     assert stopped.json() == {"state": "cancelled"}
 

@@ -7,6 +7,7 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
+from backend.deployment_keys import keys_of
 from backend.telemetry.live import LIVE_STREAM
 from tests.backend.conftest import bearer
 from workers.contract.protocol import NodeDevice, NodeRegistration
@@ -53,7 +54,7 @@ def test_a_heartbeat_with_host_stats_shows_on_the_node_and_goes_live(
     assert shown == stats.model_dump()
     assert 0 < stats.memory_used < stats.memory_total and stats.cpus >= 1
     redis = api.app.state.redis  # type: ignore[attr-defined]
-    ((_, fields),) = redis.xrevrange(LIVE_STREAM, count=1)
+    ((_, fields),) = redis.xrevrange(keys_of(redis).name(LIVE_STREAM), count=1)
     assert fields[b"t"] == b"cluster"
     (update,) = json.loads(fields[b"d"])["hosts"]
     assert update["node"] == "n1" and update["cpu_percent"] == stats.cpu_percent

@@ -20,9 +20,11 @@ from backend.config import Settings
 from backend.db import Database
 from backend.jobs.models import Attempt, Job
 from backend.migrate import upgrade
+from backend.nodes.deployment import deployment_id
 from backend.telemetry.direct import WS_PROTOCOL
 from backend.telemetry.models import MetricPoint
 from tests.workers.worker_helpers import free_port, wait_for
+from workers.contract.keys import Keys
 
 ADMIN_TOKEN = "tb_test-admin-token-0123456789"
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -82,6 +84,11 @@ class LiveServer:
 
     def __post_init__(self) -> None:
         self.db = Database(self.settings.db_url)
+
+    def keys(self) -> Keys:
+        """The Redis names of this server's deployment."""
+        with self.db.session() as session:
+            return Keys(deployment_id(session))
 
     @classmethod
     @contextlib.contextmanager

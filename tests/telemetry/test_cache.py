@@ -85,10 +85,11 @@ def test_the_watermark_moves_only_when_the_series_gets_rows(
 def test_points_stored_before_the_migration_are_marked_and_survive_a_downgrade(
     db_url: str,
 ) -> None:
-    downgrade(db_url, "0006")
     database = Database(db_url)
     try:
-        _, attempt = add_attempt(database)
+        _, attempt = add_attempt(database)  # with today's models, before going back to 0006
+        database.engine.dispose()
+        downgrade(db_url, "0006")
         with database.session() as session:
             session.execute(
                 insert(MetricPoint.__table__).values(

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 from websockets.sync.client import ClientConnection
 
+from backend.nodes.deployment import deployment_id
 from tests.telemetry.helpers import LiveServer, add_attempt, receive, subscribe, wait_for
+from workers.contract.keys import Keys
 from workers.contract.protocol import METRICS_STREAM
 from workers.telemetry import StreamPublisher
 
@@ -66,7 +68,9 @@ def steady_points(live_api: LiveServer, redis_url: str) -> Iterator[tuple[int, l
     """A job whose rank publishes a loss point every 10 ms for 8 s: (job id, every point)."""
     job, attempt = add_attempt(live_api.db, owner="admin")
     sent: list[Key] = []
-    publisher = StreamPublisher(redis_url, METRICS_STREAM, "rank-0")
+    with live_api.db.session() as session:  # the server's deployment names its streams
+        stream = Keys(deployment_id(session)).stream(METRICS_STREAM)
+    publisher = StreamPublisher(redis_url, stream, "rank-0")
     stop = threading.Event()
 
     def run() -> None:

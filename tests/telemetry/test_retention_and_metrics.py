@@ -54,7 +54,7 @@ def scraped(
     with db.session() as session:
         devices = [NodeDevice(index=0, kind="gpu", name="NVIDIA H100", uuid="GPU-abc")]
         registration = NodeRegistration(name="gpu-a", hostname="h", address="a", devices=devices)
-        register(session, registration=registration)
+        register(session, client.app.state.redis, registration=registration)  # type: ignore[attr-defined]
         session.execute(DeviceSample.__table__.insert(), [gpu_sample(time.time(), util=87.0)])
     add_attempt(db, state="queued")
     add_attempt(db, state="queued")

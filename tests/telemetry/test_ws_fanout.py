@@ -19,14 +19,16 @@ from backend.telemetry.direct import DirectOutlet
 from tests.telemetry.helpers import ADMIN, LiveServer, receive, subscribe
 
 
-def publish_cluster_deltas(redis_url: str, count: int, *, pad: int = 0) -> list[str]:
+def publish_cluster_deltas(
+    redis_url: str, server: LiveServer, count: int, *, pad: int = 0
+) -> list[str]:
     """Append count `cluster` deltas (pad random bytes each) to the live stream; their positions."""
     client = redis.Redis.from_url(redis_url)
     pipe = client.pipeline(transaction=False)
     deltas = [
         ("cluster", {"samples": [{"device": i}], "pad": token_hex(pad // 2)}) for i in range(count)
     ]
-    live.append(pipe, deltas)
+    live.append(pipe, deltas, stream=server.keys().name(live.LIVE_STREAM))
     positions = [p.decode() for p in pipe.execute()]
     client.close()
     return positions
@@ -53,7 +55,9 @@ def cluster_watchers(live_api: LiveServer) -> Iterator[tuple[ClientConnection, C
 
 
 def test_compressed_and_plain_clients_get_the_same_deltas_in_order(
-    cluster_watchers: tuple[ClientConnection, ClientConnection], redis_url: str
+    cluster_watchers: tuple[ClientConnection, ClientConnection],
+    live_api: LiveServer,
+    redis_url: str,
 ) -> None:
     deflated, plain = cluster_watchers
     assert deflated.response is not None
@@ -62,7 +66,7 @@ def test_compressed_and_plain_clients_get_the_same_deltas_in_order(
     assert "permessage-deflate" in offer and "server_no_context_takeover" in offer
     assert plain.response is not None and "Sec-WebSocket-Extensions" not in plain.response.headers
 
-    positions = publish_cluster_deltas(redis_url, 50, pad=2000)
+    positions = publish_cluster_deltas(redis_url, live_api, 50, pad=2000)
     got_deflated, got_plain = cluster_deltas(deflated, 50), cluster_deltas(plain, 50)
     assert got_deflated == got_plain
     assert [m["pos"] for m in got_plain] == positions
@@ -84,7 +88,7 @@ def test_a_client_that_never_reads_does_not_hold_up_others_and_is_told_to_resync
         subscribe(ws, "cluster")
     assert receive(reader)["type"] == "snapshot"
 
-    positions = publish_cluster_deltas(redis_url, 400, pad=20_000)  # 8 MB, never read
+    positions = publish_cluster_deltas(redis_url, live_api, 400, pad=20_000)  # 8 MB unread
     assert [m["pos"] for m in cluster_deltas(reader, 400)] == positions
 
     seen: list[dict[str, object]] = []

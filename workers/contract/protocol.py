@@ -51,6 +51,9 @@ class AttemptOrder(BaseModel):
     master_port: int
     spec: JobSpec
     resume_from: str | None = Field(None, description="checkpoint directory to resume from")
+    deployment: str = Field(
+        "", max_length=64, description="the deployment's id: its supervisor's Redis names"
+    )
 
 
 #: every integer a producer sends must fit the database's 32-bit INTEGER columns;

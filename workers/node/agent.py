@@ -10,7 +10,8 @@ from typing import Any
 from celery.signals import worker_shutting_down
 from celery.utils.nodenames import host_format
 
-from workers.contract.protocol import DEVICES_STREAM, node_queue
+from workers.contract.keys import Keys
+from workers.contract.protocol import DEVICES_STREAM
 from workers.contract.run_layout import job_dir
 from workers.devices import DeviceProbe
 from workers.devices.host import HostProbe
@@ -69,6 +70,7 @@ def run_node_agent(settings: WorkerSettings) -> int:
         return broker.learn(api.register(registration.model_copy(update=seen), retry_for=retry_for))
 
     register()  # retried until the API answers
+    keys = Keys(broker.deployment or "")  # the names of the deployment we registered with
     active = ActiveAttempts()
     heartbeat = Heartbeat(
         api,
@@ -79,7 +81,9 @@ def run_node_agent(settings: WorkerSettings) -> int:
         deployment_seen=broker.seen,
     )
     publisher = StreamPublisher(
-        settings.redis_url, DEVICES_STREAM, producer_name(settings.node_name, "devices")
+        settings.redis_url,
+        keys.stream(DEVICES_STREAM),
+        producer_name(settings.node_name, "devices"),
     )
     sampler = DeviceSampler(
         probe, registry, publisher, node=settings.node_name, interval=settings.sample_interval
@@ -104,7 +108,7 @@ def run_node_agent(settings: WorkerSettings) -> int:
     sampler.start()
     try:
         worker = app.Worker(
-            queues=[node_queue(settings.node_name)],
+            queues=[keys.node_queue(settings.node_name)],
             pool="threads",
             concurrency=max(1, len(registration.devices)),
             hostname=host_format(f"{settings.node_name}@%h"),

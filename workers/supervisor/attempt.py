@@ -18,6 +18,7 @@ import redis
 
 from workers.contract import entrypoints, run_layout
 from workers.contract.checkpoints import newest_checkpoint
+from workers.contract.keys import Keys
 from workers.contract.protocol import (
     EVENTS_STREAM,
     LOGS_STREAM,
@@ -25,13 +26,11 @@ from workers.contract.protocol import (
     AttemptOrder,
     AttemptOutcome,
     MetricPoint,
-    control_key,
 )
 from workers.contract.rank_env import EXIT_EXPLAINED, EXIT_PLATFORM, RankEnv, failure_file
 from workers.devices.registry import DeviceRegistry, Occupant
 from workers.supervisor import run_dirs
-from workers.supervisor.orphan_guard import guarded
-from workers.supervisor.rank_environment import rank_environment
+from workers.supervisor.rank_launch import free_port, start_rank
 from workers.supervisor.rank_output import OutputForwarder
 from workers.supervisor.relay import TelemetryRelay
 from workers.supervisor.settings import SupervisorSettings
@@ -59,11 +58,15 @@ class Supervisor:
         lease: Callable[[], bool] = lambda: True,
     ) -> None:
         self.order, self.settings, self.use_gpus = order, settings, use_gpus
+        self.keys = Keys(order.deployment)  # this deployment's names in Redis
+        # a gang on this node alone takes a port free here now: on a busy host the
+        # scheduler's fixed 29500 + id collides with other Trainboards' and torchrun jobs
+        self.master_port = free_port() if order.nnodes == 1 else order.master_port
         self.registry = registry or DeviceRegistry()
         self._own_publisher = publisher is None
         self.publisher = publisher or StreamPublisher(
             settings.redis_url,
-            LOGS_STREAM,
+            self.keys.stream(LOGS_STREAM),
             producer_name(order.node, f"attempt-{order.attempt_id}"),
         )
         self.identity = settings.isolation.identity(order.job_id)
@@ -76,12 +79,12 @@ class Supervisor:
         self._relays: list[TelemetryRelay] = []
         self._metrics = StreamPublisher(
             settings.redis_url,
-            METRICS_STREAM,
+            self.keys.stream(METRICS_STREAM),
             producer_name(order.node, f"attempt-{order.attempt_id}-metrics"),
         )
         self._events = StreamPublisher(
             settings.redis_url,
-            EVENTS_STREAM,
+            self.keys.stream(EVENTS_STREAM),
             producer_name(order.node, f"attempt-{order.attempt_id}-events"),
         )
         self.processes: list[subprocess.Popen[bytes]] = []
@@ -150,7 +153,7 @@ class Supervisor:
                 local_world_size=local,
                 group_rank=order.node_rank,
                 master_addr=order.master_addr,
-                master_port=order.master_port,
+                master_port=self.master_port,
                 run_id=f"trainboard-job{order.job_id}-attempt{order.attempt_id}",
                 attempt_id=order.attempt_id,
                 job_id=order.job_id,
@@ -172,7 +175,7 @@ class Supervisor:
         launch = entrypoints.resolve(entry, self.settings.script_roots)
         self._stdout_metrics = StreamPublisher(
             self.settings.redis_url,
-            METRICS_STREAM,
+            self.keys.stream(METRICS_STREAM),
             producer_name(self.order.node, f"attempt-{self.order.attempt_id}-stdout"),
         )
         return launch.argv, [str(launch.root)], self.run_dir
@@ -239,32 +242,17 @@ class Supervisor:
     ) -> subprocess.Popen[bytes]:
         """Start one rank as the job's user, with an allow-listed environment and its pipe."""
         assert self.dirs is not None
-        rank_vars = RankEnv(**{**env.__dict__, "telemetry_fd": fd}).to_env()
-        environment = rank_environment(
-            worker_env=os.environ,
-            rank_vars=rank_vars,
+        process = start_rank(
+            argv,
+            cwd=cwd,
+            rank_vars=RankEnv(**{**env.__dict__, "telemetry_fd": fd}).to_env(),
             spec_env=self.order.spec.env,
             python_paths=python_paths,
-            home=self.dirs.home.resolve(),
-            tmp=self.dirs.tmp.resolve(),
-            user=self.identity.name,
-            interpreter=sys.executable,
+            dirs=self.dirs,
+            identity=self.identity,
             interface=self.settings.interface,
-        )
-        # process_group=0 makes the first rank lead a new group; the others join it.
-        # (A new session would not do: setpgid cannot join a group in another session.)
-        process = subprocess.Popen(
-            guarded(argv),
-            env=environment,
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            pass_fds=(fd,),
-            process_group=self._pgid or 0,
-            user=self.identity.uid,
-            group=self.identity.gid,
-            extra_groups=[] if self.identity.switches else None,
+            telemetry_fd=fd,
+            process_group=self._pgid,
         )
         if self._pgid is None:
             self._pgid = process.pid  # the first rank leads the attempt's process group
@@ -318,7 +306,7 @@ class Supervisor:
         if self._shutdown.is_set():
             return "shutdown"
         try:
-            value = self._redis.get(control_key(self.order.attempt_id))
+            value = self._redis.get(self.keys.control(self.order.attempt_id))
         except redis.RedisError as err:
             log.warning("attempt %d: cannot read control key: %s", self.order.attempt_id, err)
             return None
