@@ -77,8 +77,8 @@ class Verdict:
             f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped; "
             f"wall {self.wall_s:.0f} s"
         )
-        machine = ", ".join(f"{k} {v}" for k, v in self.machine.items())
-        install = ", ".join(f"{k} {v}" for k, v in self.install.items())
+        machine = ", ".join(f"{k}: {v}" for k, v in self.machine.items())
+        install = ", ".join(f"{k}: {v}" for k, v in self.install.items())
         lines = [head, "", f"Machine: {machine}", "", f"Install: {install}", ""]
         lines += ["| check | result | detail |", "|---|---|---|"]
         lines += [f"| {c.name} | {c.status} | {_cell(c.detail)} |" for c in self.checks]
