@@ -40,6 +40,8 @@ LIVE_ATTEMPT = frozenset({AttemptState.scheduled, AttemptState.running})
 LIVE_SLICE = frozenset({SliceState.scheduled, SliceState.running})
 #: as plain strings, for SQL `IN (...)` clauses
 LIVE_ATTEMPT_VALUES = tuple(sorted(s.value for s in LIVE_ATTEMPT))
+#: ended by the control plane, not by their own ranks: what they report afterwards is not taken
+FENCED_ATTEMPT_VALUES = (AttemptState.lost.value, AttemptState.withdrawn.value)
 LIVE_SLICE_VALUES = tuple(sorted(s.value for s in LIVE_SLICE))
 
 

@@ -11,8 +11,9 @@ import numpy as np
 from sqlalchemy import select, text, update
 from sqlalchemy.orm import Session
 
+from backend.db import as_utc
 from backend.jobs.models import Attempt, Job, JobEvent
-from backend.jobs.run_states import AttemptState
+from backend.jobs.run_states import FENCED_ATTEMPT_VALUES, AttemptState
 from backend.telemetry import models as rows
 from backend.telemetry.points import Points
 from backend.telemetry.store import insert_ignoring_duplicates, insert_metric_points
@@ -42,10 +43,15 @@ def write_batch(
         # ingest transactions commit in the order they take ids (the series cache relies on it)
         session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": INGEST_LOCK})
     points = Points.of(items[METRICS_STREAM])
-    attempt_jobs = _attempt_jobs(session, points, items)
+    attempt_jobs, fenced = _attempt_jobs(session, points, items)
     # a NaN/inf value (a diverged run) passes validation and is dropped here, unstored
     known = np.fromiter(attempt_jobs, np.int32, len(attempt_jobs))
-    points = points.where(np.isin(points.attempt_id, known) & np.isfinite(points.value))
+    keep = np.isin(points.attempt_id, known) & np.isfinite(points.value)
+    for attempt_id, cutoff in fenced.items():
+        # a fenced attempt (lost, withdrawn) may train on for a moment: what it measured
+        # after the control plane ended it is not the job's
+        keep &= ~((points.attempt_id == attempt_id) & (points.time > cutoff))
+    points = points.where(keep)
     insert_metric_points(session, points)
     logs = [line for line in items[LOGS_STREAM] if line["attempt_id"] in attempt_jobs]
     insert_ignoring_duplicates(session, rows.LogLine, logs)
@@ -118,13 +124,21 @@ def _write_event(session: Session, event: Item, job_id: int) -> None:
 
 def _attempt_jobs(
     session: Session, points: Points, items: Mapping[str, Sequence[Item]]
-) -> dict[int, int]:
+) -> tuple[dict[int, int], dict[int, float]]:
+    """The job of each attempt named; and, for fenced attempts, when they were ended."""
     ids = set(np.unique(points.attempt_id).tolist())
     ids.update(i["attempt_id"] for key in (LOGS_STREAM, EVENTS_STREAM) for i in items[key])
     if not ids:
-        return {}
+        return {}, {}
     # FOR KEY SHARE (PostgreSQL; SQLite has one writer): what a foreign key's check takes
     # for each row, taken once per attempt, so none is deleted before this commits
-    query = select(Attempt.id, Attempt.job_id).where(Attempt.id.in_(ids))
+    query = select(Attempt.id, Attempt.job_id, Attempt.state, Attempt.finished_at).where(
+        Attempt.id.in_(ids)
+    )
     found = session.execute(query.with_for_update(read=True, key_share=True)).all()
-    return {attempt_id: job_id for attempt_id, job_id in found}
+    fenced = {
+        attempt_id: as_utc(finished).timestamp()
+        for attempt_id, _, state, finished in found
+        if state in FENCED_ATTEMPT_VALUES and finished is not None
+    }
+    return {attempt_id: job_id for attempt_id, job_id, _, _ in found}, fenced

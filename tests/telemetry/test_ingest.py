@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 
 import msgspec
 import pytest
@@ -11,8 +12,10 @@ import redis
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
+from sqlalchemy import update
 
 from backend.db import Database
+from backend.jobs.models import Attempt
 from backend.telemetry.entries import FAST_BATCHES, TYPED_BATCHES
 from backend.telemetry.ingest import Ingest, Round, Written
 from backend.telemetry.live import LIVE_STREAM
@@ -223,3 +226,20 @@ def test_a_number_past_the_floats_is_refused_by_both_validators() -> None:
         FAST_BATCHES[METRICS_STREAM].decode(raw)
     with pytest.raises(ValidationError):
         TYPED_BATCHES[METRICS_STREAM].validate_json(raw)
+
+
+def test_a_fenced_attempts_points_after_its_end_are_not_stored(
+    database: Database, client: redis.Redis, ingest: Ingest, new_attempt: NewAttempt
+) -> None:
+    _, attempt = new_attempt()
+    ended = datetime.now(UTC)
+    with database.session() as session:  # the control plane declared its node lost
+        session.execute(
+            update(Attempt).where(Attempt.id == attempt).values(state="lost", finished_at=ended)
+        )
+        session.commit()
+    before = [point(attempt, s) | {"time": ended.timestamp() - 10 + s} for s in range(5)]
+    after = [point(attempt, s) | {"time": ended.timestamp() + 1 + s} for s in range(5, 10)]
+    add_batch(client, METRICS_STREAM, before + after)
+    ingest.consume()
+    assert stored_steps(database, attempt) == [0, 1, 2, 3, 4]  # trained before it was fenced
