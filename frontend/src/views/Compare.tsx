@@ -5,11 +5,11 @@ import type { Comparison, Job } from "../api/types";
 import { StateBadge } from "../components/bits";
 import { axis, Chart, type ChartColors } from "../components/Chart";
 import { lossMetric, metricAxis } from "../components/MetricCharts";
-import { MAX_COMPARE, useComparison, useJobs, type XMode } from "../data";
+import { MAX_COMPARE, useComparison, type XMode } from "../data";
 import { formatMetric } from "../lib/format";
 import { smooth, type AlignedData } from "../lib/series";
-import { FINISHED_STATES, sortedJobs } from "../lib/stores";
-import { Link, navigate } from "../router";
+import { Link } from "../router";
+import { ComparePicker } from "./ComparePicker";
 
 /** A row of a spec table: one value per job (undefined: the job's spec lacks the key). */
 interface DiffRow {
@@ -252,60 +252,3 @@ function CompareChart({ name, jobs, curves, xMode, weight, logScale }: ChartProp
     </div>
   );
 }
-
-/** No selection yet: pick jobs from the list (finished ones first). */
-function ComparePicker({ initial }: { initial: number[] }) {
-  const jobs = useJobs();
-  const [picked, setPicked] = useState<number[]>(initial);
-  const list = useMemo(() => {
-    const all = jobs ? sortedJobs(jobs) : [];
-    return [...all.filter((j) => FINISHED_STATES.has(j.state)), ...all.filter((j) => !FINISHED_STATES.has(j.state))];
-  }, [jobs]);
-  const toggle = (id: number, on: boolean) => setPicked((held) => (on ? [...held, id].slice(-MAX_COMPARE) : held.filter((x) => x !== id)));
-  return (
-    <section>
-      <div class="view-head">
-        <h1>Compare jobs</h1>
-        <span class="spacer" />
-        <button type="button" data-testid="compare-go" disabled={picked.length < 2} onClick={() => navigate(`/compare?jobs=${picked.join(",")}`)}>
-          Compare {picked.length} selected
-        </button>
-      </div>
-      <p class="muted">Pick 2 to {MAX_COMPARE} jobs. The comparison's address captures the selection, so it can be shared.</p>
-      {jobs === null ? (
-        <p class="muted">Loading jobs…</p>
-      ) : list.length === 0 ? (
-        <p class="empty">
-          No jobs yet — <Link href="/submit">submit one</Link>, then come back to compare runs.
-        </p>
-      ) : (
-        <table data-testid="compare-picker">
-          <tbody>
-            {list.map((job) => (
-              <tr>
-                <td>
-                  <input
-                    type="checkbox"
-                    id={`pick-${job.id}`}
-                    data-testid={`compare-pick-${job.id}`}
-                    checked={picked.includes(job.id)}
-                    onChange={(e) => toggle(job.id, e.currentTarget.checked)}
-                  />
-                </td>
-                <td>
-                  <label for={`pick-${job.id}`} class="inline">
-                    #{job.id} {job.name}
-                  </label>
-                </td>
-                <td>
-                  <StateBadge state={job.state} />
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
-    </section>
-  );
-}
-

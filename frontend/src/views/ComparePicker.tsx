@@ -1,0 +1,63 @@
+/** Pick 2–10 jobs to compare (finished ones first); the comparison's address is the selection. */
+import { useMemo, useState } from "preact/hooks";
+import { StateBadge } from "../components/bits";
+import { MAX_COMPARE, useJobs } from "../data";
+import { FINISHED_STATES, sortedJobs } from "../lib/stores";
+import { Link, navigate } from "../router";
+
+/** No selection yet: pick jobs from the list (finished ones first). */
+export function ComparePicker({ initial }: { initial: number[] }) {
+  const jobs = useJobs();
+  const [picked, setPicked] = useState<number[]>(initial);
+  const list = useMemo(() => {
+    const all = jobs ? sortedJobs(jobs) : [];
+    return [...all.filter((j) => FINISHED_STATES.has(j.state)), ...all.filter((j) => !FINISHED_STATES.has(j.state))];
+  }, [jobs]);
+  const toggle = (id: number, on: boolean) => setPicked((held) => (on ? [...held, id].slice(-MAX_COMPARE) : held.filter((x) => x !== id)));
+  return (
+    <section>
+      <div class="view-head">
+        <h1>Compare jobs</h1>
+        <span class="spacer" />
+        <button type="button" data-testid="compare-go" disabled={picked.length < 2} onClick={() => navigate(`/compare?jobs=${picked.join(",")}`)}>
+          Compare {picked.length} selected
+        </button>
+      </div>
+      <p class="muted">Pick 2 to {MAX_COMPARE} jobs. The comparison's address captures the selection, so it can be shared.</p>
+      {jobs === null ? (
+        <p class="muted">Loading jobs…</p>
+      ) : list.length === 0 ? (
+        <p class="empty">
+          No jobs yet — <Link href="/submit">submit one</Link>, then come back to compare runs.
+        </p>
+      ) : (
+        <table data-testid="compare-picker">
+          <tbody>
+            {list.map((job) => (
+              <tr>
+                <td>
+                  <input
+                    type="checkbox"
+                    id={`pick-${job.id}`}
+                    data-testid={`compare-pick-${job.id}`}
+                    checked={picked.includes(job.id)}
+                    onChange={(e) => toggle(job.id, e.currentTarget.checked)}
+                  />
+                </td>
+                <td>
+                  <label for={`pick-${job.id}`} class="inline">
+                    #{job.id} {job.name}
+                  </label>
+                </td>
+                <td>
+                  <StateBadge state={job.state} />
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}
+
