@@ -67,6 +67,8 @@ def plan(*, devices: int, gpu: bool, steps: int) -> tuple[list[Planned], list[tu
         steps,
         parallelism={"strategy": "hybrid", "devices": 4, "pipeline_stages": 2, **pipe},
     )
+    for spec in [*two, hybrid] if gpu else ():  # NCCL prints its version line at init
+        spec["env"] = {"NCCL_DEBUG": "VERSION"}
     for spec in two:
         if devices >= 2:
             jobs.append(Planned(spec))

@@ -135,16 +135,21 @@ def _with_stack(
         reachable(path)
     env = {"TRAINBOARD_SAMPLE_INTERVAL": str(args.sample_interval)}
     interrupted: KeyboardInterrupt | None = None
+    started = False
     try:
         with trainboard_up(
             stack_dir, EMBEDDED_REDIS, cpu_slots=args.cpu_slots, extra_env=env
         ) as stack:
+            started = True
             try:
                 _sequence(verdict, args, stack, gpu=gpu, devices=devices, steps=steps)
             except KeyboardInterrupt as err:  # stop the stack as usual, then say so
                 interrupted = err
-    except AssertionError as err:  # raised on the way out: processes left behind
-        verdict.fail("`trainboard up` stops cleanly", str(err))
+    except AssertionError as err:  # its worker never registered, or processes were left
+        log = stack_dir / "trainboard-up.log"
+        tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
+        name = "`trainboard up` stops cleanly" if started else "`trainboard up` starts"
+        verdict.fail(name, f"{err}; its log ends: {tail}")
     else:
         verdict.check("`trainboard up` stops cleanly", True, "Ctrl-C; no process left behind")
     if interrupted is not None:
@@ -178,7 +183,9 @@ def _sequence(
     for name, why in skipped:
         verdict.skip(f"job {name}", why)
     phases = {
-        "training jobs": lambda: _training_jobs(verdict, api, jobs, steps=steps, tick=poll_metrics),
+        "training jobs": lambda: _training_jobs(
+            verdict, api, jobs, gpu=gpu, steps=steps, tick=poll_metrics
+        ),
         "pause and resume": lambda: pause_resume(verdict, api, gpu=gpu, tick=poll_metrics),
         "cancel": lambda: cancel(verdict, api, tick=poll_metrics),
         "engine overhead": lambda: _overhead(verdict, api, args, gpu=gpu),
@@ -204,7 +211,7 @@ def _sequence(
 
 
 def _training_jobs(
-    verdict: Verdict, api: Api, jobs: list[Planned], *, steps: int, tick: Any
+    verdict: Verdict, api: Api, jobs: list[Planned], *, gpu: bool, steps: int, tick: Any
 ) -> None:
     """Submit every training job at once; the scheduler places them as devices free up."""
     began = time.monotonic()
@@ -223,10 +230,20 @@ def _training_jobs(
         detail = f"{final['state']} at step {final['step']}" + (
             f": {final['reason']}" if final["reason"] else ""
         )
+        if not ok:  # what its ranks said last, for whoever reads the verdict
+            detail += " | last log lines: " + " / ".join(
+                line["line"] for line in api.logs(job.job_id)[-5:]
+            )
         verdict.check(f"job {job.name} ends {job.expect}", ok, detail)
         if job.expect == "succeeded" and ok:
             falls, detail, row["loss"] = loss_falls(api, job.job_id, steps)
             verdict.check(f"job {job.name}: loss falls", falls, detail)
+        if ok and "NCCL_DEBUG" in job.spec.get("env", {}):
+            said = [line["line"] for line in api.logs(job.job_id) if "NCCL version" in line["line"]]
+            verdict.check(f"job {job.name}: its ranks ran NCCL", bool(said), "; ".join(said[:2]))
+    if not any("env" in j.spec for j in jobs):
+        why = "needs 2 GPUs" if gpu else "no GPU (CPU ranks use gloo)"
+        verdict.skip("multi-rank jobs run on NCCL", why)
     if not any(j.expect == "succeeded" and j.spec.get("precision") == "fp16" for j in jobs):
         verdict.skip("fp16 with GradScaler trains", "no GPU (fp16 needs CUDA's GradScaler)")
 

@@ -99,7 +99,7 @@ class Verdict:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")[:300]
+    return text.replace("|", "\\|").replace("\n", " ")[:600]
 
 
 def _num(value: object) -> str:
