@@ -32,9 +32,21 @@ def run_migrations_online() -> None:
     url = config.get_main_option("sqlalchemy.url") or get_settings().db_url
     engine = make_engine(url)
     with engine.connect() as conn:
+        sqlite = conn.dialect.name == "sqlite"
+        if sqlite:
+            # batch mode copies a table and drops the old one: with foreign keys on, that
+            # drop would cascade (deleting every attempt of a `jobs` table being altered)
+            conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
+            conn.commit()  # end the autobegun transaction: the migrations' own one commits
         _configure(conn)
         with context.begin_transaction():
             context.run_migrations()
+        if sqlite:
+            broken = conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+            conn.exec_driver_sql("PRAGMA foreign_keys=ON")
+            conn.commit()
+            if broken:
+                raise RuntimeError(f"migration left rows without their parents: {broken[:5]}")
     engine.dispose()
 
 

@@ -21,7 +21,7 @@ from backend.db import Database
 from backend.jobs.models import Attempt, Job
 from backend.migrate import upgrade
 from backend.nodes.deployment import deployment_id
-from backend.telemetry.direct import WS_PROTOCOL
+from backend.telemetry.live.direct import WS_PROTOCOL
 from backend.telemetry.models import MetricPoint
 from tests.workers.worker_helpers import free_port, wait_for
 from workers.contract.keys import Keys

@@ -9,9 +9,9 @@ from sqlalchemy import insert, select
 
 from backend.db import Database
 from backend.migrate import downgrade, upgrade
-from backend.telemetry.cache import Raw, SeriesCache, watermark
+from backend.telemetry.ingest.store import insert_metric_points
 from backend.telemetry.models import MetricPoint
-from backend.telemetry.store import insert_metric_points
+from backend.telemetry.series.cache import Raw, SeriesCache, watermark
 from tests.telemetry.helpers import add_attempt, point
 
 NewAttempt = Callable[..., tuple[int, int]]

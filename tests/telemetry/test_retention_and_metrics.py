@@ -13,7 +13,7 @@ from backend.config import Settings
 from backend.db import Database
 from backend.nodes.service import register
 from backend.telemetry.models import DeviceRollup, DeviceSample
-from backend.telemetry.retention import roll_up
+from backend.telemetry.series.retention import roll_up
 from tests.telemetry.helpers import ADMIN, add_attempt
 from workers.contract.protocol import NodeDevice, NodeRegistration
 

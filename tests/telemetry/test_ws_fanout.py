@@ -14,8 +14,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.extensions.permessage_deflate import PerMessageDeflate
 from websockets.sync.client import ClientConnection, connect
 
-from backend.telemetry import hub, live
-from backend.telemetry.direct import DirectOutlet
+from backend.telemetry.live import feed, hub
+from backend.telemetry.live.direct import DirectOutlet
 from tests.telemetry.helpers import ADMIN, LiveServer, receive, subscribe
 
 
@@ -28,7 +28,7 @@ def publish_cluster_deltas(
     deltas = [
         ("cluster", {"samples": [{"device": i}], "pad": token_hex(pad // 2)}) for i in range(count)
     ]
-    live.append(pipe, deltas, stream=server.keys().name(live.LIVE_STREAM))
+    feed.append(pipe, deltas, stream=server.keys().name(feed.LIVE_STREAM))
     positions = [p.decode() for p in pipe.execute()]
     client.close()
     return positions
