@@ -43,6 +43,9 @@ class JobOut(BaseModel):
     placement: list[SliceOut] = Field(description="every node of the gang and its devices")
     wait_reason: str | None = Field(description="why a queued job has not started yet")
     restarts: int
+    restart_at: datetime | None = Field(
+        None, description="a restarting job is placed again at this time (its back-off)"
+    )
     reason: str | None
     step: int
     total_steps: int | None

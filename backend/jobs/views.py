@@ -77,6 +77,7 @@ def _view(job: Job, owner: str, attempt: Attempt | None, placement: list[SliceOu
         node=attempt.node_name if attempt else None,
         devices=list(attempt.devices) if attempt else [],
         restarts=job.restarts,
+        restart_at=job.restart_at if job.state == JobState.restarting else None,
         reason=job.reason,
         step=job.step,
         total_steps=job.total_steps,
