@@ -171,7 +171,7 @@ def record(api: Api, job: dict[str, Any], began: float) -> dict[str, Any]:
 def pause_resume(verdict: Verdict, api: Api, *, gpu: bool, tick: Any) -> None:
     """Pause a running job, resume it, and see it continue from its checkpoint to the end."""
     hp = (
-        {"steps": 20_000, "hidden": 256}
+        {"steps": 10_000, "hidden": 256}
         if gpu
         else {"steps": 600, "hidden": 512, "batch_size": 128}
     )
