@@ -80,10 +80,11 @@ def test_a_two_stage_pipeline_across_the_hosts(hosts: TwoHosts) -> None:
     assert "loss" in _points_once_each(hosts, job_id)
 
 
+@pytest.mark.timeout(900)  # 40 rank starts on 2 shared cores: 3.5 to 6 minutes here
 def test_twenty_two_node_starts_in_a_row_none_refused(hosts: TwoHosts) -> None:
     jobs = [hosts.submit(f"pair-{i}", steps=2, devices=2, nodes=2) for i in range(20)]
     for job_id in jobs:
-        job = hosts.wait_state(job_id, "succeeded", "failed", "restarting", timeout=300)
+        job = hosts.wait_state(job_id, "succeeded", "failed", "restarting", timeout=600)
         assert job["state"] == "succeeded", (job_id, job["reason"])
     attempts = hosts.sql(
         "SELECT job_id, count(*) FROM attempts WHERE job_id >= :first GROUP BY job_id",
