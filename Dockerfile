@@ -31,4 +31,4 @@ ENV TRAINBOARD_DATA_DIR=/data \
 USER trainboard
 EXPOSE 8000
 CMD ["uvicorn", "backend.app:create_app", "--factory", "--host", "0.0.0.0", "--port", "8000", \
-     "--ws", "backend.telemetry.direct:DirectWebSocketProtocol", "--no-proxy-headers"]
+     "--ws", "backend.telemetry.live.direct:DirectWebSocketProtocol", "--no-proxy-headers"]

@@ -30,15 +30,16 @@ from backend.nodes.deployment import deployment_id, mark_broker
 from backend.scheduler.loop import Scheduler
 from backend.security import install as install_security
 from backend.security.exposure import warn_if_exposed
-from backend.telemetry import live, prometheus, ws
-from backend.telemetry import router as series_router
-from backend.telemetry.cache import SeriesCache
-from backend.telemetry.hub import Hub
-from backend.telemetry.ingest import Ingest
-from backend.telemetry.relay import relay_announcements
-from backend.telemetry.retention import run_retention
-from backend.telemetry.revocation import SessionWatch
-from backend.telemetry.rollup_builder import run_rollups
+from backend.telemetry.export import prometheus
+from backend.telemetry.ingest.consumer import Ingest
+from backend.telemetry.live import feed, ws
+from backend.telemetry.live.hub import Hub
+from backend.telemetry.live.relay import relay_announcements
+from backend.telemetry.live.revocation import SessionWatch
+from backend.telemetry.series import router as series_router
+from backend.telemetry.series.cache import SeriesCache
+from backend.telemetry.series.retention import run_retention
+from backend.telemetry.series.rollup_builder import run_rollups
 from workers.contract.keys import Keys
 from workers.node.celery_app import make_celery
 
@@ -100,7 +101,7 @@ def _start_loops(
 ) -> list[threading.Thread]:
     loops: list[tuple[str, Callable[[], None]]] = [
         ("relay", lambda: relay_announcements(db=db, client=client, hub=hub, stop=stop)),
-        ("live", lambda: live.tail(client, hub.publish_raw, stop)),
+        ("live", lambda: feed.tail(client, hub.publish_raw, stop)),
     ]
     if settings.run_scheduler:
         scheduler = Scheduler(

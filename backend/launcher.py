@@ -21,7 +21,7 @@ from backend.auth.service import bootstrap_admin_token, bootstrap_node_token
 from backend.config import Settings
 from backend.db import Database
 from backend.migrate import upgrade
-from backend.telemetry.direct import WS_PROTOCOL
+from backend.telemetry.live.direct import WS_PROTOCOL
 
 STOP_GRACE_SECONDS = 20.0
 LOCK_FILE = "trainboard.lock"

@@ -31,9 +31,9 @@ import sqlalchemy as sa
 
 from backend.db import Database
 from backend.migrate import upgrade
-from backend.telemetry.ingest import Ingest
+from backend.telemetry.ingest.consumer import Ingest
+from backend.telemetry.ingest.store import insert_metric_points
 from backend.telemetry.models import MetricPoint
-from backend.telemetry.store import insert_metric_points
 from benchmarks.own_redis import own_redis
 from tests.telemetry.helpers import add_attempt
 from workers.contract.protocol import BATCH_FIELD, METRICS_STREAM

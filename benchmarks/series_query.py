@@ -4,7 +4,7 @@
 
 On a temporary SQLite file, or on the empty database at --url (PostgreSQL).
 
-Baseline: the pre-existing per-step SQL series (backend/telemetry/series.py) of every run,
+Baseline: the pre-existing per-step SQL series (backend/telemetry/series/reads.py) of every run,
 not downsampled. Raw cold: the series cache is empty and there are no rollups (a running
 job). Raw warm: the cache holds the runs and only asks the database for each run's newest
 row id. Rollups: the runs have finished and their curve rollups were built (the build is
@@ -32,11 +32,11 @@ from backend.db import Database
 from backend.jobs.models import Job
 from backend.migrate import upgrade
 from backend.telemetry import series
-from backend.telemetry.cache import SeriesCache
-from backend.telemetry.compare import compare
-from backend.telemetry.curves import downsample
-from backend.telemetry.queries import job_curve, job_view
-from backend.telemetry.rollup_builder import sweep
+from backend.telemetry.series.cache import SeriesCache
+from backend.telemetry.series.compare import compare
+from backend.telemetry.series.curves import downsample
+from backend.telemetry.series.queries import job_curve, job_view
+from backend.telemetry.series.rollup_builder import sweep
 from tests.telemetry.helpers import add_attempt
 
 BUDGET = 2000

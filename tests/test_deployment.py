@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from backend.telemetry.direct import WS_PROTOCOL
+from backend.telemetry.live.direct import WS_PROTOCOL
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {

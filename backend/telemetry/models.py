@@ -31,7 +31,7 @@ class MetricPoint(Base):
     it writes points for, once per transaction, instead. Nothing deletes attempts; code
     that does must delete their points too.
 
-    `mark` is how the series cache finds what changed (backend/telemetry/cache.py): a row
+    `mark` is how the series cache finds what changed (backend/telemetry/series/cache.py): a row
     is marked unless the ingest's COPY path left it unmarked, which it does to every row of
     a series in one transaction but the one with the lowest step. So every transaction that
     adds rows to a series adds a marked row at or below their steps, and the marked rows
@@ -127,7 +127,7 @@ class CurveSeal(Base):
     """How far a job's metric curve is sealed into curve_blocks, and as of which mark.
 
     Steps below `sealed_through` are in the blocks, as the rows up to the marked id
-    `watermark` made them (backend/telemetry/rollups.py). A marked row above the watermark
+    `watermark` made them (backend/telemetry/series/rollups.py). A marked row above the watermark
     at a step below `sealed_through` means the blocks from that step on are stale.
     """
 

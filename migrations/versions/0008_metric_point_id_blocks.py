@@ -5,7 +5,7 @@ Revises: 0007
 Create Date: 2026-11-22 23:50:00.000000
 
 The ingest's COPY gives each row an id from a block it took with one nextval (see
-backend/telemetry/store.py); a row inserted with the column's default takes a whole
+backend/telemetry/ingest/store.py); a row inserted with the column's default takes a whole
 block. PostgreSQL only: SQLite numbers rows itself.
 """
 

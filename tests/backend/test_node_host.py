@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from backend.deployment_keys import keys_of
-from backend.telemetry.live import LIVE_STREAM
+from backend.telemetry.live.feed import LIVE_STREAM
 from tests.backend.conftest import bearer
 from workers.contract.protocol import NodeDevice, NodeRegistration
 from workers.devices.host import host_stats

@@ -9,7 +9,7 @@ from sqlalchemy import update
 
 from backend.db import Database, utcnow
 from backend.jobs.models import Attempt
-from backend.telemetry.curves import Curve
+from backend.telemetry.series.curves import Curve
 
 
 def walk(count: int, seed: int = 0, start: int = 0) -> Curve:

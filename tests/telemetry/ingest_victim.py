@@ -14,8 +14,9 @@ from typing import Any
 import redis
 
 from backend.db import Database
-from backend.telemetry import ingest, writer
-from backend.telemetry.ingest import Ingest
+from backend.telemetry.ingest import consumer as ingest
+from backend.telemetry.ingest import writer
+from backend.telemetry.ingest.consumer import Ingest
 
 
 def main(db_url: str, redis_url: str, marker: str) -> None:

@@ -12,8 +12,8 @@ from sqlalchemy import insert
 
 from backend.db import Database
 from backend.jobs.models import Job
-from backend.telemetry.curves import lower_is_better
 from backend.telemetry.models import MetricPoint
+from backend.telemetry.series.curves import lower_is_better
 from tests.telemetry.helpers import ADMIN, add_attempt
 from tests.telemetry.test_series import add_points
 

@@ -6,7 +6,7 @@ import asyncio
 import json
 
 from backend.auth.service import Principal
-from backend.telemetry.hub import Client, Hub, Message, encode
+from backend.telemetry.live.hub import Client, Hub, Message, encode
 
 ADMIN = Principal(
     user_id=1, username="admin", role="admin", scopes=frozenset({"read"}), token_id=1, kind="api"

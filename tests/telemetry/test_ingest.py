@@ -16,10 +16,11 @@ from sqlalchemy import update
 
 from backend.db import Database
 from backend.jobs.models import Attempt
-from backend.telemetry.entries import FAST_BATCHES, TYPED_BATCHES
-from backend.telemetry.ingest import Ingest, Round, Written
-from backend.telemetry.live import LIVE_STREAM
-from backend.telemetry.streams import backlog, trim_acknowledged
+from backend.telemetry.ingest.consumer import Ingest
+from backend.telemetry.ingest.entries import FAST_BATCHES, TYPED_BATCHES
+from backend.telemetry.ingest.rounds import Round, Written
+from backend.telemetry.ingest.streams import backlog, trim_acknowledged
+from backend.telemetry.live.feed import LIVE_STREAM
 from tests.telemetry.helpers import count_points, point, stored_steps
 from workers.contract.protocol import BATCH_FIELD, DEVICES_STREAM, INGEST_GROUP, METRICS_STREAM
 

@@ -7,8 +7,8 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from backend.telemetry.entries import ITEM_ADAPTERS, TYPED_BATCHES
-from backend.telemetry.ingest import Ingest
+from backend.telemetry.ingest.consumer import Ingest
+from backend.telemetry.ingest.entries import ITEM_ADAPTERS, TYPED_BATCHES
 from workers.contract.protocol import (
     BATCH_FIELD,
     DEVICES_STREAM,

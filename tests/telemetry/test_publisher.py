@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from backend.db import Database
-from backend.telemetry.ingest import Ingest
+from backend.telemetry.ingest.consumer import Ingest
 from tests.telemetry.helpers import count_points, point, stored_steps
 from tests.workers.worker_helpers import PrivateRedis, wait_for
 from workers.contract.protocol import DEVICES_STREAM, METRICS_STREAM, Batch

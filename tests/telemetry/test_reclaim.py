@@ -12,8 +12,8 @@ from pathlib import Path
 import redis
 
 from backend.db import Database
-from backend.telemetry.ingest import Ingest
-from backend.telemetry.streams import backlog
+from backend.telemetry.ingest.consumer import Ingest
+from backend.telemetry.ingest.streams import backlog
 from tests.telemetry.helpers import count_points, point, stored_steps, wait_for
 from workers.contract.protocol import BATCH_FIELD, INGEST_GROUP, METRICS_STREAM
 

@@ -15,19 +15,19 @@ from sqlalchemy import insert, select
 from backend.db import Database
 from backend.jobs.models import Attempt
 from backend.migrate import upgrade
-from backend.telemetry import rollups
-from backend.telemetry.cache import SeriesCache
-from backend.telemetry.curves import Curve, downsample, summary
 from backend.telemetry.models import CurveBlock, CurveSeal, MetricPoint
-from backend.telemetry.queries import job_curve, job_view
-from backend.telemetry.rollup_builder import (
+from backend.telemetry.series import rollups
+from backend.telemetry.series.cache import SeriesCache
+from backend.telemetry.series.curves import Curve, downsample, summary
+from backend.telemetry.series.queries import job_curve, job_view
+from backend.telemetry.series.reads import metric_names
+from backend.telemetry.series.rollup_builder import (
     LATE_SECONDS,
     MAX_LAG_STEPS,
     due_jobs,
     seal,
     sweep,
 )
-from backend.telemetry.series import metric_names
 from tests.telemetry.curve_data import error, fill, finish, walk
 from tests.telemetry.helpers import add_attempt
 

@@ -7,8 +7,8 @@ from collections.abc import Callable
 import numpy as np
 
 from backend.db import Database
-from backend.telemetry.cache import SeriesCache
-from backend.telemetry.queries import snapshot_series
+from backend.telemetry.series.cache import SeriesCache
+from backend.telemetry.series.queries import snapshot_series
 from tests.telemetry.curve_data import fill, walk
 
 

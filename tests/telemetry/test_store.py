@@ -10,10 +10,14 @@ import pytest
 from sqlalchemy import insert, select, text
 
 from backend.db import Database
-from backend.telemetry import pgcopy
+from backend.telemetry.ingest import pgcopy
+from backend.telemetry.ingest.store import (
+    COPY_THRESHOLD,
+    insert_ignoring_duplicates,
+    insert_metric_points,
+)
+from backend.telemetry.ingest.writer import write_batch
 from backend.telemetry.models import DeviceSample, MetricPoint
-from backend.telemetry.store import COPY_THRESHOLD, insert_ignoring_duplicates, insert_metric_points
-from backend.telemetry.writer import write_batch
 from tests.telemetry.helpers import count_points, point
 from workers.contract.protocol import DEVICES_STREAM, EVENTS_STREAM, LOGS_STREAM, METRICS_STREAM
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import redis
 
-from backend.telemetry.streams import oldest_unacknowledged, trim_acknowledged
+from backend.telemetry.ingest.streams import oldest_unacknowledged, trim_acknowledged
 from workers.contract.protocol import INGEST_GROUP
 
 STREAM = "trim-race-test"

@@ -15,11 +15,11 @@ from backend.auth.service import Principal, authenticate
 from backend.db import Database
 from backend.deps import MAX_ID, credentials_from, origin_allowed
 from backend.security.hosts import refuse_handshake
-from backend.telemetry import live
-from backend.telemetry.cache import SeriesCache
-from backend.telemetry.hub import OUTLET_EXTENSION, Client, Hub, delta_text, encode
-from backend.telemetry.revocation import SessionWatch
-from backend.telemetry.snapshots import TopicRefused, current_state, snapshot
+from backend.telemetry.live import feed
+from backend.telemetry.live.hub import OUTLET_EXTENSION, Client, Hub, delta_text, encode
+from backend.telemetry.live.revocation import SessionWatch
+from backend.telemetry.live.snapshots import TopicRefused, current_state, snapshot
+from backend.telemetry.series.cache import SeriesCache
 
 router = APIRouter()
 MAX_TOPICS = 64
@@ -164,14 +164,14 @@ def _first_messages(
     """A replay of what the client missed after since, else a snapshot; and its position."""
     replay = None
     if isinstance(since, str) and topic != "jobs":
-        replay = live.read_since(redis_client, topic, since)
+        replay = feed.read_since(redis_client, topic, since)
     with db.session() as session:
         if replay is not None:
             state = current_state(session, principal=client.principal, topic=topic)
             first = [encode({"type": "delta", "topic": topic, "data": state})]
             first += [delta_text(topic, position, data) for position, data in replay]
             return first, replay[-1][0] if replay else str(since)
-        position = live.last_position(redis_client)  # read before the snapshot: no gap
+        position = feed.last_position(redis_client)  # read before the snapshot: no gap
         data = snapshot(session, principal=client.principal, topic=topic, cache=cache)
     return [encode({"type": "snapshot", "topic": topic, "pos": position, "data": data})], position
 

@@ -8,7 +8,7 @@ from typing import Literal
 import numpy as np
 from tsdownsample import LTTBDownsampler
 
-from backend.telemetry.cache import Raw
+from backend.telemetry.series.cache import Raw
 
 XAxis = Literal["step", "time"]
 #: a metric whose name contains one of these is best when lowest (compare's "best")

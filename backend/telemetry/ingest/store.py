@@ -22,9 +22,9 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
 from backend.db import Base
-from backend.telemetry import pgcopy
+from backend.telemetry.ingest import pgcopy
+from backend.telemetry.ingest.points import Points
 from backend.telemetry.models import MetricPoint
-from backend.telemetry.points import Points
 
 #: below this many rows a multi-row VALUES insert beats setting up a COPY
 COPY_THRESHOLD = 64

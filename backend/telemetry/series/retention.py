@@ -12,8 +12,8 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from backend.db import Database
+from backend.telemetry.ingest.store import insert_ignoring_duplicates
 from backend.telemetry.models import DeviceRollup, DeviceSample
-from backend.telemetry.store import insert_ignoring_duplicates
 
 log = logging.getLogger(__name__)
 

@@ -30,9 +30,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.jobs.models import Attempt
-from backend.telemetry import cache
-from backend.telemetry.curves import Curve, merge_attempts, per_step
 from backend.telemetry.models import CurveBlock, CurveSeal
+from backend.telemetry.series import cache
+from backend.telemetry.series.curves import Curve, merge_attempts, per_step
 
 #: the finest bucket width, in steps; each next level doubles it
 FIRST_WIDTH = 16

@@ -22,8 +22,8 @@ from backend.deployment_keys import keys_of
 from backend.deps import SessionDep, credentials_from
 from backend.jobs.models import Job
 from backend.nodes.models import Device, Node
+from backend.telemetry.ingest.streams import backlog
 from backend.telemetry.models import DeviceSample
-from backend.telemetry.streams import backlog
 from workers.contract.protocol import ALL_STREAMS
 
 router = APIRouter(tags=["metrics"])

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from backend.auth.service import Principal
-from backend.telemetry.live import parse_position
+from backend.telemetry.live.feed import parse_position
 
 #: messages a client may lag behind before it is told to resync
 CLIENT_QUEUE = 5000

@@ -15,10 +15,6 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 import msgspec
@@ -27,11 +23,12 @@ import redis
 from backend.db import Database
 from backend.deployment_keys import keys_of
 from backend.signals import announce_jobs
-from backend.telemetry import live
-from backend.telemetry.entries import decode_entry
-from backend.telemetry.points import Points
-from backend.telemetry.streams import as_text, trim_acknowledged
-from backend.telemetry.writer import Delta, write_batch
+from backend.telemetry.ingest.entries import decode_entry
+from backend.telemetry.ingest.points import Points
+from backend.telemetry.ingest.rounds import CommitPipeline, Round, Written
+from backend.telemetry.ingest.streams import as_text, trim_acknowledged
+from backend.telemetry.ingest.writer import write_batch
+from backend.telemetry.live import feed
 from workers.contract.protocol import BATCH_FIELD, INGEST_GROUP, METRICS_STREAM
 
 log = logging.getLogger(__name__)
@@ -44,88 +41,6 @@ TRIM_EVERY_SECONDS = 5.0
 #: less often (both measured, docs/benchmarks.md)
 ROUND_ENTRIES = {"postgresql": 100, "sqlite": 500}
 Entries = dict[str, list[tuple[Any, dict[Any, Any]]]]
-
-
-@dataclass
-class Round:
-    """Validated items of the entries read in one round, and those entries' ids."""
-
-    items: dict[str, Sequence[Any]] = field(default_factory=lambda: defaultdict(list))
-    ids: dict[str, list[Any]] = field(default_factory=lambda: defaultdict(list))
-
-    def __len__(self) -> int:
-        return sum(len(v) for v in self.ids.values())
-
-
-@dataclass
-class Written:
-    """A committed round, still to be acknowledged and published: its ids and deltas."""
-
-    ids: dict[str, list[Any]]
-    deltas: list[Delta] = field(default_factory=list)
-    progressed: set[int] = field(default_factory=set)
-
-    def __len__(self) -> int:
-        return sum(len(v) for v in self.ids.values())
-
-
-class CommitPipeline:
-    """Writes rounds one at a time, in order, on a thread of its own.
-
-    While a round's rows go to the database (the server's work, the GIL released), the
-    caller reads and validates the next round, and acknowledges and publishes the round
-    committed before. Only one round is in flight, so rounds commit, are acknowledged and
-    go live in the order they were read. Unthreaded (SQLite, whose work runs in this
-    process under the GIL), each round is written and published as it is submitted.
-    """
-
-    def __init__(
-        self,
-        write: Callable[[Round], Written],
-        publish: Callable[[Written], int],
-        *,
-        threaded: bool = True,
-    ) -> None:
-        self._write = write
-        self._publish = publish
-        self._thread = ThreadPoolExecutor(1, thread_name_prefix="ingest-commit")
-        self._threaded = threaded
-        self._inflight: Future[Written] | None = None
-
-    def submit(self, round_: Round) -> None:
-        """Start writing this round once the one in flight committed (its error is raised
-        here), then acknowledge and publish that one while this one is written."""
-        if not self._threaded:
-            self._publish(self._write(round_))
-            return
-        inflight, self._inflight = self._inflight, None
-        committed = inflight.result() if inflight is not None else None
-        if round_:
-            self._inflight = self._thread.submit(self._write, round_)
-        if committed is not None:
-            self._publish(committed)
-
-    def wait(self) -> int:
-        """Wait for the round in flight and publish it; the entries it stored."""
-        inflight, self._inflight = self._inflight, None
-        return self._publish(inflight.result()) if inflight is not None else 0
-
-    def __enter__(self) -> CommitPipeline:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        try:
-            if kind is None:
-                self.wait()
-            elif self._inflight is not None:
-                self._inflight.exception()  # unpublished: its entries stay pending
-        finally:
-            self._thread.shutdown(wait=True)
 
 
 class Ingest:
@@ -152,7 +67,7 @@ class Ingest:
         #: this deployment's stream of each kind, and back
         self._streams = keys_of(client).streams()
         self._kinds = {name: kind for kind, name in self._streams.items()}
-        self._live = keys_of(client).name(live.LIVE_STREAM)
+        self._live = keys_of(client).name(feed.LIVE_STREAM)
 
     def ensure_groups(self) -> None:
         for stream in self._streams.values():
@@ -289,7 +204,7 @@ class Ingest:
             pipe.xack(stream, INGEST_GROUP, *entry_ids)
         # the deltas are plain dicts of validated values (metrics all finite): msgspec's
         # encoder writes them as pydantic-core's does, in half the time
-        live.append(pipe, written.deltas, encode=msgspec.json.encode, stream=self._live)
+        feed.append(pipe, written.deltas, encode=msgspec.json.encode, stream=self._live)
         pipe.execute()
         self._announce_progress(written.progressed)
         return len(written)

@@ -32,7 +32,7 @@ from workers.contract.protocol import (
     MetricPoint,
 )
 
-log = logging.getLogger("backend.telemetry.ingest")
+log = logging.getLogger("backend.telemetry.ingest.consumer")
 
 ITEM_MODELS: dict[str, type[BaseModel]] = {
     METRICS_STREAM: MetricPoint,

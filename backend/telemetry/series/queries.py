@@ -12,10 +12,17 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.jobs.models import Attempt
-from backend.telemetry import rollups, series
-from backend.telemetry.cache import SeriesCache
-from backend.telemetry.curves import Curve, XAxis, downsample, merge_attempts, per_step, summary
 from backend.telemetry.models import MetricPoint
+from backend.telemetry.series import reads, rollups
+from backend.telemetry.series.cache import SeriesCache
+from backend.telemetry.series.curves import (
+    Curve,
+    XAxis,
+    downsample,
+    merge_attempts,
+    per_step,
+    summary,
+)
 
 #: steps per metric a job topic's snapshot holds (all ranks at each), downsampled
 SNAPSHOT_STEPS = 2000
@@ -82,7 +89,7 @@ def snapshot_series(
     """
     attempts = [a.id for a in attempts_of(session, job_id)]
     out: dict[str, dict[str, list[Any]]] = {}
-    for name in series.metric_names(session, job_id=job_id):
+    for name in reads.metric_names(session, job_id=job_id):
         raws = [cache.raw(session, attempt_id=a, name=name) for a in attempts]
         ranks = sorted({int(r) for raw in raws for r in np.unique(raw.rank)})
         by_rank = {r: merge_attempts([per_step(raw, r) for raw in raws]) for r in ranks}

@@ -18,7 +18,7 @@ import redis
 from pydantic_core import to_json
 
 from backend.deployment_keys import keys_of
-from backend.telemetry.streams import as_text
+from backend.telemetry.ingest.streams import as_text
 
 log = logging.getLogger(__name__)
 

@@ -34,10 +34,10 @@ from websockets.extensions.permessage_deflate import (
 from websockets.frames import Frame, Opcode
 from websockets.protocol import OPEN
 
-from backend.telemetry.hub import OUTLET_EXTENSION, Message
+from backend.telemetry.live.hub import OUTLET_EXTENSION, Message
 
 #: `uvicorn --ws` value for Trainboard's API
-WS_PROTOCOL = "backend.telemetry.direct:DirectWebSocketProtocol"
+WS_PROTOCOL = "backend.telemetry.live.direct:DirectWebSocketProtocol"
 
 #: uvicorn's own settings (12-bit windows, memLevel 5), minus server context takeover
 DEFLATE = ServerPerMessageDeflateFactory(

@@ -15,9 +15,9 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from backend.db import Database, utcnow
 from backend.jobs.models import Attempt
-from backend.telemetry import cache, rollups, series
-from backend.telemetry.curves import Curve, merge_attempts, per_step
 from backend.telemetry.models import CurveBlock, CurveSeal
+from backend.telemetry.series import cache, reads, rollups
+from backend.telemetry.series.curves import Curve, merge_attempts, per_step
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +184,7 @@ def sweep(db: Database, *, grace: float, limit: int = JOBS_PER_SWEEP) -> int:
     written = 0
     for job_id, settled in due:
         with db.session() as session:
-            names = series.metric_names(session, job_id=job_id) or [""]
+            names = reads.metric_names(session, job_id=job_id) or [""]
         for name in names:
             try:
                 with db.session() as session:

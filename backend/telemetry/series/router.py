@@ -15,10 +15,10 @@ from backend.deps import ObjectId, ReaderDep, RowId, SessionDep
 from backend.jobs import service as jobs
 from backend.jobs.models import Attempt, Job
 from backend.jobs.views import describe_jobs
-from backend.telemetry import compare, queries
-from backend.telemetry.cache import SeriesCache
-from backend.telemetry.curves import XAxis, downsample
-from backend.telemetry.schemas import AttemptSeries, Comparison, Curve
+from backend.telemetry.series import compare, queries
+from backend.telemetry.series.cache import SeriesCache
+from backend.telemetry.series.curves import XAxis, downsample
+from backend.telemetry.series.schemas import AttemptSeries, Comparison, Curve
 
 router = APIRouter(prefix="/api/series", tags=["series"])
 

@@ -15,8 +15,8 @@ from backend.db import as_utc
 from backend.jobs.models import Attempt, Job, JobEvent
 from backend.jobs.run_states import FENCED_ATTEMPT_VALUES, AttemptState
 from backend.telemetry import models as rows
-from backend.telemetry.points import Points
-from backend.telemetry.store import insert_ignoring_duplicates, insert_metric_points
+from backend.telemetry.ingest.points import Points
+from backend.telemetry.ingest.store import insert_ignoring_duplicates, insert_metric_points
 from workers.contract.protocol import (
     DEVICES_STREAM,
     EVENTS_STREAM,

@@ -14,10 +14,10 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from backend.jobs.models import Job
-from backend.telemetry import series
-from backend.telemetry.cache import SeriesCache
-from backend.telemetry.curves import Curve, XAxis
-from backend.telemetry.queries import job_view
+from backend.telemetry.series import reads
+from backend.telemetry.series.cache import SeriesCache
+from backend.telemetry.series.curves import Curve, XAxis
+from backend.telemetry.series.queries import job_view
 
 #: spec keys that name a run rather than change how it trains
 IDENTITY_KEYS = frozenset({"name"})
@@ -25,7 +25,7 @@ IDENTITY_KEYS = frozenset({"name"})
 
 def metric_names(session: Session, *, jobs: Sequence[Job]) -> list[str]:
     """Every metric any of the jobs reported, sorted."""
-    return sorted({n for job in jobs for n in series.metric_names(session, job_id=job.id)})
+    return sorted({n for job in jobs for n in reads.metric_names(session, job_id=job.id)})
 
 
 def compare(

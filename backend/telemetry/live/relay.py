@@ -14,7 +14,7 @@ from backend.jobs.models import Job
 from backend.jobs.views import describe_jobs
 from backend.nodes.service import describe_nodes
 from backend.signals import JOB_UPDATES_CHANNEL, NODE_UPDATES_CHANNEL
-from backend.telemetry.hub import Hub
+from backend.telemetry.live.hub import Hub
 
 log = logging.getLogger(__name__)
 

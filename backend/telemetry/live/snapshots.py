@@ -10,8 +10,8 @@ from backend.auth.service import Principal
 from backend.jobs import service as jobs
 from backend.jobs.views import describe_job, describe_jobs
 from backend.nodes.service import describe_nodes
-from backend.telemetry import queries, series
-from backend.telemetry.cache import SeriesCache
+from backend.telemetry.series import queries, reads
+from backend.telemetry.series.cache import SeriesCache
 
 
 class TopicRefused(LookupError):
@@ -32,7 +32,7 @@ def snapshot(
     if topic == "cluster":
         return {
             "nodes": [n.model_dump(mode="json") for n in describe_nodes(session)],
-            "samples": series.recent_samples(session),
+            "samples": reads.recent_samples(session),
         }
     if topic.startswith("job:") and topic[4:].isdigit():
         try:
@@ -42,7 +42,7 @@ def snapshot(
         return {
             "job": describe_job(session, job).model_dump(mode="json"),
             "metrics": queries.snapshot_series(session, cache or SeriesCache(), job_id=job.id),
-            "logs": series.recent_logs(session, job_id=job.id),
+            "logs": reads.recent_logs(session, job_id=job.id),
         }
     raise TopicRefused(f"unknown topic {topic[:80]!r}")
 

@@ -1,0 +1,1 @@
+"""Export: telemetry for outside scrapers (Prometheus)."""

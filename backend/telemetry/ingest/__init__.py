@@ -1,0 +1,1 @@
+"""Ingest: telemetry streams → validated rounds → the database, then the live stream."""
