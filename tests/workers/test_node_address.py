@@ -35,6 +35,8 @@ def test_derived_from_the_route_to_the_api() -> None:
 def test_settings_override_the_derived_address() -> None:
     where = advertised(api_url="http://10.9.9.9:8000", address="127.0.0.1", interface="")
     assert (where.address, where.interface) == ("127.0.0.1", LOOPBACK_NAME)
+    named_host = advertised(api_url="http://10.9.9.9", address="localhost", interface="")
+    assert (named_host.address, named_host.interface) == ("localhost", LOOPBACK_NAME)
     elsewhere = advertised(api_url="http://10.9.9.9", address="192.0.2.7", interface="")
     assert elsewhere.interface is None  # on none of this host's interfaces: the API refuses it
     named = advertised(api_url="http://10.9.9.9", address="derived", interface=LOOPBACK_NAME)

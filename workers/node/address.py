@@ -50,6 +50,18 @@ def route_source(host: str, port: int = 9) -> str:
         return str(probe.getsockname()[0])
 
 
+def _resolved(host: str) -> str:
+    """An IP address as is; a name as it resolves here (itself if it does not)."""
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        pass
+    try:
+        return socket.gethostbyname(host)
+    except OSError:
+        return host
+
+
 def interface_of(address: str) -> str | None:
     """The name of the interface holding `address`, if one does."""
     for name, addresses in psutil.net_if_addrs().items():
@@ -69,7 +81,8 @@ def addresses_of(interface: str) -> list[str]:
 def advertised(*, api_url: str, address: str, interface: str) -> Advertised:
     """The address and interface this node advertises (settings first, else derived)."""
     if address and address != DERIVED:
-        return Advertised(address, interface or interface_of(address), "set by TRAINBOARD_ADDRESS")
+        held = interface or interface_of(_resolved(address))
+        return Advertised(address, held, "set by TRAINBOARD_ADDRESS")
     if interface:
         found = addresses_of(interface)
         if not found:
