@@ -31,13 +31,21 @@ class Cluster:
     scripts: Path
     workers: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
-    def start_worker(self, name: str, slots: int = 2) -> None:
+    def start_worker(
+        self,
+        name: str,
+        slots: int = 2,
+        *,
+        redis_url: str | None = None,
+        token: str | None = None,
+        state: str = "up",
+    ) -> None:
         """Start `trainboard worker` as node `name` on the stack's data dir (shared storage)."""
         env = {
             **os.environ,
             "TRAINBOARD_API_URL": self.stack.url,
-            "TRAINBOARD_REDIS_URL": self.stack.redis_url,
-            "TRAINBOARD_NODE_TOKEN": self.node_token,
+            "TRAINBOARD_REDIS_URL": redis_url or self.stack.redis_url,
+            "TRAINBOARD_NODE_TOKEN": token or self.node_token,
             "TRAINBOARD_DATA_DIR": str(self.stack.data_dir),
             "TRAINBOARD_STOP_GRACE_SECONDS": "5",
             "TRAINBOARD_SCRIPT_ROOTS": str(self.scripts),
@@ -59,10 +67,20 @@ class Cluster:
             stderr=subprocess.STDOUT,
         )
         wait_for(
-            lambda: self.node(name).get("state") == "up",
+            lambda: self.node(name).get("state") == state,
             timeout=90,
-            what=f"node {name} to register",
+            what=f"node {name} to register ({state})",
         )
+
+    def node_token_for(self, name: str) -> str:
+        """A node token bound to `name`, minted straight in the database."""
+        database = Database(self.stack.database_url)
+        with database.session() as session:
+            _, token = issue_token(
+                session, user=ensure_admin(session), scopes="node", name=name, node=name
+            )
+        database.dispose()
+        return token
 
     def kill_worker(self, name: str) -> None:
         """SIGKILL a worker process, as a crashed machine would leave it."""

@@ -12,13 +12,14 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
 from tests.integration.cluster import Cluster, two_node_cluster
-from tests.stack import wait_for
+from tests.stack import private_redis, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -218,6 +219,7 @@ def test_an_ended_gang_frees_an_unclaimed_nodes_devices_at_once_and_it_starts_no
             "entrypoint": {"script": "gang.py"},
             "parallelism": {"strategy": "data", "devices": 4, "nodes": 2},
             "env": {"MODE": ending},
+            "max_restarts": 0,
         }
         job_id = int(cluster.api("POST", "/api/jobs", json=spec)["id"])
         cluster.wait_state(job_id, "running", "failed", timeout=30)
@@ -238,3 +240,26 @@ def test_an_ended_gang_frees_an_unclaimed_nodes_devices_at_once_and_it_starts_no
         assert ranks_of(job_id) == {}
         time.sleep(0.2)
     wait_for(lambda: cluster.node("n2").get("state") == "up", timeout=30, what="n2 back up")
+
+
+def test_a_worker_on_another_redis_is_misconfigured_and_gets_no_work(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    with private_redis(tmp_path) as elsewhere:  # not the API's Redis
+        started = time.monotonic()
+        cluster.start_worker(
+            "n3", redis_url=elsewhere, token=cluster.node_token_for("n3"), state="misconfigured"
+        )
+        assert time.monotonic() - started < 30
+        n3 = cluster.node("n3")
+        assert "listens on another Redis than the API" in n3["state_reason"]
+        cluster.api("POST", "/api/nodes/local/drain")
+        try:
+            jobs = [cluster.submit(f"not-on-n3-{i}", devices=1, steps=20) for i in range(3)]
+            for job_id in jobs:
+                assert cluster.wait_state(job_id, "succeeded", timeout=180)["node"] == "n2"
+        finally:
+            cluster.api("POST", "/api/nodes/local/undrain")
+            cluster.kill_worker("n3")
+        log = (cluster.tmp / "worker-n3.log").read_text()
+        assert "listens on another Redis than the API" in log  # said at start, too
