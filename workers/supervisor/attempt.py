@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import signal
@@ -23,6 +24,7 @@ from workers.contract.protocol import (
     EVENTS_STREAM,
     LOGS_STREAM,
     METRICS_STREAM,
+    AttemptEvent,
     AttemptOrder,
     AttemptOutcome,
     MetricPoint,
@@ -100,6 +102,7 @@ class Supervisor:
         self._redis = redis.Redis.from_url(settings.redis_url, socket_timeout=2.0)
         #: metric points parsed from a user program's stdout (entrypoint jobs only)
         self._stdout_metrics: StreamPublisher | None = None
+        self._log_write_warned = threading.Lock()  # held once the job was told; never released
 
     def _retain(self) -> None:
         """Keep the newest `keep_last` checkpoints of this attempt, only while we own it.
@@ -270,10 +273,24 @@ class Supervisor:
                 log_file=logs / f"rank-{rank}.{stream}.log",
                 publisher=self.publisher,
                 on_line=self._metric_sink(rank) if stream == "stdout" else None,
+                on_write_error=self._log_not_written,
             )
             self._forwarders.append(forwarder)
             if stream == "stderr":
                 self._stderr.append(forwarder)
+
+    def _log_not_written(self, error: OSError) -> None:
+        """Tell the job once that its logs miss lines on disk (they still reach the board)."""
+        if not self._log_write_warned.acquire(blocking=False):
+            return
+        node = self.order.node
+        cause = "no space" if error.errno == errno.ENOSPC else (error.strerror or str(error))
+        message = f"logs not written to disk: {cause} on node {node}"
+        log.warning("attempt %d: %s (%s)", self.order.attempt_id, message, error)
+        event = AttemptEvent(
+            attempt_id=self.order.attempt_id, kind="warning", message=message, time=now()
+        )
+        self._events.add(event)
 
     def _watch(self) -> str | None:
         """Poll ranks and the control key until all ranks exit; return a failure, if any."""

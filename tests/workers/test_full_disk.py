@@ -1,0 +1,97 @@
+"""A full data disk never kills training: logs are dropped (and said so), checkpoints retried."""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from worker_helpers import attempt_order, read_items, wait_for
+
+from tests.full_disk import fill, free_bytes, small_filesystem
+from tests.job_users import reachable
+from workers.contract.protocol import EVENTS_STREAM, LOGS_STREAM, METRICS_STREAM, AttemptOutcome
+from workers.contract.run_layout import log_dir
+from workers.contract.spec import JobSpec
+from workers.supervisor.attempt import Supervisor
+from workers.supervisor.settings import SupervisorSettings
+
+pytestmark = pytest.mark.slow  # starts real rank processes
+
+#: prints one long line a step; waits for the test to fill the disk at step 10, and for
+#: space to return after step 30 (the gates are files the test creates)
+PRINTING_SCRIPT = textwrap.dedent(
+    """
+    import os, sys, time
+    gates = sys.argv[1]
+    for step in range(1, 41):
+        if step == 10:
+            while not os.path.exists(os.path.join(gates, "full")):
+                time.sleep(0.02)
+        if step == 31:
+            while not os.path.exists(os.path.join(gates, "free")):
+                time.sleep(0.02)
+        print(f"step {step}: train loss {1.0 / step:.5f} " + "x" * 1000, flush=True)
+        time.sleep(0.01)
+    """
+)
+
+
+@pytest.fixture
+def small_data_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 16 MiB tmpfs for the node's data dir."""
+    with small_filesystem(reachable(tmp_path) / "disk", size="16M") as disk:
+        yield disk
+
+
+def test_a_printing_job_keeps_running_through_a_full_disk_and_says_why_once(
+    tmp_path: Path,
+    small_data_disk: Path,
+    supervisor_settings: SupervisorSettings,
+    redis_url: str,
+) -> None:
+    scripts, gates = reachable(tmp_path / "scripts"), reachable(tmp_path / "gates")
+    (scripts / "train.py").write_text(PRINTING_SCRIPT)
+    spec = JobSpec.model_validate(
+        {"name": "printer", "entrypoint": {"script": "train.py", "args": [str(gates)]}}
+    )
+    settings = dataclasses.replace(
+        supervisor_settings,
+        data_dir=reachable(small_data_disk / "data"),
+        script_roots=[scripts.resolve()],
+    )
+    outcomes: list[AttemptOutcome] = []
+    runner = threading.Thread(
+        target=lambda: outcomes.append(Supervisor(attempt_order(spec), settings).run())
+    )
+    runner.start()
+    stdout_log = log_dir(settings.data_dir, job_id=1, number=1) / "rank-0.stdout.log"
+    wait_for(lambda: stdout_log.exists() and "step 9:" in stdout_log.read_text(), what="step 9")
+
+    ballast = fill(small_data_disk)
+    assert free_bytes(small_data_disk) == 0
+    (gates / "full").touch()
+
+    def printed() -> list[str]:
+        return [i["line"] for i in read_items(redis_url, LOGS_STREAM) if i["stream"] == "stdout"]
+
+    wait_for(lambda: any(line.startswith("step 30:") for line in printed()), what="step 30")
+    assert runner.is_alive()  # the rank prints on, its lines reaching the board
+    ballast.unlink()
+    (gates / "free").touch()
+    runner.join(timeout=60)
+
+    assert outcomes and outcomes[0].outcome == "succeeded", outcomes
+    steps = [int(line.split()[1][:-1]) for line in printed()]
+    assert steps == list(range(1, 41))
+    points = Counter(p["step"] for p in read_items(redis_url, METRICS_STREAM))
+    assert points == Counter(range(1, 41))  # every printed loss became a point, once
+    warnings = [e["message"] for e in read_items(redis_url, EVENTS_STREAM)]
+    assert warnings == ["logs not written to disk: no space on node test-node"]
+    on_disk = stdout_log.read_text()
+    assert "step 9:" in on_disk and "step 30:" not in on_disk
+    assert "lines not written to disk]" in on_disk and "step 40:" in on_disk
