@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 import sys
 import uuid
+import warnings
 from typing import Any
 
+from celery.exceptions import SecurityWarning
 from celery.signals import worker_shutting_down
 from celery.utils.nodenames import host_format
 
@@ -39,6 +41,17 @@ def detect_devices(settings: WorkerSettings, registry: DeviceRegistry) -> tuple[
     return HostProbe(settings.slots, registry), False
 
 
+def quiet_logs(*, root: bool) -> None:
+    """One line per state change: no line per HTTP request, no warning we chose to have."""
+    if not log.isEnabledFor(logging.DEBUG):
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # a heartbeat every 2 s, forever
+    if root:
+        # Celery warns about running as root at every start; this worker is root only to
+        # start ranks as the unprivileged job user (it never unpickles: JSON only)
+        warnings.filterwarnings("ignore", category=SecurityWarning)
+        log.info("running as root to start ranks as the unprivileged job user")
+
+
 def run_node_agent(settings: WorkerSettings) -> int:
     """Run this node's agent until SIGINT/SIGTERM; running ranks are stopped, never orphaned."""
     try:
@@ -52,6 +65,7 @@ def run_node_agent(settings: WorkerSettings) -> int:
         log.error("%s", err)
         print(f"trainboard worker: {err}", file=sys.stderr, flush=True)
         return 2
+    quiet_logs(root=isolation.account is not None)
     registry = DeviceRegistry()
     probe, use_gpus = detect_devices(settings, registry)
     instance = uuid.uuid4().hex  # this start is a new incarnation of the node
