@@ -11,7 +11,9 @@ CPU seconds (every thread) and wall seconds from the relays' start to the last X
 
 Benchmarks start it with `RelayProcess`: the measured process is the rank (the SDK's
 JSON encoding and pipe write run on its thread), this one does the supervisor's work.
-Its CPU includes the publisher thread's idle wake-ups (every `FLUSH_INTERVAL`).
+Its CPU includes the publisher thread's idle wake-ups (every `FLUSH_INTERVAL`). It says
+"ready" once its relays read, and `RelayProcess` waits for that, so a rank's first points
+do not wait in a full pipe while this process imports.
 """
 
 from __future__ import annotations
@@ -70,6 +72,9 @@ class RelayProcess:
         finally:
             for fd in reads:
                 os.close(fd)  # the child holds the only reading ends
+        assert self._process.stdout is not None
+        ready = self._process.stdout.readline()  # its imports done, its relays reading
+        assert ready == "ready\n", ready
 
     def finish(self, timeout: float = 60.0) -> RelayStats:
         """Wait for the child to publish everything (every write end must be closed)."""
@@ -109,6 +114,7 @@ def _relay(redis_url: str, stream: str, attempt_id: int, fds: list[int]) -> Rela
             )
             for rank, fd in enumerate(fds)
         ]
+        print("ready", flush=True)
         for relay in relays:
             relay.join()
         metrics.close(timeout=60)

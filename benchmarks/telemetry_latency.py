@@ -53,10 +53,12 @@ from typing import Any
 from backend.config import Settings
 from backend.db import Database
 from backend.migrate import upgrade
+from backend.nodes.deployment import deployment_id
 from benchmarks.own_redis import own_redis
 from benchmarks.raw_ws import Bursts, raw_client
 from benchmarks.relay_sink import RelayProcess
 from tests.telemetry.helpers import ADMIN_TOKEN, LiveServer, add_attempt, receive, subscribe
+from workers.contract.keys import Keys
 from workers.contract.protocol import DEVICES_STREAM, METRICS_STREAM
 from workers.contract.telemetry_channel import points_message
 from workers.rank.channel import TelemetryChannel
@@ -116,10 +118,17 @@ def _pace(rate: float, seconds: float, emit: Any) -> None:
         sent += 1
 
 
+def deployment_keys(db: Database) -> Keys:
+    """The Redis names of the API's deployment: its ingest reads only those streams."""
+    with db.session() as session:
+        return Keys(deployment_id(session))
+
+
 def _produce_metrics(
-    redis_url: str, attempt_id: int, rate: float, seconds: float, flush: float
+    redis_url: str, keys: Keys, attempt_id: int, rate: float, seconds: float, flush: float
 ) -> None:
-    publisher = StreamPublisher(redis_url, METRICS_STREAM, "bench-metrics", flush_interval=flush)
+    stream = keys.stream(METRICS_STREAM)
+    publisher = StreamPublisher(redis_url, stream, "bench-metrics", flush_interval=flush)
 
     def emit(i: int) -> None:
         publisher.add(
@@ -138,10 +147,11 @@ def _produce_metrics(
 
 
 def _produce_via_relay(
-    redis_url: str, attempt_id: int, rate: float, seconds: float, out: Any
+    redis_url: str, keys: Keys, attempt_id: int, rate: float, seconds: float, out: Any
 ) -> None:
     """8 ranks' pipes to a relay process; puts the relay's stats (a dict) on `out`."""
-    relay = RelayProcess(redis_url, METRICS_STREAM, attempt_id=attempt_id, ranks=8)
+    stream = keys.stream(METRICS_STREAM)
+    relay = RelayProcess(redis_url, stream, attempt_id=attempt_id, ranks=8)
     channels = [TelemetryChannel(fd) for fd in relay.fds]
 
     def emit(i: int) -> None:  # sdk.report(step, loss=...) on rank i % 8, its send time as value
@@ -153,9 +163,9 @@ def _produce_via_relay(
     out.put(relay.finish().__dict__)
 
 
-def _produce_cluster(redis_url: str, attempt_ids: list[int], seconds: float) -> None:
-    devices = StreamPublisher(redis_url, DEVICES_STREAM, "bench-agent")
-    metrics = StreamPublisher(redis_url, METRICS_STREAM, "bench-ranks")
+def _produce_cluster(redis_url: str, keys: Keys, attempt_ids: list[int], seconds: float) -> None:
+    devices = StreamPublisher(redis_url, keys.stream(DEVICES_STREAM), "bench-agent")
+    metrics = StreamPublisher(redis_url, keys.stream(METRICS_STREAM), "bench-ranks")
     names = ("loss", "accuracy", "lr", "throughput")
 
     def emit(tick: int) -> None:  # 10 ticks a second
@@ -203,6 +213,7 @@ def _latency_run(
     from websockets.sync.client import connect
 
     job_id, attempt_id = add_attempt(db)
+    keys = deployment_keys(db)
     ws = connect(f"ws://127.0.0.1:{port}/api/ws", additional_headers=HEADERS, max_size=None)
     subscribe(ws, f"job:{job_id}")
     assert receive(ws)["type"] == "snapshot"
@@ -210,11 +221,12 @@ def _latency_run(
     relay_stats = context.Queue()
     if via == "relay":
         producer = context.Process(
-            target=_produce_via_relay, args=(redis_url, attempt_id, rate, seconds, relay_stats)
+            target=_produce_via_relay,
+            args=(redis_url, keys, attempt_id, rate, seconds, relay_stats),
         )
     else:
         producer = context.Process(
-            target=_produce_metrics, args=(redis_url, attempt_id, rate, seconds, flush)
+            target=_produce_metrics, args=(redis_url, keys, attempt_id, rate, seconds, flush)
         )
     began = time.time()
     producer.start()
@@ -291,7 +303,7 @@ def bench_fanout(clients: int, seconds: float, *, deflate: bool, eager: bool) ->
         def start_producer() -> None:
             ready.wait()
             producer = mp.get_context("spawn").Process(
-                target=_produce_cluster, args=(redis_url, attempts, seconds)
+                target=_produce_cluster, args=(redis_url, deployment_keys(db), attempts, seconds)
             )
             producer.start()
             producer.join(seconds + 60)
