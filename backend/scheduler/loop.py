@@ -11,6 +11,7 @@ import redis
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
+from backend.background import keep_running
 from backend.db import Database, as_utc, utcnow
 from backend.deployment_keys import keys_of
 from backend.jobs.attempt_end import end_attempt, release_restarts
@@ -66,20 +67,15 @@ class Scheduler:
 
     def run(self, stop: threading.Event) -> None:
         """Loop until stop is set: a pass per tick or per wake-up, while leader."""
-        while not stop.is_set():
-            try:
-                if self.leader.hold():
-                    self.tick()
-                else:
-                    self._last_pass = None  # a new leader gives every node a full timeout
-                self.client.blpop([self.keys.name(SCHEDULER_WAKE_KEY)], timeout=self.interval)
-            except redis.RedisError as err:
-                log.warning("scheduler: redis unavailable (%s); retrying", err)
-                stop.wait(self.interval)
-            except Exception:
-                log.exception("scheduler pass failed")
-                stop.wait(self.interval)
+        keep_running("scheduler", self._pass_or_wait, stop, log=log, pause=self.interval)
         self.leader.release()
+
+    def _pass_or_wait(self) -> None:
+        if self.leader.hold():
+            self.tick()
+        else:
+            self._last_pass = None  # a new leader gives every node a full timeout
+        self.client.blpop([self.keys.name(SCHEDULER_WAKE_KEY)], timeout=self.interval)
 
     def tick(self) -> list[Placement]:
         """One pass: lost nodes, unclaimed slices, stop requests, then new placements."""

@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 import redis
 
+from backend.background import keep_running
 from backend.db import Database
 from backend.deployment_keys import keys_of
 from backend.signals import announce_jobs
@@ -80,29 +81,26 @@ class Ingest:
     def run(self, stop: threading.Event) -> None:
         """Consume until stop is set; survives Redis outages and flushes."""
         last_reclaim = last_trim = 0.0
-        while not stop.is_set():
-            try:
-                self.ensure_groups()
-                while self.consume(pending=True):  # own entries read before a restart
-                    pass
-                with self._pipeline() as pipeline:
-                    while not stop.is_set():
-                        now = time.monotonic()
-                        if now - last_reclaim > self.reclaim_idle_ms / 2000:
-                            pipeline.wait()
-                            self.reclaim()
-                            last_reclaim = now
-                        if now - last_trim > TRIM_EVERY_SECONDS:
-                            for stream in self._streams.values():
-                                trim_acknowledged(self.client, stream)
-                            last_trim = now
-                        pipeline.submit(self.prepare(self.read(block_ms=200)))
-            except redis.RedisError as err:
-                log.warning("ingest: redis unavailable (%s); retrying", err)
-                stop.wait(1.0)
-            except Exception:
-                log.exception("ingest pass failed")
-                stop.wait(1.0)
+
+        def consume_until_stopped() -> None:
+            nonlocal last_reclaim, last_trim
+            self.ensure_groups()
+            while self.consume(pending=True):  # own entries read before a restart
+                pass
+            with self._pipeline() as pipeline:
+                while not stop.is_set():
+                    now = time.monotonic()
+                    if now - last_reclaim > self.reclaim_idle_ms / 2000:
+                        pipeline.wait()
+                        self.reclaim()
+                        last_reclaim = now
+                    if now - last_trim > TRIM_EVERY_SECONDS:
+                        for stream in self._streams.values():
+                            trim_acknowledged(self.client, stream)
+                        last_trim = now
+                    pipeline.submit(self.prepare(self.read(block_ms=200)))
+
+        keep_running("ingest", consume_until_stopped, stop, log=log)
 
     def drain(self) -> int:
         """Consume until nothing new is left, pipelined as `run` does; the entries stored."""

@@ -17,6 +17,7 @@ from typing import Any
 import redis
 from pydantic_core import to_json
 
+from backend.background import keep_running
 from backend.deployment_keys import keys_of
 from backend.telemetry.ingest.streams import as_text
 
@@ -109,21 +110,21 @@ def read_since(client: redis.Redis, topic: str, since: str) -> list[tuple[str, s
 def tail(client: redis.Redis, sink: RawSink, stop: threading.Event) -> None:
     """Hand every delta appended from now on to sink(topic, position, data JSON)."""
     position = "$"
-    while not stop.is_set():
-        try:
-            if position == "$":
-                position = last_position(client)
-            stream = keys_of(client).name(LIVE_STREAM)
-            # short: stopping waits for it (every app shutdown, so every API test)
-            found: Any = client.xread({stream: position}, count=1000, block=100)
-            for _stream, entries in found or []:
-                for entry_id, fields in entries:
-                    position = as_text(entry_id)
-                    sink(as_text(fields[b"t"]), position, as_text(fields[b"d"]))
-        except redis.RedisError as err:
-            log.warning("live tail: redis unavailable (%s); retrying", err)
-            position = "$"
-            stop.wait(1.0)
-        except Exception:
-            log.exception("live tail failed")
-            stop.wait(1.0)
+
+    def read_once() -> None:
+        nonlocal position
+        if position == "$":
+            position = last_position(client)
+        stream = keys_of(client).name(LIVE_STREAM)
+        # short: stopping waits for it (every app shutdown, so every API test)
+        found: Any = client.xread({stream: position}, count=1000, block=100)
+        for _stream, entries in found or []:
+            for entry_id, fields in entries:
+                position = as_text(entry_id)
+                sink(as_text(fields[b"t"]), position, as_text(fields[b"d"]))
+
+    def start_over() -> None:  # what Redis held may be gone (a flush, a restart)
+        nonlocal position
+        position = "$"
+
+    keep_running("live tail", read_once, stop, log=log, on_redis_error=start_over)

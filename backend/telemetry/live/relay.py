@@ -8,6 +8,7 @@ import threading
 
 import redis
 
+from backend.background import keep_running
 from backend.db import Database
 from backend.deployment_keys import keys_of
 from backend.jobs.models import Job
@@ -23,7 +24,8 @@ def relay_announcements(
     *, db: Database, client: redis.Redis, hub: Hub, stop: threading.Event
 ) -> None:
     """Turn announced job ids into fresh job views on topics `jobs` and `job:<id>`."""
-    while not stop.is_set():
+
+    def relay_until_stopped() -> None:
         pubsub = client.pubsub(ignore_subscribe_messages=True)
         try:
             keys = keys_of(client)
@@ -39,14 +41,10 @@ def relay_announcements(
                     _send_nodes(db, hub)
                 else:
                     _send_jobs(db, hub, json.loads(message["data"]))
-        except redis.RedisError as err:
-            log.warning("relay: redis unavailable (%s); retrying", err)
-            stop.wait(1.0)
-        except Exception:
-            log.exception("relay failed")
-            stop.wait(1.0)
         finally:
             pubsub.close()
+
+    keep_running("relay", relay_until_stopped, stop, log=log)
 
 
 def _send_jobs(db: Database, hub: Hub, ids: list[int]) -> None:

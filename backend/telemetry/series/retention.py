@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
+from backend.background import every
 from backend.db import Database
 from backend.telemetry.ingest.store import insert_ignoring_duplicates
 from backend.telemetry.models import DeviceRollup, DeviceSample
@@ -80,13 +81,12 @@ def run_retention(
     *, db: Database, retention_hours: float, bucket: int, stop: threading.Event
 ) -> None:
     """Every few minutes, roll up everything past the raw window (chunk by chunk)."""
-    while not stop.is_set():
-        try:
-            before = time.time() - retention_hours * 3600
-            while not stop.is_set():
-                with db.session() as session:
-                    if roll_up(session, before=before, bucket=bucket) == 0:
-                        break
-        except Exception:
-            log.exception("device sample retention failed")
-        stop.wait(RUN_EVERY_SECONDS)
+
+    def roll_up_all() -> None:
+        before = time.time() - retention_hours * 3600
+        while not stop.is_set():
+            with db.session() as session:
+                if roll_up(session, before=before, bucket=bucket) == 0:
+                    break
+
+    every(RUN_EVERY_SECONDS, "device sample retention", roll_up_all, stop, log=log)

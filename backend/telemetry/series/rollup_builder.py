@@ -13,6 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
+from backend.background import every
 from backend.db import Database, utcnow
 from backend.jobs.models import Attempt
 from backend.telemetry.models import CurveBlock, CurveSeal
@@ -205,11 +206,11 @@ def _mark_empty(session: Session, job_id: int) -> None:
 
 def run_rollups(db: Database, *, grace: float, stop: threading.Event) -> None:
     """Keep jobs' curve blocks current until stop is set."""
-    while not stop.wait(SWEEP_EVERY_SECONDS):
-        try:
-            started = time.monotonic()
-            written = sweep(db, grace=grace)
-            if written:
-                log.info("sealed %d rollup rows in %.2f s", written, time.monotonic() - started)
-        except Exception:
-            log.exception("curve rollups failed; retrying in %.0f s", SWEEP_EVERY_SECONDS)
+
+    def sweep_and_log() -> None:
+        started = time.monotonic()
+        written = sweep(db, grace=grace)
+        if written:
+            log.info("sealed %d rollup rows in %.2f s", written, time.monotonic() - started)
+
+    every(SWEEP_EVERY_SECONDS, "curve rollups", sweep_and_log, stop, log=log, wait_first=True)
