@@ -52,16 +52,13 @@ def credentials_from(headers: dict[str, str] | object, cookies: dict[str, str]) 
     return cookies.get(SESSION_COOKIE, ""), "cookie"
 
 
-def same_origin(origin: str | None, host: str | None) -> bool:
-    """Whether a browser Origin header names the host the request was sent to."""
-    if not origin or not host:
-        return False
-    return urlsplit(origin).netloc.lower() == host.lower()
-
-
-def origin_allowed(origin: str | None, host: str | None, settings: Settings) -> bool:
-    """Same-origin, or one of the origins CORS is configured to admit."""
-    return same_origin(origin, host) or (origin or "").lower() in settings.cors_origin_list
+def origin_allowed(origin: str | None, host: str | None, origins: list[str]) -> bool:
+    """No Origin (not a browser), the request's own origin, or one CORS is configured to admit."""
+    if origin is None:
+        return True
+    if host and urlsplit(origin).netloc.lower() == host.lower():
+        return True
+    return origin.lower() in origins
 
 
 def refuse_cross_site(request: Request, settings: SettingsDep) -> None:
@@ -69,7 +66,7 @@ def refuse_cross_site(request: Request, settings: SettingsDep) -> None:
     if request.method in SAFE_METHODS:
         return
     origin = request.headers.get("origin")
-    if origin is not None and not origin_allowed(origin, request.headers.get("host"), settings):
+    if not origin_allowed(origin, request.headers.get("host"), settings.cors_origin_list):
         raise HTTPException(status.HTTP_403_FORBIDDEN, "cross-origin request refused")
     if origin is None and request.headers.get("sec-fetch-site") == "cross-site":
         raise HTTPException(status.HTTP_403_FORBIDDEN, "cross-site request refused")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import ipaddress
-from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
+
+from backend.deps import origin_allowed
 
 
 def host_name(host: str) -> str:
@@ -40,13 +41,6 @@ async def refuse_handshake(websocket: WebSocket, code: int, reason: str) -> None
     await websocket.close(code=code, reason=reason)
 
 
-def origin_ok(origin: str | None, host: str, origins: list[str]) -> bool:
-    """No Origin (not a browser), the request's own origin, or a configured one."""
-    if origin is None:
-        return True
-    return urlsplit(origin).netloc.lower() == host.lower() or origin.lower() in origins
-
-
 class HostGuard:
     """400 for an unknown Host (websockets: close 4400); a foreign websocket Origin: close 4403."""
 
@@ -64,6 +58,6 @@ class HostGuard:
                 return await refuse_handshake(WebSocket(scope, receive, send), 4400, "unknown host")
             refusal = JSONResponse({"detail": "unknown Host header"}, status_code=400)
             return await refusal(scope, receive, send)
-        if websocket and not origin_ok(headers.get("origin"), host, self.origins):
+        if websocket and not origin_allowed(headers.get("origin"), host, self.origins):
             return await refuse_handshake(WebSocket(scope, receive, send), 4403, "foreign origin")
         await self.app(scope, receive, send)

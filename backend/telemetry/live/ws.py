@@ -13,7 +13,7 @@ from starlette.types import Message
 
 from backend.auth.service import Principal, authenticate
 from backend.db import Database
-from backend.deps import MAX_ID, credentials_from, origin_allowed
+from backend.deps import MAX_ID, credentials_from
 from backend.security.hosts import refuse_handshake
 from backend.telemetry.live import feed
 from backend.telemetry.live.hub import OUTLET_EXTENSION, Client, Hub, delta_text, encode
@@ -27,7 +27,7 @@ MAX_TOPICS = 64
 MAX_MESSAGE, MAX_TOPIC = 4096, 128
 USAGE = "expected {op: subscribe|unsubscribe, topic[, since]}"
 #: close codes, as docs/security.md lists them
-AUTH_REQUIRED, FOREIGN_ORIGIN, REVOKED = 4401, 4403, 4401
+AUTH_REQUIRED, REVOKED = 4401, 4401
 BINARY, NOT_JSON, TOO_BIG, BAD_TOPIC = 1003, 1007, 1009, 4422
 
 
@@ -75,11 +75,6 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
 
 async def _authenticate(websocket: WebSocket) -> Principal | None:
     """The caller; a refusal is accepted and then closed, so that its code reaches the client."""
-    origin = websocket.headers.get("origin")
-    settings = websocket.app.state.settings
-    if origin is not None and not origin_allowed(origin, websocket.headers.get("host"), settings):
-        await refuse_handshake(websocket, FOREIGN_ORIGIN, "foreign origin")
-        return None
     secret, _ = credentials_from(websocket.headers, websocket.cookies)
     db: Database = websocket.app.state.db
 
