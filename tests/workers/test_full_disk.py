@@ -10,17 +10,25 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from worker_helpers import attempt_order, read_items, wait_for
+from worker_helpers import attempt_order, mlp_spec, read_items, wait_for
 
 from tests.full_disk import fill, free_bytes, small_filesystem
 from tests.job_users import reachable
+from workers.contract.checkpoints import newest_checkpoint
 from workers.contract.protocol import EVENTS_STREAM, LOGS_STREAM, METRICS_STREAM, AttemptOutcome
 from workers.contract.run_layout import log_dir
 from workers.contract.spec import JobSpec
+from workers.rank.engine.distributed import ParallelContext
+from workers.rank.engine.templates import build_task
+from workers.rank.engine.train import Trainer
 from workers.supervisor.attempt import Supervisor
 from workers.supervisor.settings import SupervisorSettings
 
 pytestmark = pytest.mark.slow  # starts real rank processes
+
+MIB = 1 << 20
+#: an mlp whose checkpoints take about 1.7 MB each
+WIDE = {"hidden": 256}
 
 #: prints one long line a step; waits for the test to fill the disk at step 10, and for
 #: space to return after step 30 (the gates are files the test creates)
@@ -95,3 +103,61 @@ def test_a_printing_job_keeps_running_through_a_full_disk_and_says_why_once(
     on_disk = stdout_log.read_text()
     assert "step 9:" in on_disk and "step 30:" not in on_disk
     assert "lines not written to disk]" in on_disk and "step 40:" in on_disk
+
+
+def leave_free(ballast: Path, free: int) -> None:
+    """Give `free` bytes of a filled filesystem back by shortening its ballast."""
+    size = ballast.stat().st_size
+    with ballast.open("r+b") as file:
+        file.truncate(size - free)
+
+
+def test_a_checkpoint_without_space_removes_its_partial_folder_and_the_next_one_saves(
+    small_data_disk: Path,
+) -> None:
+    spec = mlp_spec(hyperparameters={"steps": 10, **WIDE})
+    checkpoints = small_data_disk / "checkpoints"
+    trainer = Trainer(
+        spec, build_task("mlp", spec.hyperparameters), ParallelContext(), checkpoint_dir=checkpoints
+    )
+    trainer.train_step()
+    first = trainer.save()
+    assert first is not None and first.name == "step-1"
+    ballast = fill(small_data_disk)
+    leave_free(ballast, MIB)  # room for part of a checkpoint: its folder is really partial
+
+    trainer.train_step()
+    assert trainer.save() is None  # not raised: training goes on
+
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["step-1"]
+    assert newest_checkpoint(checkpoints) == first
+    assert free_bytes(small_data_disk) >= MIB - 64 * 1024  # the partial shard's space is back
+    ballast.unlink()
+    trainer.train_step()
+    third = trainer.save()
+    assert third is not None and newest_checkpoint(checkpoints) == third
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["step-1", "step-3"]
+
+
+def test_a_checkpointing_job_on_a_full_disk_warns_keeps_its_last_checkpoint_and_succeeds(
+    small_data_disk: Path, supervisor_settings: SupervisorSettings, redis_url: str
+) -> None:
+    spec = mlp_spec(hyperparameters={"steps": 30, **WIDE}, checkpoint={"every_steps": 10})
+    settings = dataclasses.replace(
+        supervisor_settings, data_dir=reachable(small_data_disk / "data")
+    )
+    leave_free(fill(small_data_disk), 2 * MIB + MIB // 2)  # step-10 fits, step-20 does not
+
+    outcome = Supervisor(attempt_order(spec), settings).run()
+
+    assert outcome.outcome == "succeeded", outcome.reason
+    assert outcome.last_checkpoint is not None and outcome.last_checkpoint.endswith("step-10")
+    events = [(e["kind"], e["step"], e["message"]) for e in read_items(redis_url, EVENTS_STREAM)]
+    assert [(kind, step) for kind, step, _ in events] == [
+        ("checkpoint", 10),
+        ("warning", 20),
+        ("warning", 30),
+    ]
+    assert events[1][2].startswith("checkpoint step 20 not saved: no space left on device (")
+    folders = Path(outcome.last_checkpoint).parent
+    assert [p.name for p in folders.iterdir()] == ["step-10"]  # no partial .tmp-step-N-* left

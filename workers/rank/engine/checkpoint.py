@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ from workers.rank.engine.dcp_storage import (
     JsonWriter,
     unwrap,
 )
-from workers.rank.engine.errors import CheckpointIncomplete
+from workers.rank.engine.errors import CheckpointIncomplete, CheckpointNoSpace
 
 #: numbers saved beside the weights: step, epoch, global_batch, data_offset, lr_scale, ...
 Progress = dict[str, float]
@@ -74,7 +76,22 @@ def save(
         shutil.rmtree(tmp, ignore_errors=True)
     _barrier()
     writer = JsonWriter(tmp)
-    dcp.save(_state(model, optimizer, progress), storage_writer=writer, planner=JsonSavePlanner())
+    try:
+        state = _state(model, optimizer, progress)
+        dcp.save(state, storage_writer=writer, planner=JsonSavePlanner())
+    except BaseException as error:
+        if not _no_space(error):
+            raise
+        # DCP raised this on every rank (it gathers the ranks' write results): all go on,
+        # each removing the partial folder (unshared run roots have one per node)
+        shutil.rmtree(tmp, ignore_errors=True)
+        _barrier()
+        if leader:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise CheckpointNoSpace(
+            f"checkpoint step {int(progress['step'])} not saved: no space left on device "
+            f"({_free_mib(checkpoint_dir)} MiB free)"
+        ) from None
     _barrier()  # every rank's shard is on disk before the directory becomes visible
     if leader and writer.missing:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -137,6 +154,22 @@ def _load(state: dict[str, Any], reader: JsonReader) -> None:
         if found is error:
             raise
         raise found from None
+
+
+def _no_space(error: BaseException) -> bool:
+    """Whether error, or a rank's failure DCP wrapped in it, is ENOSPC (or EDQUOT)."""
+    failures = [f[0] for f in getattr(error, "failures", {}).values()]
+    for found in [error, *failures]:
+        while found is not None:
+            if isinstance(found, OSError) and found.errno in (errno.ENOSPC, errno.EDQUOT):
+                return True
+            found = found.__cause__ or found.__context__
+    return False
+
+
+def _free_mib(path: Path) -> int:
+    stats = os.statvfs(path)
+    return stats.f_bavail * stats.f_frsize >> 20
 
 
 def _barrier() -> None:

@@ -30,3 +30,10 @@ class RendezvousFailed(EngineFailure):
 
 class CheckpointIncomplete(EngineFailure):
     """A checkpoint's shards are not all where rank 0 sees them: it is never recorded."""
+
+
+class CheckpointNoSpace(Exception):
+    """A checkpoint could not be written for lack of space; its partial folder is gone.
+
+    Not an EngineFailure: training goes on, and the next interval tries again.
+    """

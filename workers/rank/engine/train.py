@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from workers.rank import sdk
 from workers.rank.engine import checkpoint
 from workers.rank.engine.data import ShardedBatches
 from workers.rank.engine.distributed import ParallelContext
-from workers.rank.engine.errors import Diverged
+from workers.rank.engine.errors import CheckpointNoSpace, Diverged
 from workers.rank.engine.metrics import MetricBuffer, StepClock, Value, peak_memory_bytes
 from workers.rank.engine.optim import build_optimizer, lr_at
 from workers.rank.engine.parallelize import parallelize
@@ -205,7 +206,7 @@ class Trainer:
                     break
                 continue  # rolled back to the newest checkpoint: nothing to save now
             if stopped or due or time_due or self.step == self.total_steps:
-                last_path = self.save()
+                last_path = self.save() or last_path  # none for lack of space: the previous
                 last_saved_at = time.monotonic()
             if stopped:
                 break
@@ -226,14 +227,22 @@ class Trainer:
             "lr_scale": self.lr_scale,
             "rollbacks": self.rollbacks,
         }
-        path = checkpoint.save(
-            self.checkpoint_dir,
-            model=self.model,
-            optimizer=self.optimizer,
-            progress=progress,
-            keep_last=self.spec.checkpoint.keep_last if self.prune else 0,
-            tag=self.tag,
-        )
+        try:
+            path = checkpoint.save(
+                self.checkpoint_dir,
+                model=self.model,
+                optimizer=self.optimizer,
+                progress=progress,
+                keep_last=self.spec.checkpoint.keep_last if self.prune else 0,
+                tag=self.tag,
+            )
+        except CheckpointNoSpace as full:
+            # a full disk costs this checkpoint, not the run: the previous one stays newest
+            if self.ctx.is_leader:
+                message = f"{full}; the previous checkpoint stays the newest, retrying later"
+                sdk.event("warning", message=message, step=self.step)
+                print(message, file=sys.stderr, flush=True)
+            return None
         if self.ctx.is_leader:
             sdk.event("checkpoint", message=str(path), step=self.step)
             print(f"checkpoint step {self.step} saved to {path}", flush=True)
