@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import psutil
 
 from tests.stack import wait_for
+from workers.supervisor.orphan_guard import guarded
 
 SUPERVISOR = (
     "import subprocess, time\n"
@@ -58,3 +61,18 @@ def test_guard_refuses_to_start_when_its_supervisor_is_already_gone() -> None:
         text=True,
     )
     assert result.returncode != 0 and "supervisor died" in result.stderr
+
+
+def test_a_job_cannot_shadow_the_guard_with_its_own_workers_package(tmp_path: Path) -> None:
+    fake = tmp_path / "workers" / "supervisor"
+    fake.mkdir(parents=True)
+    for package in (tmp_path / "workers", fake):
+        (package / "__init__.py").write_text("")
+    marker = tmp_path / "ran-user-code"
+    (fake / "orphan_guard.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    command = guarded([sys.executable, "-c", "import ctypes; print('guarded')"])
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}  # the job's script root, first
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "guarded" in done.stdout
+    assert not marker.exists()

@@ -22,14 +22,10 @@ PR_SET_NO_NEW_PRIVS = 38
 
 def guarded(command: list[str]) -> list[str]:
     """The command wrapped so it is killed when the calling process dies."""
-    return [
-        sys.executable,
-        "-m",
-        "workers.supervisor.orphan_guard",
-        str(os.getpid()),
-        "--",
-        *command,
-    ]
+    # isolated (-I: no PYTHONPATH, no user site, no script dir on the path) and by file:
+    # a job's script root comes first on its PYTHONPATH and must not shadow this module,
+    # or user code would run before no-new-privs and the parent-death signal are set
+    return [sys.executable, "-I", __file__, str(os.getpid()), "--", *command]
 
 
 def main(argv: list[str]) -> None:
