@@ -20,7 +20,7 @@ test: install frontend lint typecheck
 	cd frontend && npm test
 
 # the tests that start no rank process, service or browser (not marked slow or browser),
-# then the frontend's unit tests: about a minute on an idle machine
+# then the frontend's unit tests
 test-fast: install frontend/node_modules/.package-lock.json
 	base=$$(mktemp -d /tmp/trainboard-pytest.XXXXXX) && \
 	$(PY) -m pytest -q -m "not slow and not browser" -p no:cacheprovider --basetemp=$$base; \
