@@ -34,6 +34,13 @@ class Settings(BaseSettings):
     run_ingest: bool = Field(True, description="run the telemetry ingest in this process")
     scheduler_interval: float = Field(0.5, gt=0, le=60)
     heartbeat_timeout: float = Field(15.0, gt=0, description="seconds before a node is lost")
+    disk_low_bytes: int = Field(
+        1 << 30,
+        ge=0,
+        description="a node with less free space in its data dir than the smaller of this and "
+        "disk_low_fraction of that disk is 'disk low': it stays up but gets no new work",
+    )
+    disk_low_fraction: float = Field(0.05, ge=0, le=1, description="see disk_low_bytes")
     claim_timeout: float = Field(
         60.0, gt=0, description="seconds before an unclaimed attempt is withdrawn and requeued"
     )

@@ -44,6 +44,10 @@ class Node(Base):
     host_cpus: Mapped[int | None]
     host_memory_used: Mapped[int | None] = mapped_column(BigInteger)
     host_memory_total: Mapped[int | None] = mapped_column(BigInteger)
+    disk_free: Mapped[int | None] = mapped_column(
+        BigInteger, comment="bytes free in the data dir at the last heartbeat"
+    )
+    disk_total: Mapped[int | None] = mapped_column(BigInteger)
     devices: Mapped[list[Device]] = relationship(
         back_populates="node", cascade="all, delete-orphan", order_by="Device.index"
     )

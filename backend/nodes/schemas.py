@@ -28,6 +28,15 @@ class HostOut(BaseModel):
     memory_total: int | None
 
 
+class DiskOut(BaseModel):
+    """The node's data dir at its last heartbeat: low means no new work goes there."""
+
+    free: int = Field(description="bytes")
+    total: int = Field(description="bytes")
+    low: bool = Field(description="below the disk-low threshold: the node gets no new work")
+    reason: str | None = Field(None, description='e.g. "disk low (312 MiB free)"')
+
+
 class NodeOut(BaseModel):
     name: str
     hostname: str
@@ -42,6 +51,7 @@ class NodeOut(BaseModel):
     drained: bool
     last_heartbeat: datetime
     host: HostOut | None = None
+    disk: DiskOut | None = Field(None, description="absent until the agent reports it")
     devices: list[DeviceOut]
 
 

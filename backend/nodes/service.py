@@ -12,10 +12,11 @@ from backend.db import utcnow
 from backend.jobs.models import Attempt, AttemptSlice
 from backend.jobs.run_states import LIVE_SLICE_VALUES, NodeState
 from backend.nodes.deployment import WRONG_REDIS, broker_shared, deployment_id
+from backend.nodes.disk import disk_low
 from backend.nodes.fencing import end_node_attempts, reconcile
 from backend.nodes.models import Device, Node
 from backend.nodes.multihost import address_problem, storage_group
-from backend.nodes.schemas import DeviceOut, HostOut, NodeOut
+from backend.nodes.schemas import DeviceOut, DiskOut, HostOut, NodeOut
 from workers.contract.protocol import Heartbeat, HeartbeatReply, NodeRegistration
 
 
@@ -97,6 +98,8 @@ def heartbeat(
     if host is not None:
         node.host_cpu_percent, node.host_cpus = host.cpu_percent, host.cpus
         node.host_memory_used, node.host_memory_total = host.memory_used, host.memory_total
+    if beat.disk is not None:
+        node.disk_free, node.disk_total = beat.disk.free, beat.disk.total
     stop, changed = reconcile(
         session, client, node=name, instance=beat.instance, running=beat.attempts
     )
@@ -134,6 +137,16 @@ def host_view(node: Node) -> HostOut | None:
     )
 
 
+def disk_view(node: Node) -> DiskOut | None:
+    """The data dir's space as last reported, and whether it is too low for new work."""
+    if node.disk_free is None or node.disk_total is None:
+        return None
+    reason = disk_low(node)
+    return DiskOut(
+        free=node.disk_free, total=node.disk_total, low=reason is not None, reason=reason
+    )
+
+
 def describe_nodes(session: Session) -> list[NodeOut]:
     """Nodes with their devices and which job holds each device."""
     holders: dict[tuple[str, int], tuple[int, int]] = {}
@@ -161,6 +174,7 @@ def describe_nodes(session: Session) -> list[NodeOut]:
             drained=n.drained,
             last_heartbeat=n.last_heartbeat,
             host=host_view(n),
+            disk=disk_view(n),
             devices=[
                 DeviceOut(
                     index=d.index,

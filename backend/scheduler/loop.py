@@ -25,6 +25,7 @@ from backend.jobs.run_states import (
     SliceState,
 )
 from backend.jobs.states import JobState, transition
+from backend.nodes.disk import disk_low, explain_disk_low
 from backend.nodes.fencing import end_node_attempts, repair_bookings
 from backend.nodes.models import Node
 from backend.scheduler.leader import LeaderLock
@@ -173,6 +174,7 @@ class Scheduler:
             for job in queued
         ]
         result = plan(queue, capacities(session))
+        explain_disk_low(session, queue, result.waiting)
         waiting_changed = set()
         for job_id, reason in result.waiting.items():
             if jobs[job_id].wait_reason != reason:
@@ -271,4 +273,5 @@ def capacities(session: Session) -> list[NodeCapacity]:
             storage=node.storage or "",
         )
         for node in nodes
+        if disk_low(node) is None  # a nearly full data dir takes no new work (it stays up)
     ]

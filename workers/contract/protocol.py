@@ -201,6 +201,13 @@ class HostStats(BaseModel):
     memory_total: Bytes = Field(description="bytes")
 
 
+class DiskSpace(BaseModel):
+    """The filesystem of the node's data dir (run dirs, logs, checkpoints)."""
+
+    free: Bytes = Field(description="bytes an unprivileged writer may still use")
+    total: Bytes = Field(description="bytes")
+
+
 class Heartbeat(BaseModel):
     instance: Instance = Field(description="the beating worker process's id")
     attempts: list[Id] = Field(
@@ -210,6 +217,7 @@ class Heartbeat(BaseModel):
         None, description="whether this worker's Redis holds the API's deployment marker"
     )
     host: HostStats | None = Field(None, description="machine load; absent from older agents")
+    disk: DiskSpace | None = Field(None, description="data dir space; absent from older agents")
 
 
 class HeartbeatReply(BaseModel):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import threading
+from pathlib import Path
 
 import psutil
 
-from workers.contract.protocol import DeviceSample, HostStats, NodeDevice
+from workers.contract.protocol import DeviceSample, DiskSpace, HostStats, NodeDevice
 from workers.devices.registry import DeviceRegistry
 
 
@@ -19,6 +21,15 @@ def host_stats() -> HostStats:
         memory_used=memory.total - memory.available,
         memory_total=memory.total,
     )
+
+
+def disk_space(path: Path) -> DiskSpace | None:
+    """Free and total bytes of the filesystem holding path (None if it cannot be read)."""
+    try:
+        stats = os.statvfs(path)
+    except OSError:
+        return None
+    return DiskSpace(free=stats.f_bavail * stats.f_frsize, total=stats.f_blocks * stats.f_frsize)
 
 
 class HostProbe:

@@ -93,6 +93,7 @@ def run_node_agent(settings: WorkerSettings) -> int:
         lambda: register(retry_for=settings.heartbeat_interval),
         Fence(running=active.running, kill=active.kill, kill_all=active.kill_all),
         deployment_seen=broker.seen,
+        data_dir=settings.data_dir,
     )
     publisher = StreamPublisher(
         settings.redis_url,

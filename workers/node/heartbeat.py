@@ -13,9 +13,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from workers.contract.protocol import Heartbeat as Beat
-from workers.devices.host import host_stats
+from workers.devices.host import disk_space, host_stats
 from workers.node.api_client import ApiError, NodeApiClient
 
 log = logging.getLogger(__name__)
@@ -45,10 +46,12 @@ class Heartbeat:
         fence: Fence,
         *,
         deployment_seen: Callable[[], bool | None] = lambda: None,
+        data_dir: Path | None = None,
     ) -> None:
         self._api, self._node, self._interval = api, node, interval
         self._reregister, self._fence = reregister, fence
         self._deployment_seen = deployment_seen
+        self._data_dir = data_dir
         self._stop = threading.Event()
         self.drained = False
         #: seconds without an answer after which this node fences itself (from the replies)
@@ -87,6 +90,7 @@ class Heartbeat:
             attempts=running,
             deployment_seen=self._deployment_seen(),
             host=host_stats(),
+            disk=disk_space(self._data_dir) if self._data_dir is not None else None,
         )
         try:
             reply = self._api.heartbeat(self._node, beat, retry_for=self._interval)

@@ -1,0 +1,97 @@
+"""A node whose data dir is nearly full is `disk low`: up, shown so, and given no new work."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from backend.config import Settings
+from backend.db import Database
+from backend.jobs.models import Attempt, Job
+from backend.scheduler.loop import Scheduler, capacities
+from tests.backend.conftest import bearer
+from tests.full_disk import fill, small_filesystem
+from workers.contract.protocol import NodeDevice, NodeRegistration
+from workers.devices.host import disk_space
+from workers.node.celery_app import make_celery
+
+INSTANCE = "1" * 32
+
+
+@pytest.fixture
+def data_disk(tmp_path: Path) -> Iterator[Path]:
+    """The node's data dir: a 16 MiB tmpfs (disk low under 5% of it: 819 KiB)."""
+    with small_filesystem(tmp_path / "disk", size="16M") as disk:
+        yield disk
+
+
+@pytest.fixture
+def node_headers(api: TestClient, tokens: dict[str, str]) -> dict[str, str]:
+    registration = NodeRegistration(
+        name="n1",
+        hostname="h",
+        address="127.0.0.1",
+        devices=[NodeDevice(index=0, kind="cpu", name="CPU slot 0")],
+        instance=INSTANCE,
+    )
+    headers = bearer(tokens["node"])
+    answer = api.post("/api/nodes/register", json=registration.model_dump(), headers=headers)
+    assert answer.is_success
+    return headers
+
+
+def beat(api: TestClient, headers: dict[str, str], data_dir: Path) -> None:
+    space = disk_space(data_dir)
+    assert space is not None
+    body = {"instance": INSTANCE, "disk": space.model_dump()}
+    assert api.post("/api/nodes/n1/heartbeat", json=body, headers=headers).is_success
+
+
+def test_a_full_data_dir_makes_the_node_disk_low_and_new_work_waits_saying_so(
+    api: TestClient,
+    settings: Settings,
+    database: Database,
+    tokens: dict[str, str],
+    node_headers: dict[str, str],
+    data_disk: Path,
+) -> None:
+    ballast = fill(data_disk)
+    beat(api, node_headers, data_disk)
+
+    (node,) = api.get("/api/nodes", headers=bearer(tokens["alice"])).json()["nodes"]
+    assert node["state"] == "up"  # not a node state: the node is fine, its disk is not
+    assert node["disk"] == {
+        "free": 0,
+        "total": 16 << 20,
+        "low": True,
+        "reason": "disk low (0 MiB free)",
+    }
+    spec = {"name": "waits", "template": "mlp", "parallelism": {"devices": 1}}
+    job_id = api.post("/api/jobs", json=spec, headers=bearer(tokens["alice"])).json()["id"]
+    client = api.app.state.redis  # type: ignore[attr-defined]
+    scheduler = Scheduler(
+        db=database, client=client, celery=make_celery(settings.redis_url), interval=0.1,
+        heartbeat_timeout=60,
+    )  # fmt: skip
+    scheduler.tick()
+
+    shown = api.get(f"/api/jobs/{job_id}", headers=bearer(tokens["alice"])).json()
+    assert shown["state"] == "queued"
+    assert shown["wait_reason"].endswith("; node n1: disk low (0 MiB free)")
+    with database.session() as session:
+        assert capacities(session) == []
+
+    ballast.unlink()  # space returns: the next heartbeat says so, the job is placed
+    beat(api, node_headers, data_disk)
+    (node,) = api.get("/api/nodes", headers=bearer(tokens["alice"])).json()["nodes"]
+    assert (node["disk"]["low"], node["disk"]["reason"]) == (False, None)
+    scheduler.tick()
+    with database.session() as session:
+        assert session.scalars(select(Attempt.node_name).where(Attempt.job_id == job_id)).all() == [
+            "n1"
+        ]
+        assert session.get_one(Job, job_id).wait_reason is None
