@@ -8,6 +8,7 @@ const node = (name: string): Node => ({
   address: "127.0.0.1",
   state: "up",
   drained: false,
+  incarnation: 0,
   last_heartbeat: "2026-11-22T20:00:00Z",
   host: null,
   devices: [],

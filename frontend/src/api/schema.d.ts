@@ -35,7 +35,7 @@ export interface paths {
         put?: never;
         /**
          * Finish Attempt
-         * @description The supervisor reports how the attempt ended; the job moves on accordingly.
+         * @description The supervisor reports how its node's slice ended; the job moves on accordingly.
          */
         post: operations["nodes-finish_attempt"];
         delete?: never;
@@ -361,7 +361,7 @@ export interface paths {
         put?: never;
         /**
          * Register Node
-         * @description A node agent announces itself and its devices.
+         * @description A node agent announces itself and its devices (only as the node its token names).
          */
         post: operations["nodes-register_node"];
         delete?: never;
@@ -401,7 +401,7 @@ export interface paths {
         put?: never;
         /**
          * Heartbeat
-         * @description A node agent is alive; its machine's CPU and memory go live to the `cluster` topic.
+         * @description A node agent is alive: it learns which of its attempts to stop; its load goes live.
          */
         post: operations["nodes-heartbeat"];
         delete?: never;
@@ -676,8 +676,7 @@ export interface components {
             number: number;
             /** Resume From */
             resume_from: string | null;
-            /** State */
-            state: string;
+            state: components["schemas"]["AttemptState"];
         };
         /**
          * AttemptOutcome
@@ -686,6 +685,11 @@ export interface components {
         AttemptOutcome: {
             /** Exit Codes */
             exit_codes?: number[];
+            /**
+             * Instance
+             * @description the reporting worker process: a report from another one is refused
+             */
+            instance?: string | null;
             /** Last Checkpoint */
             last_checkpoint?: string | null;
             /**
@@ -698,6 +702,12 @@ export interface components {
              * @enum {string}
              */
             outcome: "succeeded" | "failed" | "stopped";
+            /**
+             * Platform Fault
+             * @description the ranks failed for the platform's sake (a rendezvous that could not complete): the restart does not spend the job's max_restarts
+             * @default false
+             */
+            platform_fault: boolean;
             /** Reason */
             reason?: string | null;
         };
@@ -716,6 +726,12 @@ export interface components {
             /** Value */
             value: number[];
         };
+        /**
+         * AttemptState
+         * @description An attempt: one start of a job, from placement to its end.
+         * @enum {string}
+         */
+        AttemptState: "scheduled" | "running" | "succeeded" | "failed" | "stopped" | "lost" | "withdrawn";
         /** Checkpointing */
         Checkpointing: {
             /** Every Minutes */
@@ -730,6 +746,11 @@ export interface components {
         };
         /** ClaimIn */
         ClaimIn: {
+            /**
+             * Instance
+             * @description the claiming worker process: only the node's current incarnation wins
+             */
+            instance?: string | null;
             /** Node */
             node: string;
         };
@@ -877,13 +898,47 @@ export interface components {
         };
         /** Heartbeat */
         Heartbeat: {
+            /**
+             * Attempts
+             * @description attempts whose ranks this node runs
+             */
+            attempts?: number[];
+            /**
+             * Deployment Seen
+             * @description whether this worker's Redis holds the API's deployment marker
+             */
+            deployment_seen?: boolean | null;
             /** @description machine load; absent from older agents */
             host?: components["schemas"]["HostStats"] | null;
+            /**
+             * Instance
+             * @description the beating worker process's id
+             */
+            instance: string;
         };
-        /** HeartbeatOut */
-        HeartbeatOut: {
+        /**
+         * HeartbeatReply
+         * @description What a node must do now: stop attempts it no longer owns, or register again.
+         */
+        HeartbeatReply: {
             /** Drained */
             drained: boolean;
+            /**
+             * Lease Seconds
+             * @description a node that has not heard back for this long must kill every attempt it runs: the control plane declares it lost then
+             */
+            lease_seconds: number;
+            /**
+             * Reregister
+             * @description the node is not registered as this instance: register again
+             * @default false
+             */
+            reregister: boolean;
+            /**
+             * Stop
+             * @description attempts this node runs but does not own (ended, or another incarnation's): kill their ranks before anything else
+             */
+            stop?: number[];
         };
         /**
          * HostOut
@@ -941,6 +996,12 @@ export interface components {
             /** Warnings */
             warnings: string[];
         };
+        /**
+         * JobAction
+         * @description What a user may ask of a job; which ones a state allows follows from TRANSITIONS.
+         * @enum {string}
+         */
+        JobAction: "cancel" | "pause" | "resume" | "clone";
         /** JobList */
         JobList: {
             /** Jobs */
@@ -948,6 +1009,11 @@ export interface components {
         };
         /** JobOut */
         JobOut: {
+            /**
+             * Actions
+             * @description what this job accepts now (from its state)
+             */
+            actions: components["schemas"]["JobAction"][];
             /** Attempt */
             attempt: number;
             /**
@@ -985,13 +1051,17 @@ export interface components {
             priority: string;
             /** Reason */
             reason: string | null;
+            /**
+             * Restart At
+             * @description a restarting job is placed again at this time (its back-off)
+             */
+            restart_at?: string | null;
             /** Restarts */
             restarts: number;
             spec: components["schemas"]["JobSpec"];
             /** Started At */
             started_at: string | null;
-            /** State */
-            state: string;
+            state: components["schemas"]["JobState"];
             /** Step */
             step: number;
             /** Tags */
@@ -1017,6 +1087,13 @@ export interface components {
         JobSpec: {
             checkpoint?: components["schemas"]["Checkpointing"];
             entrypoint?: components["schemas"]["Entrypoint"] | null;
+            /**
+             * Env
+             * @default {}
+             */
+            env: {
+                [key: string]: string;
+            };
             /**
              * Grad Accum
              * @description micro-steps per optimizer step
@@ -1048,6 +1125,11 @@ export interface components {
             /** Template */
             template?: ("mlp" | "cnn" | "gpt") | null;
         };
+        /**
+         * JobState
+         * @enum {string}
+         */
+        JobState: "queued" | "scheduled" | "running" | "succeeded" | "failed" | "cancelled" | "paused" | "cancelling" | "pausing" | "restarting";
         /** LRSchedule */
         LRSchedule: {
             /**
@@ -1183,14 +1265,34 @@ export interface components {
             /** Hostname */
             hostname: string;
             /**
+             * Incarnation
+             * @description worker starts registered under this name so far
+             * @default 0
+             */
+            incarnation: number;
+            /**
+             * Interface
+             * @description the interface ranks talk over
+             */
+            interface?: string | null;
+            /**
              * Last Heartbeat
              * Format: date-time
              */
             last_heartbeat: string;
             /** Name */
             name: string;
-            /** State */
-            state: string;
+            state: components["schemas"]["NodeState"];
+            /**
+             * State Reason
+             * @description why the node is lost or misconfigured
+             */
+            state_reason?: string | null;
+            /**
+             * Storage
+             * @description run-root group: multi-node jobs go only to nodes with the same value
+             */
+            storage?: string | null;
         };
         /** NodeRegistration */
         NodeRegistration: {
@@ -1199,13 +1301,51 @@ export interface components {
              * @description address other nodes reach this one on
              */
             address: string;
+            /**
+             * Api Host
+             * @description the host of the API URL this worker uses: with a loopback `address` while this is not loopback, the node is misconfigured (its peers cannot reach it)
+             */
+            api_host?: string | null;
+            /**
+             * Data Dir
+             * @description the node's resolved data dir: reported checkpoints must lie under it
+             */
+            data_dir?: string | null;
+            /**
+             * Deployments Seen
+             * @description deployment ids whose markers this worker's Redis holds (None: not checked); a node whose Redis lacks the API's cannot receive its tasks: it is misconfigured
+             */
+            deployments_seen?: string[] | null;
             /** Devices */
             devices: components["schemas"]["NodeDevice"][];
             /** Hostname */
             hostname: string;
+            /**
+             * Instance
+             * @description this worker process's id: a new one registers a new incarnation of the node, which ends every attempt the previous one ran (omitted: a new one)
+             */
+            instance?: string;
+            /**
+             * Interface
+             * @description the network interface holding `address` (ranks use it)
+             */
+            interface?: string | null;
             /** Name */
             name: string;
+            /**
+             * Storage Seen
+             * @description other nodes' markers (name: instance) this node sees in its run root
+             */
+            storage_seen?: {
+                [key: string]: string;
+            };
         };
+        /**
+         * NodeState
+         * @description A worker node as the control plane sees it.
+         * @enum {string}
+         */
+        NodeState: "up" | "lost" | "misconfigured";
         /**
          * Parallelism
          * @description How the job spreads over its gang of devices.
@@ -1237,6 +1377,12 @@ export interface components {
             /** Pipeline Stages */
             pipeline_stages?: number | null;
             /**
+             * Rendezvous Timeout S
+             * @description seconds the ranks may take to find each other (store and gloo/NCCL connections) before the attempt fails, naming the address not reached
+             * @default 60
+             */
+            rendezvous_timeout_s: number;
+            /**
              * Schedule
              * @default 1f1b
              * @enum {string}
@@ -1260,6 +1406,55 @@ export interface components {
          * @enum {string}
          */
         Priority: "high" | "normal" | "low";
+        /**
+         * RegisteredOut
+         * @description A node as registered, with the id of the deployment it joined.
+         */
+        RegisteredOut: {
+            /** Address */
+            address: string;
+            /**
+             * Deployment
+             * @description its Redis must hold this deployment's marker
+             */
+            deployment: string;
+            /** Devices */
+            devices: components["schemas"]["DeviceOut"][];
+            /** Drained */
+            drained: boolean;
+            host?: components["schemas"]["HostOut"] | null;
+            /** Hostname */
+            hostname: string;
+            /**
+             * Incarnation
+             * @description worker starts registered under this name so far
+             * @default 0
+             */
+            incarnation: number;
+            /**
+             * Interface
+             * @description the interface ranks talk over
+             */
+            interface?: string | null;
+            /**
+             * Last Heartbeat
+             * Format: date-time
+             */
+            last_heartbeat: string;
+            /** Name */
+            name: string;
+            state: components["schemas"]["NodeState"];
+            /**
+             * State Reason
+             * @description why the node is lost or misconfigured
+             */
+            state_reason?: string | null;
+            /**
+             * Storage
+             * @description run-root group: multi-node jobs go only to nodes with the same value
+             */
+            storage?: string | null;
+        };
         /** ResumeIn */
         ResumeIn: {
             /**
@@ -1314,6 +1509,11 @@ export interface components {
             id: number;
             /** Name */
             name: string;
+            /**
+             * Node
+             * @description a node token: the one node it acts as
+             */
+            node?: string | null;
             /** Prefix */
             prefix: string;
             /** Revoked At */
@@ -1338,6 +1538,11 @@ export interface components {
              * @default
              */
             name: string;
+            /**
+             * Node
+             * @description node tokens (required): the one node it acts as
+             */
+            node?: string | null;
             /** Scopes */
             scopes: ("read" | "submit" | "admin" | "node")[];
         };
@@ -1357,6 +1562,11 @@ export interface components {
             id: number;
             /** Name */
             name: string;
+            /**
+             * Node
+             * @description a node token: the one node it acts as
+             */
+            node?: string | null;
             /** Prefix */
             prefix: string;
             /** Revoked At */
@@ -2018,7 +2228,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["NodeOut"];
+                    "application/json": components["schemas"]["RegisteredOut"];
                 };
             };
             /** @description Validation Error */
@@ -2072,9 +2282,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: {
+        requestBody: {
             content: {
-                "application/json": components["schemas"]["Heartbeat"] | null;
+                "application/json": components["schemas"]["Heartbeat"];
             };
         };
         responses: {
@@ -2084,7 +2294,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HeartbeatOut"];
+                    "application/json": components["schemas"]["HeartbeatReply"];
                 };
             };
             /** @description Validation Error */
