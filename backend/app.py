@@ -22,6 +22,7 @@ from backend import meta_router
 from backend.auth import router as auth_router
 from backend.config import Settings, get_settings
 from backend.db import Database
+from backend.db_health import install as install_db_health
 from backend.deployment_keys import attach
 from backend.jobs import router as jobs_router
 from backend.migrate import upgrade
@@ -93,6 +94,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(module.router)
     _serve_frontend(app, settings.frontend_dir)
     install_security(app, settings)
+    install_db_health(app)
     return app
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from fastapi import APIRouter
-from pydantic import BaseModel
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, Field
 
 from backend.deps import ReaderDep
 from workers.contract.catalog import PIPELINE_UNITS, TEMPLATES
@@ -14,7 +14,8 @@ router = APIRouter(prefix="/api", tags=["meta"])
 
 
 class Health(BaseModel):
-    status: str
+    status: Literal["ok", "degraded"] = Field(description="degraded: the database refuses writes")
+    database: str = Field("ok", description='"ok", or why it cannot be written ("disk full")')
 
 
 class HParamOut(BaseModel):
@@ -34,8 +35,10 @@ class TemplateOut(BaseModel):
 
 
 @router.get("/health", response_model=Health)
-def health() -> Health:
-    return Health(status="ok")
+def health(request: Request) -> Health:
+    """Up, and whether the database takes writes (probed again while it does not)."""
+    cause = request.app.state.write_health.probe(request.app.state.db)
+    return Health(status="ok") if cause is None else Health(status="degraded", database=cause)
 
 
 @router.get("/templates", response_model=list[TemplateOut])

@@ -34,7 +34,7 @@ def test_every_private_route_answers_401_without_credentials(api: TestClient) ->
 
 
 def test_public_routes_answer(api: TestClient) -> None:
-    assert api.get("/api/health").json() == {"status": "ok"}
+    assert api.get("/api/health").json() == {"status": "ok", "database": "ok"}
     assert api.post("/api/login", json={"token": "tb_wrong"}).status_code == 401
 
 
