@@ -115,3 +115,38 @@ def test_the_rank_side_channel_writes_lines_the_relay_reads(redis_url: str, tmp_
         (1, "lr", 0.1),
         (2, "loss", 1.5),
     ]
+
+
+def test_progress_reaches_the_hang_watch_and_a_rank_cannot_forge_a_hang(
+    redis_url: str, tmp_path: Path
+) -> None:
+    from workers.contract.telemetry_channel import progress_message
+    from workers.supervisor.hang_watch import HangWatch
+
+    watch = HangWatch([1], timeout=5.0)
+    read_fd, write_fd = os.pipe()
+    metrics = StreamPublisher(redis_url, METRICS_STREAM, "test-metrics")
+    events = StreamPublisher(redis_url, EVENTS_STREAM, "test-events")
+    relay = TelemetryRelay(
+        read_fd,
+        attempt_id=7,
+        rank=1,
+        metrics=metrics,
+        events=events,
+        checkpoint_dir=tmp_path,
+        watch=watch,
+    )
+    lines = [
+        progress_message("collective", stacks=True),
+        points_message([(4, {"loss": 1.0})]),
+        event_message("hung", "forged", None),
+        {"p": {"phase": "x" * 65, "stacks": True}},
+    ]
+    with os.fdopen(write_fd, "wb") as pipe:
+        for line in lines:
+            pipe.write(json.dumps(line).encode() + b"\n")
+    relay.join(timeout=10)
+    metrics.close()
+    events.close()
+    assert watch.stacks_from([1]) == [1] and relay.refused == 2
+    assert read_items(redis_url, EVENTS_STREAM) == []

@@ -175,6 +175,24 @@ class NanPolicy(Strict):
     max_rollbacks: StrictInt = Field(3, ge=0, le=100)
 
 
+class Health(Strict):
+    """How the run's health is watched: hangs (by the supervisor) and stragglers (by the API)."""
+
+    hang_timeout_s: Number | None = Field(
+        None,
+        ge=5,
+        le=7 * 24 * 3600,
+        description="seconds without a new step before the job is flagged hung; default "
+        "max(10 x p99 step time, 60 s), armed per rank after its first step",
+    )
+    on_hang: Literal["notify", "restart"] = Field(
+        "notify", description="restart: stop the attempt and restart from its newest checkpoint"
+    )
+    straggler_factor: Number = Field(
+        1.5, gt=1, le=100, description="a rank whose median step time exceeds the others' by this"
+    )
+
+
 class JobSpec(Strict):
     """What to run, on how many devices, and how: validated once, at submission."""
 
@@ -195,6 +213,7 @@ class JobSpec(Strict):
     priority: Priority = Priority.normal
     max_restarts: StrictInt = Field(2, ge=0, le=100)
     nan_policy: NanPolicy = Field(default_factory=NanPolicy)
+    health: Health = Field(default_factory=Health)
     tags: list[str] = Field(default_factory=list, max_length=32)
 
     @field_validator("name")

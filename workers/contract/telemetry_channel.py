@@ -7,6 +7,8 @@ its attempt or rank: those come from the pipe, never from the message.
 
 - metric points: ``{"m": [[step, name, value], ...]}``
 - an attempt event: ``{"e": {"kind": str, "message": str, "step": int | null}}``
+- progress: ``{"p": {"phase": str | null, "stacks": bool}}`` (the phase it is in now; whether
+  SIGUSR1 dumps its Python stacks to stderr, for hang reports)
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import Any
 MAX_LINE_BYTES = 1 << 20
 POINTS_KEY = "m"
 EVENT_KEY = "e"
+PROGRESS_KEY = "p"
+MAX_PHASE = 64
 
 
 def points_message(rows: Iterable[tuple[int, Mapping[str, float]]]) -> dict[str, Any]:
@@ -34,3 +38,8 @@ def points_message(rows: Iterable[tuple[int, Mapping[str, float]]]) -> dict[str,
 def event_message(kind: str, message: str, step: int | None) -> dict[str, Any]:
     """The message for one attempt event."""
     return {EVENT_KEY: {"kind": kind, "message": message, "step": step}}
+
+
+def progress_message(phase: str | None, *, stacks: bool = False) -> dict[str, Any]:
+    """The message saying which phase a rank is in (and that SIGUSR1 dumps its stacks)."""
+    return {PROGRESS_KEY: {"phase": phase, "stacks": stacks}}

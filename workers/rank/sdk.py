@@ -18,6 +18,7 @@ Outside Trainboard every function is a harmless no-op (one warning is logged).
 from __future__ import annotations
 
 import atexit
+import faulthandler
 import logging
 import signal
 import threading
@@ -28,7 +29,12 @@ from pathlib import Path
 from workers.contract.checkpoints import step_of
 from workers.contract.protocol import MAX_METRIC_NAME
 from workers.contract.rank_env import RankEnv
-from workers.contract.telemetry_channel import event_message, points_message
+from workers.contract.telemetry_channel import (
+    MAX_PHASE,
+    event_message,
+    points_message,
+    progress_message,
+)
 from workers.rank.channel import TelemetryChannel
 
 log = logging.getLogger(__name__)
@@ -49,6 +55,9 @@ class _Session:
             )
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, lambda *_: self.stop.set())
+        # a hang report asks every rank for its Python stacks: they go to stderr, the logs
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+        self.send(progress_message(None, stacks=True))
         atexit.register(self.close)
 
     def send(self, message: dict[str, object]) -> None:
@@ -118,6 +127,18 @@ def event(kind: str, message: str = "", step: int | None = None) -> None:
     if session is None:
         return
     session.send(event_message(kind, message, step))
+
+
+def phase(name: str) -> None:
+    """Say what this rank does now (data, forward_backward, optimizer, checkpoint, collective).
+
+    A hang report names each stuck rank's last phase. One short message per call: mark
+    phases that may block, not every micro-step of a fast loop.
+    """
+    session = _current()
+    if session is None:
+        return
+    session.send(progress_message(name[:MAX_PHASE] or None))
 
 
 def checkpoint_dir() -> Path | None:

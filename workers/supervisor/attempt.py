@@ -32,6 +32,7 @@ from workers.contract.protocol import (
 from workers.contract.rank_env import EXIT_EXPLAINED, EXIT_PLATFORM, RankEnv, failure_file
 from workers.devices.registry import DeviceRegistry, Occupant
 from workers.supervisor import run_dirs
+from workers.supervisor.hang_watch import HangWatch, hang_message
 from workers.supervisor.rank_launch import free_port, start_rank
 from workers.supervisor.rank_output import OutputForwarder
 from workers.supervisor.relay import TelemetryRelay
@@ -42,6 +43,8 @@ from workers.telemetry import StreamPublisher, producer_name
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.25
+#: after asking hung ranks for their stacks, how long they get to write them before a kill
+STACK_DUMP_SECONDS = 1.0
 STOP_REQUESTS = ("cancel", "pause")
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -103,6 +106,9 @@ class Supervisor:
         #: metric points parsed from a user program's stdout (entrypoint jobs only)
         self._stdout_metrics: StreamPublisher | None = None
         self._log_write_warned = threading.Lock()  # held once the job was told; never released
+        self._hangs = HangWatch(
+            (env.rank for env in self.rank_envs()), timeout=order.spec.health.hang_timeout_s
+        )
 
     def _retain(self) -> None:
         """Keep the newest `keep_last` checkpoints of this attempt, only while we own it.
@@ -139,6 +145,10 @@ class Supervisor:
         except Exception as err:
             log.exception("attempt %d: supervisor error", self.order.attempt_id)
             failed = f"supervisor error: {type(err).__name__}: {err}"
+            if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+                # the node's disk, not the job: restarted without spending max_restarts
+                self._platform_fault = True
+                failed = f"node {self.order.node}: no space left on device ({self._free_mib()} MiB free); {failed}"
         finally:
             self._cleanup()
         return self._outcome(failed)
@@ -197,6 +207,7 @@ class Supervisor:
                     attempt_id=attempt, rank=rank, step=step, name=name, value=value, time=now()
                 )
                 publisher.add(point)
+                self._hangs.steps(rank, (step,))
 
         return sink
 
@@ -229,6 +240,7 @@ class Supervisor:
                     events=self._events,
                     checkpoint_dir=dirs.checkpoints,
                     on_checkpoint=self._retain,
+                    watch=self._hangs,
                 )
             )
             self.registry.assign(slot, Occupant(self.order.attempt_id, env.rank, process.pid))
@@ -279,6 +291,13 @@ class Supervisor:
             if stream == "stderr":
                 self._stderr.append(forwarder)
 
+    def _free_mib(self) -> int | str:
+        try:
+            stats = os.statvfs(self.settings.data_dir)
+        except OSError:
+            return "?"
+        return stats.f_bavail * stats.f_frsize >> 20
+
     def _log_not_written(self, error: OSError) -> None:
         """Tell the job once that its logs miss lines on disk (they still reach the board)."""
         if not self._log_write_warned.acquire(blocking=False):
@@ -317,7 +336,45 @@ class Supervisor:
                 log.warning("attempt %d: ranks ignored SIGTERM; killing", self.order.attempt_id)
                 self._signal(signal.SIGKILL)
                 kill_at = None
+            if self._stop_reason is None and (hung := self._check_hang(codes)) is not None:
+                self._signal(signal.SIGKILL)  # on_hang restart: a hung rank honours no SIGTERM
+                for p in self.processes:
+                    p.wait()
+                return hung
             time.sleep(POLL_SECONDS)
+
+    def _check_hang(self, codes: list[int | None]) -> str | None:
+        """Flag a hang once (event, stacks); with on_hang restart, the reason to end for."""
+        ranks = {env.rank: p for env, p in zip(self.rank_envs(), self.processes, strict=False)}
+        alive = [rank for rank, code in zip(ranks, codes, strict=False) if code is None]
+        stuck = self._hangs.check(alive)
+        if not stuck:
+            return None
+        message = hang_message(stuck, self._hangs.timeout() or 0.0)
+        dumping = self._hangs.stacks_from(alive)
+        for rank in dumping:  # faulthandler writes every thread's stack to the rank's stderr
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(ranks[rank].pid, signal.SIGUSR1)
+        stacks = (
+            f"; Python stacks of ranks {', '.join(map(str, dumping))} are in their stderr logs"
+            if dumping
+            else "; no stacks: no rank registered a dump (the SDK does)"
+        )
+        log.warning("attempt %d: %s", self.order.attempt_id, message)
+        step = min(s.step for s in stuck)
+        self._events.add(
+            AttemptEvent(
+                attempt_id=self.order.attempt_id,
+                kind="hung",
+                message=(message + stacks)[:4096],
+                step=step,
+                time=now(),
+            )
+        )
+        if self.order.spec.health.on_hang != "restart":
+            return None
+        time.sleep(STACK_DUMP_SECONDS)
+        return f"{message} (on_hang: restart)"
 
     def _stop_request(self) -> str | None:
         if self._shutdown.is_set():

@@ -17,13 +17,22 @@ from pathlib import Path
 from typing import Any
 
 from workers.contract.protocol import MAX_INT, MAX_METRIC_NAME
-from workers.contract.telemetry_channel import EVENT_KEY, MAX_LINE_BYTES, POINTS_KEY
+from workers.contract.telemetry_channel import (
+    EVENT_KEY,
+    MAX_LINE_BYTES,
+    MAX_PHASE,
+    POINTS_KEY,
+    PROGRESS_KEY,
+)
+from workers.supervisor.hang_watch import HangWatch
 from workers.telemetry import StreamPublisher
 
 log = logging.getLogger(__name__)
 
 MAX_EVENT_KIND = 64
 MAX_EVENT_MESSAGE = 4096
+#: event kinds only Trainboard raises (they notify): a rank cannot forge them
+PLATFORM_KINDS = frozenset({"hung", "straggler"})
 
 
 class TelemetryRelay:
@@ -39,11 +48,13 @@ class TelemetryRelay:
         events: StreamPublisher,
         checkpoint_dir: Path,
         on_checkpoint: Callable[[], None] = lambda: None,
+        watch: HangWatch | None = None,
     ) -> None:
         self.attempt_id, self.rank = attempt_id, rank
         self._fd, self._metrics, self._events = read_fd, metrics, events
         self._checkpoints = checkpoint_dir.resolve()
         self._on_checkpoint = on_checkpoint
+        self._watch = watch
         #: items refused so far (malformed, out of range, or naming a foreign path)
         self.refused = 0
         self._thread = threading.Thread(
@@ -88,6 +99,8 @@ class TelemetryRelay:
             self._points(message[POINTS_KEY], now)
         if EVENT_KEY in message:
             self._event(message[EVENT_KEY], now)
+        if PROGRESS_KEY in message:
+            self._progress(message[PROGRESS_KEY])
 
     def _points(self, rows: Any, now: float) -> None:
         if not isinstance(rows, list):
@@ -102,6 +115,17 @@ class TelemetryRelay:
                 points.append(point)
         if points:
             self._metrics.add_many(points)
+            if self._watch is not None:
+                self._watch.steps(self.rank, (point["step"] for point in points))
+
+    def _progress(self, progress: Any) -> None:
+        phase = progress.get("phase") if isinstance(progress, dict) else None
+        stacks = progress.get("stacks", False) if isinstance(progress, dict) else None
+        valid_phase = phase is None or isinstance(phase, str) and 0 < len(phase) <= MAX_PHASE
+        if not valid_phase or not isinstance(stacks, bool):
+            self.refused += 1
+        elif self._watch is not None:
+            self._watch.declare(self.rank, phase=phase, dumps_stacks=stacks)
 
     def _point(self, row: Any, now: float) -> dict[str, Any] | None:
         if not isinstance(row, list) or len(row) != 3:
@@ -134,7 +158,8 @@ class TelemetryRelay:
             and len(message) <= MAX_EVENT_MESSAGE
             and (step is None or (type(step) is int and 0 <= step <= MAX_INT))
         )
-        if not valid or (kind == "checkpoint" and not self._own_checkpoint(message)):
+        forged = kind in PLATFORM_KINDS
+        if not valid or forged or (kind == "checkpoint" and not self._own_checkpoint(message)):
             self.refused += 1
             return
         if kind == "checkpoint":

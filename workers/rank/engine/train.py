@@ -227,6 +227,7 @@ class Trainer:
             "lr_scale": self.lr_scale,
             "rollbacks": self.rollbacks,
         }
+        sdk.phase("checkpoint")  # a hang report then names a stalled save, not the loop
         try:
             path = checkpoint.save(
                 self.checkpoint_dir,
@@ -243,6 +244,8 @@ class Trainer:
                 sdk.event("warning", message=message, step=self.step)
                 print(message, file=sys.stderr, flush=True)
             return None
+        finally:
+            sdk.phase("train")
         if self.ctx.is_leader:
             sdk.event("checkpoint", message=str(path), step=self.step)
             print(f"checkpoint step {self.step} saved to {path}", flush=True)
