@@ -161,3 +161,19 @@ def test_a_checkpointing_job_on_a_full_disk_warns_keeps_its_last_checkpoint_and_
     assert events[1][2].startswith("checkpoint step 20 not saved: no space left on device (")
     folders = Path(outcome.last_checkpoint).parent
     assert [p.name for p in folders.iterdir()] == ["step-10"]  # no partial .tmp-step-N-* left
+
+
+def test_an_attempt_that_cannot_start_on_a_full_disk_says_so_as_a_platform_fault(
+    small_data_disk: Path, supervisor_settings: SupervisorSettings
+) -> None:
+    settings = dataclasses.replace(
+        supervisor_settings, data_dir=reachable(small_data_disk / "data")
+    )
+    fill(small_data_disk)
+
+    outcome = Supervisor(attempt_order(mlp_spec()), settings).run()
+
+    assert outcome.outcome == "failed" and outcome.platform_fault  # spends no max_restarts
+    assert outcome.reason is not None
+    assert outcome.reason.startswith("node test-node: no space left on device (0 MiB free); ")
+    assert "supervisor error: OSError: [Errno 28] No space left on device" in outcome.reason

@@ -148,7 +148,8 @@ class Supervisor:
             if isinstance(err, OSError) and err.errno == errno.ENOSPC:
                 # the node's disk, not the job: restarted without spending max_restarts
                 self._platform_fault = True
-                failed = f"node {self.order.node}: no space left on device ({self._free_mib()} MiB free); {failed}"
+                full = f"no space left on device ({self._free_mib()} MiB free)"
+                failed = f"node {self.order.node}: {full}; {failed}"
         finally:
             self._cleanup()
         return self._outcome(failed)
