@@ -98,6 +98,7 @@ def write_file(directory: Path, name: str, text: str) -> None:
         partial = f".{name}.{secrets.token_hex(8)}"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(partial, flags, 0o444, dir_fd=dir_fd)
+        os.fchmod(fd, 0o444)  # whatever the umask: the job user (its directory's owner) reads it
         with os.fdopen(fd, "w") as file:
             file.write(text)
         os.replace(partial, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
