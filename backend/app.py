@@ -24,6 +24,7 @@ from backend.config import Settings, get_settings
 from backend.db import Database
 from backend.db_health import install as install_db_health
 from backend.deployment_keys import attach
+from backend.errors import install as install_errors
 from backend.jobs import router as jobs_router
 from backend.migrate import upgrade
 from backend.nodes import router as nodes_router
@@ -95,6 +96,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     _serve_frontend(app, settings.frontend_dir)
     install_security(app, settings)
     install_db_health(app)
+    install_errors(app)
     return app
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, HTTPException, Response, status
-from fastapi.exceptions import RequestValidationError
 
 from backend.auth import service, tokens, users
 from backend.auth.models import ApiToken, User
@@ -74,12 +73,9 @@ def me(principal: ReaderDep) -> Me:
 @router.post("/users", status_code=status.HTTP_201_CREATED, response_model=UserOut)
 def create_user(body: UserIn, _: AdminDep, session: SessionDep) -> UserOut:
     """Create a user (admins only); 409 when the username is taken."""
-    try:
-        user = users.create_user(
-            session, username=body.username, password=body.password, role=body.role
-        )
-    except users.UserExists as err:
-        raise HTTPException(status.HTTP_409_CONFLICT, str(err)) from None
+    user = users.create_user(
+        session, username=body.username, password=body.password, role=body.role
+    )
     return _user(user)
 
 
@@ -93,30 +89,21 @@ def reset_password(
     user_id: ObjectId, body: PasswordIn, _: AdminDep, session: SessionDep
 ) -> Response:
     """Set a user's password (admins only); their browser sessions end."""
-    try:
-        users.set_password(session, user_id=user_id, password=body.password)
-    except users.UserNotFound as err:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, str(err)) from None
+    users.set_password(session, user_id=user_id, password=body.password)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.post("/tokens", status_code=status.HTTP_201_CREATED, response_model=TokenCreated)
 def create_token(body: TokenIn, principal: MintingDep, session: SessionDep) -> TokenCreated:
     """Mint an API token with scopes the caller holds (node: admins only); shown once."""
-    try:
-        token, secret = tokens.mint(
-            session,
-            principal=principal,
-            scopes=body.scopes,
-            name=body.name,
-            expires_in=body.expires_in,
-            node=body.node,
-        )
-    except tokens.ScopeRefused as err:
-        raise HTTPException(status.HTTP_403_FORBIDDEN, str(err)) from None
-    except tokens.NodeNameRequired as err:
-        error = {"loc": ("body", "node"), "msg": str(err), "type": "value_error", "input": None}
-        raise RequestValidationError([error]) from None
+    token, secret = tokens.mint(
+        session,
+        principal=principal,
+        scopes=body.scopes,
+        name=body.name,
+        expires_in=body.expires_in,
+        node=body.node,
+    )
     return TokenCreated(**_token(token).model_dump(), token=secret)
 
 
@@ -129,10 +116,7 @@ def list_tokens(principal: ReaderDep, session: SessionDep) -> list[TokenOut]:
 @router.delete("/tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT)
 def revoke_token(token_id: ObjectId, principal: ReaderDep, session: SessionDep) -> Response:
     """Revoke one of the caller's tokens (admins: anyone's); 404 for anyone else's."""
-    try:
-        tokens.revoke_token(session, principal=principal, token_id=token_id)
-    except tokens.TokenNotFound as err:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, str(err)) from None
+    tokens.revoke_token(session, principal=principal, token_id=token_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, HTTPException, Query, Request, status
+from fastapi import APIRouter, Body, Query, Request, status
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
@@ -25,7 +25,6 @@ from backend.jobs.schemas import (
     ResumeIn,
     Series,
 )
-from backend.jobs.states import IllegalTransition
 from backend.jobs.views import attempt_view, describe_job, describe_jobs, event_view
 from backend.security.ratelimit import SubmissionDep
 from backend.telemetry import series
@@ -49,18 +48,13 @@ def submit_job(
     settings: SettingsDep,
 ) -> JobOut:
     """Queue a job; 422 names the field of any invalid or unsupported part of the spec."""
-    try:
-        job = service.submit(
-            session,
-            request.app.state.redis,
-            principal=principal,
-            spec=spec,
-            script_roots=settings.script_root_paths,
-        )
-    except service.SpecRefused as err:
-        raise RequestValidationError(
-            [{"loc": ("body", *err.loc), "msg": str(err), "type": "value_error", "input": None}]
-        ) from None
+    job = service.submit(
+        session,
+        request.app.state.redis,
+        principal=principal,
+        spec=spec,
+        script_roots=settings.script_root_paths,
+    )
     return describe_job(session, job)
 
 
@@ -87,12 +81,7 @@ def cancel_job(
 ) -> JobOut:
     """Cancel: at once when queued, else its ranks checkpoint and stop (state cancelling)."""
     job = _job(session, principal, job_id)
-    try:
-        service.stop(
-            session, request.app.state.redis, principal=principal, job=job, action="cancel"
-        )
-    except IllegalTransition as err:
-        raise HTTPException(status.HTTP_409_CONFLICT, str(err)) from None
+    service.stop(session, request.app.state.redis, principal=principal, job=job, action="cancel")
     return describe_job(session, job)
 
 
@@ -102,10 +91,7 @@ def pause_job(
 ) -> JobOut:
     """Pause: its ranks save a checkpoint and stop (state pausing → paused); resume later."""
     job = _job(session, principal, job_id)
-    try:
-        service.stop(session, request.app.state.redis, principal=principal, job=job, action="pause")
-    except IllegalTransition as err:
-        raise HTTPException(status.HTTP_409_CONFLICT, str(err)) from None
+    service.stop(session, request.app.state.redis, principal=principal, job=job, action="pause")
     return describe_job(session, job)
 
 
@@ -121,12 +107,9 @@ def resume_job(
     job = _job(session, principal, job_id)
     devices = body.devices if body else None
     with _spec_errors():
-        try:
-            service.resume(
-                session, request.app.state.redis, principal=principal, job=job, devices=devices
-            )
-        except (IllegalTransition, service.NothingToResume) as err:
-            raise HTTPException(status.HTTP_409_CONFLICT, str(err)) from None
+        service.resume(
+            session, request.app.state.redis, principal=principal, job=job, devices=devices
+        )
     return describe_job(session, job)
 
 
@@ -209,14 +192,7 @@ def _spec_errors() -> Iterator[None]:
     except ValidationError as err:
         errors = [{**e, "loc": ("body", *e["loc"])} for e in err.errors(include_url=False)]
         raise RequestValidationError(errors) from None
-    except service.SpecRefused as err:
-        raise RequestValidationError(
-            [{"loc": ("body", *err.loc), "msg": str(err), "type": "value_error", "input": None}]
-        ) from None
 
 
 def _job(session: Session, principal: Principal, job_id: int) -> Job:
-    try:
-        return service.get_job(session, principal=principal, job_id=job_id)
-    except service.JobNotFound as err:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, str(err)) from None
+    return service.get_job(session, principal=principal, job_id=job_id)

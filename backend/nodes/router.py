@@ -41,10 +41,7 @@ def undrain_node(name: str, request: Request, _: AdminDep, session: SessionDep) 
 
 
 def _set_drained(session: SessionDep, request: Request, name: str, *, drained: bool) -> NodeOut:
-    try:
-        control.set_drained(session, name=name, drained=drained)
-    except service.NodeNotFound as err:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, str(err)) from None
+    control.set_drained(session, name=name, drained=drained)
     announce_nodes(request.app.state.redis)
     wake_scheduler(request.app.state.redis)
     return next(n for n in service.describe_nodes(session) if n.name == name)
@@ -73,12 +70,9 @@ def heartbeat(
     _acting_node(principal, name)
     client = request.app.state.redis
     lease = request.app.state.settings.heartbeat_timeout
-    try:
-        node, reply, changed = service.heartbeat(
-            session, client, name=name, beat=body, lease_seconds=lease
-        )
-    except service.NodeNotFound as err:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, str(err)) from None
+    node, reply, changed = service.heartbeat(
+        session, client, name=name, beat=body, lease_seconds=lease
+    )
     if changed:
         announce_jobs(client, changed)
         wake_scheduler(client)
@@ -95,10 +89,7 @@ def claim_attempt(
 ) -> ClaimOut:
     """Exactly one claim of a scheduled attempt wins; any other gets 409 and must not start."""
     node = _acting_node(principal, body.node)
-    try:
-        won = attempts.claim(session, attempt_id=attempt_id, node=node, instance=body.instance)
-    except attempts.AttemptNotFound as err:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, str(err)) from None
+    won = attempts.claim(session, attempt_id=attempt_id, node=node, instance=body.instance)
     if not won:
         raise HTTPException(
             status.HTTP_409_CONFLICT, "attempt is not claimable (stale, duplicate or stopped)"
@@ -118,22 +109,16 @@ def finish_attempt(
 ) -> FinishOut:
     """The supervisor reports how its node's slice ended; the job moves on accordingly."""
     node = _acting_node(principal, body.node)
-    try:
-        job = attempts.finish(
-            session, request.app.state.redis, attempt_id=attempt_id, node=node, outcome=body
-        )
-    except attempts.AttemptNotFound as err:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, str(err)) from None
+    job = attempts.finish(
+        session, request.app.state.redis, attempt_id=attempt_id, node=node, outcome=body
+    )
     announce_jobs(request.app.state.redis, [job.id])
     wake_scheduler(request.app.state.redis)
     return FinishOut(state=job.state)
 
 
 def _acting_node(principal: NodeDep, claimed: str | None) -> str:
-    try:
-        return trust.acting_node(principal, claimed)
-    except trust.NotThisNode as err:
-        raise HTTPException(status.HTTP_403_FORBIDDEN, str(err)) from None
+    return trust.acting_node(principal, claimed)
 
 
 def _job_of(session: SessionDep, attempt_id: int) -> int:

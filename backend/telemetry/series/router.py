@@ -144,10 +144,7 @@ def export_csv(
 
 
 def _job(session: Session, principal: Principal, job_id: ObjectId) -> Job:
-    try:
-        return jobs.get_job(session, principal=principal, job_id=job_id)
-    except jobs.JobNotFound as err:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, str(err)) from None
+    return jobs.get_job(session, principal=principal, job_id=job_id)
 
 
 def _readable(session: Session, principal: Principal, job_id: int) -> bool:
