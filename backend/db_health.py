@@ -25,6 +25,14 @@ log = logging.getLogger(__name__)
 DISK_FULL = "disk full"
 LOG_EVERY_SECONDS = 60.0
 _PG_DISK_FULL = "53100"
+#: one committed write that needs new space: SQLite's commit grows its write-ahead log;
+#: PostgreSQL may still update rows in pages it has, so the probe fills a new relation
+#: (a temporary one, in the database's own tablespace, dropped at commit)
+_PROBES = {
+    "sqlite": "UPDATE deployment SET id = id",
+    "postgresql": "CREATE TEMP TABLE trainboard_write_probe ON COMMIT DROP AS "
+    "SELECT g FROM generate_series(1, 2000) AS g",
+}
 
 
 def cause_of(error: OperationalError) -> str:
@@ -63,7 +71,7 @@ class WriteHealth:
             return None
         try:
             with db.session() as session:
-                session.execute(text("UPDATE deployment SET id = id"))
+                session.execute(text(_PROBES[db.engine.dialect.name]))
         except OperationalError as error:
             self.failed(cause_of(error))
             return self.cause
