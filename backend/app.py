@@ -25,6 +25,7 @@ from backend.db import Database
 from backend.db_health import install as install_db_health
 from backend.deployment_keys import attach
 from backend.errors import install as install_errors
+from backend.health.stragglers import run_stragglers
 from backend.jobs import router as jobs_router
 from backend.migrate import upgrade
 from backend.nodes import router as nodes_router
@@ -130,6 +131,7 @@ def _start_loops(
         )
         grace = settings.curve_rollup_grace_seconds
         loops.append(("rollups", lambda: run_rollups(db=db, grace=grace, stop=stop)))
+        loops.append(("stragglers", lambda: run_stragglers(db=db, stop=stop)))
     threads = [
         threading.Thread(target=target, name=f"trainboard-{name}", daemon=True)
         for name, target in loops
