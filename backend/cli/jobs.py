@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from backend.cli.main import ApiUrl, Token, _client, app
+from backend.cli.base import app, connect
 
 
 def _show(job: dict[str, Any]) -> None:
@@ -16,30 +16,29 @@ def _show(job: dict[str, Any]) -> None:
 
 @app.command()
 def pause(
+    ctx: typer.Context,
     job_id: Annotated[int, typer.Argument(min=1)],
-    api_url: ApiUrl = "http://127.0.0.1:8000",
-    token: Token = "",
 ) -> None:
     """Pause a job: its ranks save a checkpoint and stop; resume it later."""
-    _show(_client(api_url, token).call("POST", f"/api/jobs/{job_id}/pause"))
+    _show(connect(ctx).call("POST", f"/api/jobs/{job_id}/pause"))
 
 
 @app.command()
 def resume(
+    ctx: typer.Context,
     job_id: Annotated[int, typer.Argument(min=1)],
     devices: Annotated[
         int | None, typer.Option(min=1, max=1024, help="resume on a new gang size")
     ] = None,
-    api_url: ApiUrl = "http://127.0.0.1:8000",
-    token: Token = "",
 ) -> None:
     """Resume a paused, cancelled or failed job from its newest checkpoint."""
     body = {"devices": devices} if devices else None
-    _show(_client(api_url, token).call("POST", f"/api/jobs/{job_id}/resume", json=body))
+    _show(connect(ctx).call("POST", f"/api/jobs/{job_id}/resume", json=body))
 
 
 @app.command()
 def clone(
+    ctx: typer.Context,
     job_id: Annotated[int, typer.Argument(min=1)],
     changes: Annotated[
         str,
@@ -47,8 +46,6 @@ def clone(
             "--set", help='JSON merged over the spec, e.g. \'{"hyperparameters": {"lr": 0.1}}\''
         ),
     ] = "{}",
-    api_url: ApiUrl = "http://127.0.0.1:8000",
-    token: Token = "",
 ) -> None:
     """Submit a copy of a job with changes merged over its spec."""
     try:
@@ -59,26 +56,25 @@ def clone(
     if not isinstance(body, dict):
         typer.echo("--set must be a JSON object", err=True)
         raise typer.Exit(2)
-    _show(_client(api_url, token).call("POST", f"/api/jobs/{job_id}/clone", json=body))
+    _show(connect(ctx).call("POST", f"/api/jobs/{job_id}/clone", json=body))
 
 
 @app.command()
 def attempts(
+    ctx: typer.Context,
     job_id: Annotated[int, typer.Argument(min=1)],
-    api_url: ApiUrl = "http://127.0.0.1:8000",
-    token: Token = "",
 ) -> None:
     """List a job's attempts: where each ran and how it ended."""
-    rows = _client(api_url, token).call("GET", f"/api/jobs/{job_id}/attempts")
+    rows = connect(ctx).call("GET", f"/api/jobs/{job_id}/attempts")
     for row in rows:
         where = f"{row['node']:<16} {row['devices']}"
         typer.echo(f"#{row['number']:<3} {row['state']:<10} {where}  {row['exit_reason'] or ''}")
 
 
 @app.command()
-def nodes(api_url: ApiUrl = "http://127.0.0.1:8000", token: Token = "") -> None:
+def nodes(ctx: typer.Context) -> None:
     """List nodes, their state and devices."""
-    for node in _client(api_url, token).call("GET", "/api/nodes")["nodes"]:
+    for node in connect(ctx).call("GET", "/api/nodes")["nodes"]:
         busy = sum(d["job_id"] is not None for d in node["devices"])
         drained = " (drained)" if node["drained"] else ""
         typer.echo(
@@ -87,14 +83,20 @@ def nodes(api_url: ApiUrl = "http://127.0.0.1:8000", token: Token = "") -> None:
 
 
 @app.command()
-def drain(name: str, api_url: ApiUrl = "http://127.0.0.1:8000", token: Token = "") -> None:
+def drain(
+    ctx: typer.Context,
+    name: str,
+) -> None:
     """Admin: stop placing new jobs on a node (running ones finish)."""
-    node = _client(api_url, token).call("POST", f"/api/nodes/{name}/drain")
+    node = connect(ctx).call("POST", f"/api/nodes/{name}/drain")
     typer.echo(f"node {node['name']} drained")
 
 
 @app.command()
-def undrain(name: str, api_url: ApiUrl = "http://127.0.0.1:8000", token: Token = "") -> None:
+def undrain(
+    ctx: typer.Context,
+    name: str,
+) -> None:
     """Admin: accept new jobs on a node again."""
-    node = _client(api_url, token).call("POST", f"/api/nodes/{name}/undrain")
+    node = connect(ctx).call("POST", f"/api/nodes/{name}/undrain")
     typer.echo(f"node {node['name']} accepts jobs")

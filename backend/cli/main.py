@@ -10,16 +10,7 @@ from typing import Annotated, Any
 import typer
 import yaml
 
-from backend.cli.client import ApiError, Client
-
-app = typer.Typer(
-    no_args_is_help=True, add_completion=False, help="Trainboard: train on your GPUs."
-)
-
-ApiUrl = Annotated[str, typer.Option(envvar="TRAINBOARD_API_URL", help="Trainboard's URL")]
-Token = Annotated[
-    str, typer.Option(envvar="TRAINBOARD_TOKEN", help="API token", show_default=False)
-]
+from backend.cli.base import app, connect, fail
 
 
 @app.command()
@@ -59,7 +50,7 @@ def worker(
         overrides["cpu_slots"] = cpu_slots
     settings = WorkerSettings(**overrides)
     if not settings.node_token:
-        _fail("a worker needs a node token: set TRAINBOARD_NODE_TOKEN")
+        fail("a worker needs a node token: set TRAINBOARD_NODE_TOKEN")
     raise typer.Exit(run_node_agent(settings))
 
 
@@ -75,25 +66,23 @@ def migrate() -> None:
 
 @app.command()
 def submit(
+    ctx: typer.Context,
     spec_file: Annotated[Path, typer.Argument(help="job spec, YAML or JSON")],
-    api_url: ApiUrl = "http://127.0.0.1:8000",
-    token: Token = "",
 ) -> None:
     """Submit a job from a spec file."""
     spec = _read_spec(spec_file)
-    job = _client(api_url, token).call("POST", "/api/jobs", json=spec)
+    job = connect(ctx).call("POST", "/api/jobs", json=spec)
     typer.echo(f"job {job['id']} {job['state']}: {job['name']}")
 
 
 @app.command("ls")
 def list_jobs(
-    api_url: ApiUrl = "http://127.0.0.1:8000",
-    token: Token = "",
+    ctx: typer.Context,
     state: Annotated[str | None, typer.Option(help="only jobs in this state")] = None,
 ) -> None:
     """List jobs, newest first."""
     params = {"state": state} if state else {}
-    jobs = _client(api_url, token).call("GET", "/api/jobs", params=params)["jobs"]
+    jobs = connect(ctx).call("GET", "/api/jobs", params=params)["jobs"]
     if not jobs:
         typer.echo("no jobs yet: submit one with `trainboard submit spec.yaml`")
         return
@@ -106,12 +95,11 @@ def list_jobs(
 
 @app.command()
 def cancel(
+    ctx: typer.Context,
     job_id: Annotated[int, typer.Argument(min=1)],
-    api_url: ApiUrl = "http://127.0.0.1:8000",
-    token: Token = "",
 ) -> None:
     """Cancel a job (a running one saves a checkpoint first)."""
-    job = _client(api_url, token).call("POST", f"/api/jobs/{job_id}/cancel")
+    job = connect(ctx).call("POST", f"/api/jobs/{job_id}/cancel")
     typer.echo(f"job {job['id']} {job['state']}")
 
 
@@ -119,45 +107,17 @@ def _read_spec(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        _fail(f"cannot read {path}: {err}")
+        fail(f"cannot read {path}: {err}")
     try:
         spec = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as err:
-        _fail(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {err}")
+        fail(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {err}")
     if not isinstance(spec, dict):
-        _fail(f"{path} must hold a mapping (a job spec), not {type(spec).__name__}")
+        fail(f"{path} must hold a mapping (a job spec), not {type(spec).__name__}")
     return spec
 
 
-def _client(api_url: str, token: str) -> Client:
-    if not token:
-        _fail("no API token: pass --token or set TRAINBOARD_TOKEN (printed by `trainboard up`)")
-    return _Reporting(api_url, token)
-
-
-class _Reporting(Client):
-    def call(self, method: str, path: str, **kwargs: Any) -> Any:
-        try:
-            return super().call(method, path, **kwargs)
-        except ApiError as err:
-            prefix = {
-                401: "not authenticated",
-                404: "not found",
-                422: "invalid spec",
-                409: "refused",
-            }
-            _fail(
-                f"{prefix.get(err.status, 'error')}:\n{err}"
-                if err.status == 422
-                else f"{prefix.get(err.status, 'error')}: {err}"
-            )
-
-
-def _fail(message: str) -> Any:
-    typer.echo(message, err=True)
-    raise typer.Exit(2)
-
-
-# commands defined in sibling modules register themselves on `app` when imported
+# commands defined in sibling modules register themselves on `app` when imported (after
+# this module's, so that `--help` lists them in this order)
 from backend.cli import admin as _admin  # noqa: E402, F401
 from backend.cli import jobs as _jobs  # noqa: E402, F401

@@ -26,7 +26,7 @@ def run(api: TestClient, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setattr(cli_client.httpx, "Client", in_process)
 
     def invoke(token: str, *args: str, stdin: str | None = None) -> Any:
-        return CliRunner().invoke(cli, [*args, "--token", token], input=stdin)
+        return CliRunner().invoke(cli, ["--token", token, *args], input=stdin)
 
     return invoke
 
