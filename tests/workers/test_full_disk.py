@@ -177,3 +177,29 @@ def test_an_attempt_that_cannot_start_on_a_full_disk_says_so_as_a_platform_fault
     assert outcome.reason is not None
     assert outcome.reason.startswith("node test-node: no space left on device (0 MiB free); ")
     assert "supervisor error: OSError: [Errno 28] No space left on device" in outcome.reason
+
+
+def test_an_mlp_job_on_a_full_disk_trains_to_the_end_with_every_point_stored_once(
+    small_data_disk: Path, supervisor_settings: SupervisorSettings, redis_url: str
+) -> None:
+    spec = mlp_spec(devices=2, hyperparameters={"steps": 40})
+    settings = dataclasses.replace(
+        supervisor_settings, data_dir=reachable(small_data_disk / "data")
+    )
+    leave_free(fill(small_data_disk), 4096)  # the spec file's page, nothing for logs
+
+    outcome = Supervisor(attempt_order(spec), settings).run()
+
+    assert outcome.outcome == "succeeded", outcome.reason
+    points = Counter(
+        (p["rank"], p["step"], p["name"]) for p in read_items(redis_url, METRICS_STREAM)
+    )
+    assert {(r, s) for r, s, n in points if n == "loss"} == {
+        (r, s) for r in (0, 1) for s in range(1, 41)
+    }
+    assert set(points.values()) == {1}
+    lines = [i["line"] for i in read_items(redis_url, LOGS_STREAM) if i["rank"] == 0]
+    assert any(line.startswith("finished at step 40/40") for line in lines)  # shown live
+    events = [(e["kind"], e["message"]) for e in read_items(redis_url, EVENTS_STREAM)]
+    assert ("warning", "logs not written to disk: no space on node test-node") in events
+    assert [m for k, m in events if k == "warning" and m.startswith("checkpoint step 40 not saved")]
