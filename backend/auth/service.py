@@ -14,7 +14,6 @@ from backend.auth.models import ApiToken, User
 from backend.db import as_utc, utcnow
 
 USER_SCOPES = frozenset({"read", "submit", "admin"})
-ALL_SCOPES = USER_SCOPES | {"node"}
 ADMIN_SCOPES = "read,submit,admin"
 LAUNCH_TOKEN_NAME = "printed at start"
 EMBEDDED_NODE_TOKEN_NAME = "embedded worker"

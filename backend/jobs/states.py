@@ -25,7 +25,6 @@ class JobState(StrEnum):
 S = JobState
 FINAL = frozenset({S.succeeded, S.failed, S.cancelled})
 STOPPED = FINAL | {S.paused}
-ACTIVE = frozenset({S.scheduled, S.running, S.cancelling, S.pausing})
 
 TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     S.queued: frozenset({S.scheduled, S.cancelled, S.paused}),

@@ -173,6 +173,7 @@ class Entry:
 
 
 def _typed_entry(stream: str, typed: dict[str, Any]) -> Entry:
+    """An entry whose items passed validation as a whole."""
     return Entry(typed["producer"], typed.get("dropped", 0), with_defaults(stream, typed["items"]))
 
 
@@ -181,17 +182,11 @@ def decode_entry(stream: str, raw: bytes | str) -> Entry | None:
     fast = FAST_BATCHES.get(stream)
     if fast is not None:  # the fastest path: the whole entry at once, in msgspec
         try:
-            typed = fast.decode(raw)
-            return Entry(
-                typed["producer"], typed.get("dropped", 0), with_defaults(stream, typed["items"])
-            )
+            return _typed_entry(stream, fast.decode(raw))
         except msgspec.MsgspecError:
             pass
     try:  # the fast path: the whole entry validated at once, in pydantic-core
-        typed = TYPED_BATCHES[stream].validate_json(raw)
-        return Entry(
-            typed["producer"], typed.get("dropped", 0), with_defaults(stream, typed["items"])
-        )
+        return _typed_entry(stream, TYPED_BATCHES[stream].validate_json(raw))
     except ValidationError:
         pass
     try:
