@@ -60,9 +60,13 @@ def test_writes_answer_503_with_the_cause_health_is_degraded_and_both_recover(
         200,
         {"status": "degraded", "database": "disk full"},
     )
+    scraped = api.get("/metrics", headers=bearer(tokens["admin"])).text
+    assert "trainboard_database_writable 0.0" in scraped.splitlines()
     listed = api.get("/api/jobs", headers=alice)  # reads keep working
     assert listed.status_code == 200 and len(listed.json()["jobs"]) == 1
 
     ballast.unlink()  # space returns: no restart needed
     assert api.get("/api/health").json() == {"status": "ok", "database": "ok"}
     assert api.post("/api/jobs", json=SPEC, headers=alice).status_code == 201
+    scraped = api.get("/metrics", headers=bearer(tokens["admin"])).text
+    assert "trainboard_database_writable 1.0" in scraped.splitlines()

@@ -58,6 +58,7 @@ def metrics(
     _device_gauges(registry, session)
     _job_gauges(registry, session)
     _ingest_gauges(registry, request.app.state.redis)
+    _disk_gauges(registry, session, request.app.state.write_health.probe(request.app.state.db))
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
 
@@ -126,6 +127,17 @@ def _ingest_gauges(registry: CollectorRegistry, client: redis.Redis) -> None:
         pending.labels(stream).set(found.pending)
         waiting.labels(stream).set(found.undelivered)
         lag.labels(stream).set(found.oldest_seconds)
+
+
+def _disk_gauges(registry: CollectorRegistry, session: Session, unwritable: str | None) -> None:
+    writable = Gauge("trainboard_database_writable",
+                     "1 while the database takes writes, 0 while it refuses them (disk full).",
+                     registry=registry)  # fmt: skip
+    writable.set(0 if unwritable else 1)
+    free = Gauge("trainboard_node_disk_free_bytes", "Free bytes in a node's data dir.",
+                 ["Hostname"], registry=registry)  # fmt: skip
+    for name, value in session.execute(select(Node.name, Node.disk_free)).all():
+        _set(free, [name], value)
 
 
 def _set(gauge: Gauge, labels: list[str], value: float | int | None) -> None:
