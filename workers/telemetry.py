@@ -27,8 +27,8 @@ log = logging.getLogger(__name__)
 #: points and attempt events are never dropped (their buffer grows past the bound instead)
 LOSSY_STREAMS = frozenset({DEVICES_STREAM, LOGS_STREAM})
 #: seconds between flushes (sooner when a batch fills): the longest an item waits here.
-#: 20 ms keeps publish → websocket p99 near 30 ms at 10,000 points/s (50 ms gave ~60 ms)
-#: for at most 50 XADDs a second per publisher (docs/benchmarks.md, "Live delivery")
+#: short enough for live charts, long enough to batch: the latency it gives and the XADDs it
+#: costs are in docs/benchmarks.md, "Live delivery"
 FLUSH_INTERVAL = 0.02
 
 

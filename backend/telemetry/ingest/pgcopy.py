@@ -1,7 +1,7 @@
 """Rows as PostgreSQL binary COPY data, built a column at a time with numpy.
 
-psycopg's `write_row` formats each value in turn (~3 µs a metric point); building the
-same bytes from whole columns costs a fraction of that. Integer, float, boolean and
+psycopg's `write_row` formats each value in turn; building the same bytes from whole
+columns costs a fraction of that (docs/benchmarks.md). Integer, float, boolean and
 text columns without NULLs are encoded here; for anything else `encode` returns None
 and the caller falls back to `write_row`.
 """

@@ -119,9 +119,9 @@ def _take_ids(cursor: Any, table: str, count: int) -> np.ndarray:
     """`count` new ids from the table's id sequence, in increasing order.
 
     One `nextval` hands out a block of the sequence's increment (1024, migration 0008): it
-    returns the block's first id and nobody else gets the next 1023. A nextval per row (the
-    column's default) cost ~0.35 µs of the server's CPU a point. With increment 1 (a
-    database made without the migrations) this is a nextval per row again, still correct.
+    returns the block's first id and nobody else gets the next 1023, instead of a nextval per
+    row (the column's default; its cost: docs/benchmarks.md). With increment 1 (a database
+    made without the migrations) this is a nextval per row again, still correct.
     """
     cursor.execute(
         "SELECT nextval(seqrelid), seqincrement"

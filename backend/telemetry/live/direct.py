@@ -2,8 +2,8 @@
 
 Through Starlette and uvicorn, each message costs every client a task switch, an
 ASGI send and its own framing (and its own zlib compression when the browser
-negotiated permessage-deflate): ~50-60 µs of Python per client per message, 50 ms
-for a delta to reach 1,000 clients. `DirectWebSocketProtocol` is uvicorn's
+negotiated permessage-deflate), which adds up across a thousand clients (docs/benchmarks.md,
+"Live delivery"). `DirectWebSocketProtocol` is uvicorn's
 websockets-sansio protocol with two changes:
 
 - permessage-deflate is negotiated with `server_no_context_takeover`, so a message
@@ -12,7 +12,7 @@ websockets-sansio protocol with two changes:
 
 The hub frames a message once per connection format (plain, or deflated with N
 window bits) and writes those bytes to each client's transport from the fan-out
-loop: ~1 µs of Python and one send() per client. Reads, pings, the handshake and
+loop: one send() per client. Reads, pings, the handshake and
 closing stay uvicorn's; a client whose transport pushes back gets a backlog instead
 (hub.py). Other servers, and `uvicorn --ws auto`, run the app without an outlet,
 through ASGI sends as before.

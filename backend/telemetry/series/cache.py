@@ -26,7 +26,7 @@ ROWS_FROM = (
 # `mark` alone, as the partial index's own condition reads, so SQLite uses that index
 NEWEST_MARK = "SELECT max(id) FROM metric_points WHERE attempt_id = ? AND name = ? AND mark"
 # `step + 0`: with min(step) PostgreSQL may walk the key's index up from the lowest step
-# (seen: 999,995 rows, 166 ms a refresh at 10 x 1M points) instead of the marks after `id`
+# instead of the marks after `id` (docs/benchmarks.md)
 MARKS_AFTER = (
     "SELECT max(id), min(step + 0) FROM metric_points"
     " WHERE attempt_id = ? AND name = ? AND mark AND id > ?"

@@ -44,7 +44,7 @@ BUCKETS_PER_POINT = 2
 LOWEST = -(2**31)
 COLUMNS = 6  # min step, min time, min value, max step, max time, max value
 # `step + 0`: with min(step), PostgreSQL may walk the key's index up from the lowest step
-# until a row passes `id > ?` (seen: 995,001 rows, 234 ms) instead of the marks' index range
+# until a row passes `id > ?` instead of the marks' index range (docs/benchmarks.md)
 LOWEST_MARK_AFTER = (
     "SELECT min(step + 0) FROM metric_points WHERE attempt_id = ? AND name = ? AND mark AND id > ?"
 )

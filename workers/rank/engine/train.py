@@ -30,7 +30,7 @@ from workers.rank.engine.templates import Task
 REPORT_EVERY = 100
 #: a report about this often (fewer steps between reports when steps are slow): live charts
 #: lag by about this, and a stop is honoured within it. Each report costs a collective, a
-#: progress line and a device read-back (every 10 steps was 33 a second on a 3 ms step)
+#: progress line and a device read-back, too many on fast steps (docs/benchmarks.md)
 REPORT_SECONDS = 0.25
 #: encodes "the earliest bad step" into a MAX all-reduce (larger = earlier)
 _NO_STEP = 2**40
