@@ -120,4 +120,5 @@ def _read_spec(path: Path) -> Any:
 # commands defined in sibling modules register themselves on `app` when imported (after
 # this module's, so that `--help` lists them in this order)
 from backend.cli import admin as _admin  # noqa: E402, F401
+from backend.cli import backup as _backup  # noqa: E402, F401
 from backend.cli import jobs as _jobs  # noqa: E402, F401
