@@ -130,7 +130,7 @@ def _me(principal: Principal) -> Me:
 
 
 def _user(user: User) -> UserOut:
-    return UserOut(id=user.id, username=user.username, role=user.role, created_at=user.created_at)
+    return UserOut.model_validate(user)
 
 
 def _token(token: ApiToken) -> TokenOut:

@@ -57,6 +57,8 @@ class PasswordIn(Closed):
 
 
 class UserOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
     id: int
     username: str
     role: str

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, Field, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from backend.jobs.run_states import AttemptState
 from backend.jobs.states import JobAction, JobState
@@ -75,6 +75,8 @@ class AttemptOut(BaseModel):
 
 
 class EventOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
     id: int
     kind: str
     message: str

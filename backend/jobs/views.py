@@ -108,11 +108,4 @@ def attempt_view(attempt: Attempt) -> AttemptOut:
 
 def event_view(event: JobEvent) -> EventOut:
     """A timeline event as the API returns it."""
-    return EventOut(
-        id=event.id,
-        kind=event.kind,
-        message=event.message,
-        step=event.step,
-        attempt_id=event.attempt_id,
-        time=event.time,
-    )
+    return EventOut.model_validate(event)
