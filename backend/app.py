@@ -43,6 +43,8 @@ from backend.telemetry.series import router as series_router
 from backend.telemetry.series.cache import SeriesCache
 from backend.telemetry.series.retention import run_retention
 from backend.telemetry.series.rollup_builder import run_rollups
+from backend.webhooks import router as webhooks_router
+from backend.webhooks.delivery import run_webhooks
 from workers.contract.keys import Keys
 from workers.node.celery_app import make_celery
 
@@ -91,7 +93,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.series_cache = SeriesCache(settings.series_cache_points)
-    routers = (meta_router, auth_router, jobs_router, nodes_router, series_router, prometheus, ws)
+    routers = (
+        meta_router,
+        auth_router,
+        jobs_router,
+        nodes_router,
+        series_router,
+        webhooks_router,
+        prometheus,
+        ws,
+    )
     for module in routers:
         app.include_router(module.router)
     _serve_frontend(app, settings.frontend_dir)
@@ -132,6 +143,7 @@ def _start_loops(
         grace = settings.curve_rollup_grace_seconds
         loops.append(("rollups", lambda: run_rollups(db=db, grace=grace, stop=stop)))
         loops.append(("stragglers", lambda: run_stragglers(db=db, stop=stop)))
+        loops.append(("webhooks", lambda: run_webhooks(db=db, stop=stop)))
     threads = [
         threading.Thread(target=target, name=f"trainboard-{name}", daemon=True)
         for name, target in loops

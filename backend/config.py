@@ -77,6 +77,11 @@ class Settings(BaseSettings):
     submit_rate_limit: int = Field(30, ge=1, description="submissions per rate window per token")
     token_rate_limit: int = Field(10, ge=1, description="tokens minted per rate window per user")
     rate_window_seconds: int = Field(60, ge=1, le=86400)
+    webhook_allowed_hosts: str = Field(
+        "",
+        description="comma-separated host names webhooks may be sent to; empty: any host "
+        "(a user can then make the API POST to internal addresses: docs/health.md)",
+    )
     trusted_proxies: str = Field(
         "",
         description="comma-separated proxy IPs/CIDRs whose X-Forwarded-For is believed; "
@@ -122,6 +127,11 @@ class Settings(BaseSettings):
     @property
     def cors_origin_list(self) -> list[str]:
         return [o.strip().lower().rstrip("/") for o in self.cors_origins.split(",") if o.strip()]
+
+    @property
+    def webhook_host_list(self) -> list[str]:
+        """Hosts webhooks may be sent to (lowercase); empty: any."""
+        return [h.lower() for h in _items(self.webhook_allowed_hosts)]
 
     @property
     def script_root_paths(self) -> list[Path]:

@@ -18,6 +18,7 @@ from backend.jobs.states import IllegalTransition
 from backend.nodes.service import NodeNotFound
 from backend.nodes.trust import NotThisNode
 from backend.security.errors import validation_error
+from backend.webhooks.service import WebhookNotFound, WebhookRefused
 
 STATUS_OF: dict[type[Exception], int] = {
     JobNotFound: status.HTTP_404_NOT_FOUND,
@@ -25,6 +26,8 @@ STATUS_OF: dict[type[Exception], int] = {
     NodeNotFound: status.HTTP_404_NOT_FOUND,
     UserNotFound: status.HTTP_404_NOT_FOUND,
     TokenNotFound: status.HTTP_404_NOT_FOUND,
+    WebhookNotFound: status.HTTP_404_NOT_FOUND,
+    WebhookRefused: status.HTTP_422_UNPROCESSABLE_CONTENT,
     IllegalTransition: status.HTTP_409_CONFLICT,
     NothingToResume: status.HTTP_409_CONFLICT,
     UserExists: status.HTTP_409_CONFLICT,

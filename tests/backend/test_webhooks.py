@@ -1,0 +1,170 @@
+"""Webhooks: signed JSON POSTs on job events to a real local receiver, retried after a 500."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from backend.auth.models import User
+from backend.db import Database
+from backend.jobs.models import Job, JobEvent
+from backend.migrate import upgrade
+from backend.webhooks.delivery import deliver_due
+from backend.webhooks.models import Webhook, WebhookCursor, WebhookDelivery
+from backend.webhooks.service import enqueue_new_events
+from tests.backend.conftest import bearer
+from tests.backend.test_jobs_api import GOOD_SPEC
+from tests.workers.worker_helpers import wait_for
+
+
+@dataclass
+class Receiver:
+    """An http.server in a thread: records every POST; answers 500 to the first `fail` ones."""
+
+    fail: int = 0
+    received: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_port}/hook"
+
+    def start(self) -> None:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.received.append({"headers": dict(self.headers), "body": body})
+                status = 500 if receiver.fail > 0 else 200
+                receiver.fail -= 1
+                self.send_response(status)
+                self.end_headers()
+                self.wfile.write(b"boom" if status == 500 else b"thanks")
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A webhook receiver that answers 500 once, then 200."""
+    server = Receiver(fail=1)
+    server.start()
+    yield server
+    server.server.shutdown()
+
+
+def _event(database: Database, job_id: int, kind: str, message: str) -> None:
+    with database.session() as session:
+        session.add(JobEvent(job_id=job_id, kind=kind, message=message))
+
+
+def test_each_event_type_is_delivered_signed_and_a_500_is_redelivered(
+    api: TestClient, tokens: dict[str, str], database: Database, receiver: Receiver
+) -> None:
+    alice = bearer(tokens["alice"])
+    created = api.post("/api/webhooks", json={"url": receiver.url}, headers=alice)
+    assert created.status_code == 201, created.text
+    hook = created.json()
+    secret = hook["secret"]
+    job_id = api.post("/api/jobs", json=GOOD_SPEC, headers=alice).json()["id"]
+
+    def cursor_ready() -> bool:
+        with database.session() as session:
+            return session.scalar(select(WebhookCursor)) is not None
+
+    wait_for(cursor_ready, timeout=10, what="the webhook loop to start")
+    _event(database, job_id, "hung", "hung: no progress for 5 s (hang_timeout): rank 1 ...")
+    _event(database, job_id, "straggler", "rank 1 on node n1 device 1 is a straggler: ...")
+    _event(database, job_id, "failed", "diverged: loss is NaN/Inf at step 13")
+    _event(database, job_id, "failed", "rank 1 exited with 1")
+    _event(database, job_id, "succeeded", "succeeded")
+    _event(database, job_id, "running", "running")  # not a webhook event
+
+    expected = ["hung", "straggler", "nan_stop", "failed", "succeeded"]
+    wait_for(lambda: len(receiver.received) >= 6, timeout=30, what="six POSTs (one retried)")
+    for post in receiver.received:
+        signature = hmac.new(secret.encode(), post["body"], hashlib.sha256).hexdigest()
+        assert post["headers"]["X-Trainboard-Signature"] == f"sha256={signature}"
+    bodies = [json.loads(post["body"]) for post in receiver.received]
+    # the first answered 500; its redelivery comes after the backoff, behind the others
+    assert [b["event"] for b in bodies] == [*expected, "hung"]
+    assert bodies[0] == bodies[-1] and bodies[0]["job"]["id"] == job_id
+    assert bodies[2]["message"].startswith("diverged:") and bodies[0]["job"]["name"] == "mlp-dp"
+    first, retry = receiver.received[0]["headers"], receiver.received[-1]["headers"]
+    assert first["X-Trainboard-Delivery"] == retry["X-Trainboard-Delivery"]
+
+    def delivered() -> list[dict[str, Any]]:
+        url = f"/api/webhooks/{hook['id']}/deliveries"
+        rows: list[dict[str, Any]] = api.get(url, headers=alice).json()
+        return rows if all(d["state"] == "delivered" for d in rows) else []
+
+    deliveries = wait_for(delivered, timeout=10, what="every delivery recorded as delivered")
+    assert [d["event"] for d in reversed(deliveries)] == expected
+    assert all(d["response_status"] == 200 and d["response_body"] == "thanks" for d in deliveries)
+    assert {d["event"]: d["tries"] for d in deliveries}["hung"] == 2
+
+
+def test_urls_are_http_only_and_webhooks_are_private(
+    api: TestClient, tokens: dict[str, str]
+) -> None:
+    alice, admin = bearer(tokens["alice"]), bearer(tokens["admin"])
+    for url in ("file:///etc/passwd", "gopher://x/", "ftp://h/x", "http://", "http://u:p@h/"):
+        assert api.post("/api/webhooks", json={"url": url}, headers=alice).status_code == 422
+    all_jobs = {"url": "https://hooks.example.com/x", "all_jobs": True}
+    assert api.post("/api/webhooks", json=all_jobs, headers=alice).status_code == 422
+    admins = api.post("/api/webhooks", json=all_jobs, headers=admin)
+    assert admins.status_code == 201 and admins.json()["all_jobs"] is True
+    hook_id = admins.json()["id"]
+
+    assert api.get("/api/webhooks", headers=alice).json() == []
+    assert "secret" not in api.get("/api/webhooks", headers=admin).json()[0]
+    assert api.delete(f"/api/webhooks/{hook_id}", headers=alice).status_code == 404
+    assert api.get(f"/api/webhooks/{hook_id}/deliveries", headers=alice).status_code == 404
+    assert api.delete(f"/api/webhooks/{hook_id}", headers=admin).status_code == 204
+    assert api.get("/api/webhooks", headers=admin).json() == []
+
+
+def test_on_postgresql_events_become_deliveries_once_and_a_dead_receiver_is_retried(
+    postgres_url: str, receiver: Receiver
+) -> None:
+    upgrade(postgres_url)
+    database = Database(postgres_url)
+    with database.session() as session:
+        user = User(username="bob", role="user")
+        session.add(user)
+        session.flush()
+        job = Job(name="j", owner_id=user.id, spec={}, devices_requested=1)
+        session.add(job)
+        session.flush()
+        session.add(Webhook(owner_id=user.id, url=receiver.url, secret="s", events=["failed"]))
+        assert enqueue_new_events(session) == 0  # the cursor starts at the newest event
+        session.add(JobEvent(job_id=job.id, kind="failed", message="rank 0 exited with 1"))
+    with database.session() as session:
+        assert enqueue_new_events(session) == 1
+        assert enqueue_new_events(session) == 0
+    with httpx.Client() as client:
+        receiver.server.shutdown()
+        receiver.server.server_close()  # nothing listens: the try is recorded, retried later
+        with database.session() as session:
+            assert deliver_due(session, client) == 1
+        with database.session() as session:
+            [row] = session.scalars(select(WebhookDelivery)).all()
+            assert (row.state, row.tries, row.response_status) == ("pending", 1, None)
+            assert row.error is not None and "ConnectError" in row.error
+            assert deliver_due(session, client) == 0  # not due before its backoff
+    database.dispose()
