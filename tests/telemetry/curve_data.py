@@ -5,11 +5,15 @@ from __future__ import annotations
 from datetime import timedelta
 
 import numpy as np
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from backend.db import Database, utcnow
 from backend.jobs.models import Attempt
+from backend.telemetry.models import CurveBlock
+from backend.telemetry.series import rollups
+from backend.telemetry.series.cache import SeriesCache
 from backend.telemetry.series.curves import Curve
+from backend.telemetry.series.queries import job_curve
 
 
 def walk(count: int, seed: int = 0, start: int = 0) -> Curve:
@@ -48,3 +52,17 @@ def finish(db: Database, attempt_id: int, *, seconds_ago: float = 3600) -> None:
             .where(Attempt.id == attempt_id)
             .values(state="succeeded", finished_at=utcnow() - timedelta(seconds=seconds_ago))
         )
+
+
+def blocks_match_the_curve(database: Database, job: int) -> None:
+    """Each stored block holds exactly the extremes of the raw curve's points in its range."""
+    with database.session() as session:
+        raw = job_curve(session, SeriesCache(), job_id=job, name="loss")
+        stored = session.scalars(select(CurveBlock).where(CurveBlock.job_id == job)).all()
+    assert stored
+    for block in stored:
+        inside = (raw.step >= block.start_step) & (raw.step < block.end_step)
+        part = Curve(raw.step[inside], raw.time[inside], raw.value[inside])
+        expected = rollups.bucket_extremes(part, block.width)
+        assert np.array_equal(rollups.extremes_of(block), expected)
+        assert (block.first_step, block.last_step) == (part.step[0], part.step[-1])

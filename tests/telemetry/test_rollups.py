@@ -2,83 +2,26 @@
 
 from __future__ import annotations
 
-import concurrent.futures
-import time
 from collections.abc import Callable
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from sqlalchemy import insert, select
+from sqlalchemy import select
 
 from backend.db import Database
 from backend.jobs.models import Attempt
-from backend.migrate import upgrade
-from backend.telemetry.models import CurveBlock, CurveSeal, MetricPoint
+from backend.telemetry.models import CurveBlock, CurveSeal
 from backend.telemetry.series import rollups
 from backend.telemetry.series.cache import SeriesCache
 from backend.telemetry.series.curves import Curve, downsample, summary
 from backend.telemetry.series.queries import job_curve, job_view
-from backend.telemetry.series.reads import metric_names
 from backend.telemetry.series.rollup_builder import (
-    LATE_SECONDS,
     MAX_LAG_STEPS,
-    due_jobs,
-    seal,
     sweep,
 )
-from tests.telemetry.curve_data import error, fill, finish, walk
-from tests.telemetry.helpers import add_attempt
+from tests.telemetry.curve_data import blocks_match_the_curve, error, fill, finish, walk
 
 STEPS = 60_000
-
-
-@settings(max_examples=60, deadline=None)
-@given(
-    values=st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=300),
-    width=st.sampled_from([1, 2, 3, 7, 16]),
-    first=st.integers(0, 40),
-)
-def test_bucket_extremes_are_each_buckets_first_min_and_max(
-    values: list[float], width: int, first: int
-) -> None:
-    step = np.arange(first, first + len(values), dtype=np.int64)
-    curve = Curve(step, step * 2.0, np.array(values))
-    got = rollups.bucket_extremes(curve, width)
-    for column, bucket in enumerate(sorted(set((step // width).tolist()))):
-        inside = np.flatnonzero(step // width == bucket)
-        low = inside[np.argmin(curve.value[inside])]
-        high = inside[np.argmax(curve.value[inside])]
-        expected = [step[low], step[low] * 2.0, curve.value[low]]
-        expected += [step[high], step[high] * 2.0, curve.value[high]]
-        assert got[:, column].tolist() == expected
-
-
-@settings(max_examples=60, deadline=None)
-@given(
-    values=st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=2, max_size=300),
-    width=st.sampled_from([1, 2, 3, 7, 16]),
-    first=st.integers(-40, 40),
-    cut=st.integers(1, 299),
-)
-def test_joining_two_ranges_extremes_equals_the_extremes_of_both(
-    values: list[float], width: int, first: int, cut: int
-) -> None:
-    step = np.arange(first, first + len(values), dtype=np.int64)
-    curve = Curve(step, step * 2.0, np.array(values))
-    cut = min(cut, len(values) - 1)
-    before = Curve(step[:cut], curve.time[:cut], curve.value[:cut])
-    after = Curve(step[cut:], curve.time[cut:], curve.value[cut:])
-    joined = rollups.join_extremes(
-        rollups.bucket_extremes(before, width), rollups.bucket_extremes(after, width), width
-    )
-    assert np.array_equal(joined, rollups.bucket_extremes(curve, width))
-
-
-def test_levels_double_up_to_the_block() -> None:
-    assert rollups.widths()[:3] == [16, 32, 64]
-    assert rollups.widths()[-1] == rollups.BLOCK_STEPS
 
 
 def shown_faithfully(view: Curve, raw: Curve, points: int) -> None:
@@ -89,20 +32,6 @@ def shown_faithfully(view: Curve, raw: Curve, points: int) -> None:
     assert np.array_equal(raw.value[where], view.value)
     assert view.step[0] == raw.step[0] and view.step[-1] == raw.step[-1]
     assert error(view, raw) <= 1.1 * error(downsample(raw, points), raw)
-
-
-def blocks_match_the_curve(database: Database, job: int) -> None:
-    """Each stored block holds exactly the extremes of the raw curve's points in its range."""
-    with database.session() as session:
-        raw = job_curve(session, SeriesCache(), job_id=job, name="loss")
-        stored = session.scalars(select(CurveBlock).where(CurveBlock.job_id == job)).all()
-    assert stored
-    for block in stored:
-        inside = (raw.step >= block.start_step) & (raw.step < block.end_step)
-        part = Curve(raw.step[inside], raw.time[inside], raw.value[inside])
-        expected = rollups.bucket_extremes(part, block.width)
-        assert np.array_equal(rollups.extremes_of(block), expected)
-        assert (block.first_step, block.last_step) == (part.step[0], part.step[-1])
 
 
 def test_a_settled_long_job_is_served_from_rollups_with_exact_summary(
@@ -247,98 +176,3 @@ def test_a_new_attempt_replaces_the_steps_it_repeats(
         sweep(database, grace=1)
         finish(database, second)
     blocks_match_the_curve(database, job)
-
-
-def test_short_curves_and_non_finite_blocks_are_read_raw(
-    database: Database, new_attempt: Callable[..., tuple[int, int]]
-) -> None:
-    job, attempt = new_attempt(state="succeeded")
-    fill(database, attempt, walk(500))
-    broken = walk(STEPS, start=1000)
-    broken.value[5] = np.inf  # (SQLite keeps NaN as NULL)
-    fill(database, attempt, broken)
-    finish(database, attempt)
-    sweep(database, grace=0)
-    cache = SeriesCache()
-    with database.session() as session:
-        assert rollups.load(session, job_id=job, name="loss", points=100) is None
-        view, stats = job_view(session, cache, job_id=job, name="loss", points=100)
-        raw = job_curve(session, cache, job_id=job, name="loss")
-    assert np.array_equal(view.step, downsample(raw, 100).step)
-    assert stats == summary("loss", raw)
-
-
-@pytest.mark.parametrize("rank", [0, 1])
-def test_a_rank_is_read_raw(
-    database: Database, new_attempt: Callable[..., tuple[int, int]], rank: int
-) -> None:
-    job, attempt = new_attempt(state="succeeded")
-    fill(database, attempt, walk(20_000), ranks=2)
-    finish(database, attempt)
-    sweep(database, grace=0)
-    cache = SeriesCache()
-    with database.session() as session:
-        view, stats = job_view(session, cache, job_id=job, name="loss", points=0, rank=rank)
-    assert len(view.step) == 20_000
-    assert stats["final"] == pytest.approx(walk(20_000).value[-1] + rank)
-
-
-def test_two_processes_sealing_one_curve_leave_one_set_of_blocks(postgres_url: str) -> None:
-    upgrade(postgres_url)
-    database = Database(postgres_url)
-    try:
-        job, attempt = add_attempt(database)
-        fill(database, attempt, walk(STEPS))
-        first = database.sessions()
-        assert seal(first, job_id=job, name="loss", settled=False) > 0  # not committed yet
-        racer = concurrent.futures.ThreadPoolExecutor(1).submit(sweep, database, grace=0)
-        time.sleep(0.5)  # the racer waits on the first builder's uncommitted seal row
-        first.commit()
-        first.close()
-        assert racer.result(timeout=60) == 0  # it lost the race and says so, no error
-        fill(database, attempt, walk(5_000, seed=2, start=STEPS))
-        first = database.sessions()
-        assert seal(first, job_id=job, name="loss", settled=False) > 0  # holds the seal row
-        racer = concurrent.futures.ThreadPoolExecutor(1).submit(sweep, database, grace=0)
-        time.sleep(0.5)  # the racer waits on the locked seal row, then finds it current
-        first.commit()
-        first.close()
-        assert racer.result(timeout=60) == 0
-        blocks_match_the_curve(database, job)
-        with database.session() as session:
-            widths = list(session.scalars(select(CurveBlock.width).where(CurveBlock.job_id == job)))
-        assert sorted(widths) == sorted(rollups.widths())  # one block, once
-    finally:
-        database.dispose()
-
-
-def test_metric_names_span_attempts_and_a_job_without_metrics_is_visited_once(
-    database: Database, new_attempt: Callable[..., tuple[int, int]]
-) -> None:
-    job, first = new_attempt()
-    empty, nothing = new_attempt()
-    with database.session() as session:
-        second = Attempt(
-            job_id=job, number=2, node_name="node-a", devices=[0], state="running", master_port=2
-        )
-        session.add(second)
-        session.flush()
-        ids = [first, second.id]
-    for attempt, names in zip(ids, (["loss", "acc"], ["loss", "lr"]), strict=True):
-        with database.engine.begin() as conn:
-            for name in names:
-                conn.execute(
-                    insert(MetricPoint).values(
-                        attempt_id=attempt, rank=0, step=1, name=name, value=1.0, time=1.0
-                    )
-                )
-    with database.session() as session:
-        assert metric_names(session, job_id=job) == ["acc", "loss", "lr"]
-        assert metric_names(session, job_id=empty) == []
-    for attempt in (*ids, nothing):
-        finish(database, attempt, seconds_ago=10 * LATE_SECONDS)
-    with database.session() as session:
-        assert {j for j, _ in due_jobs(session, grace=0, limit=10)} == {job, empty}
-    sweep(database, grace=0)
-    with database.session() as session:
-        assert due_jobs(session, grace=0, limit=10) == []
