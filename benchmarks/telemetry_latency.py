@@ -54,15 +54,12 @@ from backend.config import Settings
 from backend.db import Database
 from backend.migrate import upgrade
 from backend.nodes.deployment import deployment_id
+from benchmarks.live_producers import produce_cluster, produce_metrics, produce_via_relay
 from benchmarks.own_redis import own_redis
 from benchmarks.raw_ws import Bursts, raw_client
-from benchmarks.relay_sink import RelayProcess
 from tests.telemetry.helpers import ADMIN_TOKEN, LiveServer, add_attempt, receive, subscribe
 from workers.contract.keys import Keys
-from workers.contract.protocol import DEVICES_STREAM, METRICS_STREAM
-from workers.contract.telemetry_channel import points_message
-from workers.rank.channel import TelemetryChannel
-from workers.telemetry import FLUSH_INTERVAL, StreamPublisher
+from workers.telemetry import FLUSH_INTERVAL
 
 WARMUP_SECONDS = 2.0
 HEADERS = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -103,85 +100,10 @@ def api_server(tmp: Path, redis_url: str) -> Iterator[tuple[int, Database]]:
         db.dispose()
 
 
-def _pace(rate: float, seconds: float, emit: Any) -> None:
-    """Call emit(i) rate times a second for seconds, catching up in 1 ms ticks."""
-    started = time.perf_counter()
-    sent = 0
-    while (elapsed := time.perf_counter() - started) < seconds:
-        due = min(int(elapsed * rate), int(seconds * rate))
-        while sent < due:
-            emit(sent)
-            sent += 1
-        time.sleep(0.001)
-    while sent < int(seconds * rate):
-        emit(sent)
-        sent += 1
-
-
 def deployment_keys(db: Database) -> Keys:
     """The Redis names of the API's deployment: its ingest reads only those streams."""
     with db.session() as session:
         return Keys(deployment_id(session))
-
-
-def _produce_metrics(
-    redis_url: str, keys: Keys, attempt_id: int, rate: float, seconds: float, flush: float
-) -> None:
-    stream = keys.stream(METRICS_STREAM)
-    publisher = StreamPublisher(redis_url, stream, "bench-metrics", flush_interval=flush)
-
-    def emit(i: int) -> None:
-        publisher.add(
-            {
-                "attempt_id": attempt_id,
-                "rank": i % 8,
-                "step": i // 8,
-                "name": "loss",
-                "value": 1.0,
-                "time": time.time(),
-            }
-        )
-
-    _pace(rate, seconds, emit)
-    publisher.close()
-
-
-def _produce_via_relay(
-    redis_url: str, keys: Keys, attempt_id: int, rate: float, seconds: float, out: Any
-) -> None:
-    """8 ranks' pipes to a relay process; puts the relay's stats (a dict) on `out`."""
-    stream = keys.stream(METRICS_STREAM)
-    relay = RelayProcess(redis_url, stream, attempt_id=attempt_id, ranks=8)
-    channels = [TelemetryChannel(fd) for fd in relay.fds]
-
-    def emit(i: int) -> None:  # sdk.report(step, loss=...) on rank i % 8, its send time as value
-        channels[i % 8].send(points_message([(i // 8, {"loss": time.time()})]))
-
-    _pace(rate, seconds, emit)
-    for channel in channels:
-        channel.close()
-    out.put(relay.finish().__dict__)
-
-
-def _produce_cluster(redis_url: str, keys: Keys, attempt_ids: list[int], seconds: float) -> None:
-    devices = StreamPublisher(redis_url, keys.stream(DEVICES_STREAM), "bench-agent")
-    metrics = StreamPublisher(redis_url, keys.stream(METRICS_STREAM), "bench-ranks")
-    names = ("loss", "accuracy", "lr", "throughput")
-
-    def emit(tick: int) -> None:  # 10 ticks a second
-        now = time.time()
-        for attempt_id in attempt_ids:
-            for name in names:
-                point = {"attempt_id": attempt_id, "rank": 0, "step": tick, "name": name}
-                metrics.add({**point, "value": 1.0, "time": now})
-        if tick % 10 == 0:
-            for device in range(8):
-                sample = {"node": "node-a", "device": device, "kind": "gpu", "time": now}
-                devices.add({**sample, "util": 50.0, "mem_used": 2**30, "mem_total": 2**34})
-
-    _pace(10, seconds, emit)
-    devices.close()
-    metrics.close()
 
 
 def percentiles(latencies: list[float]) -> dict[str, float]:
@@ -221,12 +143,12 @@ def _latency_run(
     relay_stats = context.Queue()
     if via == "relay":
         producer = context.Process(
-            target=_produce_via_relay,
+            target=produce_via_relay,
             args=(redis_url, keys, attempt_id, rate, seconds, relay_stats),
         )
     else:
         producer = context.Process(
-            target=_produce_metrics, args=(redis_url, keys, attempt_id, rate, seconds, flush)
+            target=produce_metrics, args=(redis_url, keys, attempt_id, rate, seconds, flush)
         )
     began = time.time()
     producer.start()
@@ -303,7 +225,7 @@ def bench_fanout(clients: int, seconds: float, *, deflate: bool, eager: bool) ->
         def start_producer() -> None:
             ready.wait()
             producer = mp.get_context("spawn").Process(
-                target=_produce_cluster, args=(redis_url, deployment_keys(db), attempts, seconds)
+                target=produce_cluster, args=(redis_url, deployment_keys(db), attempts, seconds)
             )
             producer.start()
             producer.join(seconds + 60)
