@@ -9,7 +9,8 @@ import pytest
 
 from tests.integration.cluster import Cluster, rank_processes, two_node_cluster
 from tests.stack import wait_for
-from workers.contract.protocol import RUN_ATTEMPT_TASK, AttemptOrder, node_queue
+from workers.contract.keys import Keys
+from workers.contract.protocol import RUN_ATTEMPT_TASK, AttemptOrder
 from workers.contract.spec import JobSpec
 from workers.node.celery_app import direct_queue, make_celery
 
@@ -82,11 +83,12 @@ def test_a_task_delivered_twice_trains_once(cluster: Cluster) -> None:
         devices=attempt["devices"],
         master_port=29500 + attempt["id"] % 10_000,
         spec=JobSpec.model_validate(job["spec"]),
+        deployment=cluster.sql("SELECT id FROM deployment")[0][0],
     )
     make_celery(cluster.stack.redis_url).send_task(
         RUN_ATTEMPT_TASK,
         args=[order.model_dump(mode="json")],
-        queue=direct_queue(node_queue(order.node)),
+        queue=direct_queue(Keys(order.deployment).node_queue(order.node)),
     )
     wait_for(
         lambda: "claim refused" in _worker_log(cluster, order.node),

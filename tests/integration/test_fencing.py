@@ -144,7 +144,6 @@ def test_a_node_cut_off_past_the_timeout_is_killed_on_return_and_its_late_checkp
 ) -> None:
     job_id = only_on_n2(cluster, "partitioned", steps=400, checkpoint={"every_steps": 20})
     wait_for(lambda: cluster.job(job_id)["step"] >= 50, timeout=120, what="a checkpoint")
-    watch = AttemptWatch(job_id)
     worker = cluster.workers["n2"]
     os.kill(worker.pid, signal.SIGSTOP)  # n2 says nothing; its ranks train on
     try:
@@ -172,8 +171,9 @@ def test_a_node_cut_off_past_the_timeout_is_killed_on_return_and_its_late_checkp
     assert attempts[0]["state"] == "lost"  # its finish report after returning was refused
     assert attempts[0]["last_checkpoint"] == recorded_at_loss
     assert attempts[1]["resume_from"] == recorded_at_loss
-    assert all(a["resume_from"] in (None, recorded_at_loss) for a in attempts[1:2])
-    assert watch.stop() == []  # never two attempts' ranks alive at once
+    # (a frozen node cannot fence itself: its ranks ran on until it thawed and killed them;
+    # a node that is alive but cut off kills them itself before its lease runs out, which
+    # the two-host test shows with a real partition)
     assert_one_point_per_step(cluster, job_id, 400)
 
 

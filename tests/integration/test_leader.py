@@ -15,8 +15,10 @@ import redis
 from backend.auth.service import bootstrap_admin_token, bootstrap_node_token
 from backend.db import Database
 from backend.migrate import upgrade
+from backend.nodes.deployment import deployment_id
 from backend.scheduler.leader import LEADER_KEY
 from tests.stack import ADMIN_TOKEN, free_port, private_redis, wait_for
+from workers.contract.keys import Keys
 from workers.contract.protocol import NodeDevice, NodeRegistration
 
 pytestmark = pytest.mark.slow
@@ -77,11 +79,15 @@ def test_standby_backend_takes_over_scheduling_when_the_leader_dies(
 ) -> None:
     env, node_token = shared_state
     client = redis.Redis.from_url(env["TRAINBOARD_REDIS_URL"])
+    database = Database(env["TRAINBOARD_DATABASE_URL"])
+    with database.session() as session:  # the lock is named by the deployment both share
+        leader_key = Keys(deployment_id(session)).name(LEADER_KEY)
+    database.dispose()
     leader_port, standby_port = free_port(), free_port()
     leader = _api(env, leader_port, tmp_path / "leader.log")
     standby = None
     try:
-        holder = wait_for(lambda: client.get(LEADER_KEY), timeout=30, what="a scheduler leader")
+        holder = wait_for(lambda: client.get(leader_key), timeout=30, what="a scheduler leader")
         standby = _api(env, standby_port, tmp_path / "standby.log")
         admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
         via_standby = httpx.Client(
@@ -108,13 +114,13 @@ def test_standby_backend_takes_over_scheduling_when_the_leader_dies(
 
         first = via_standby.post("/api/jobs", json=spec).json()["id"]
         wait_for(lambda: state(first) == "scheduled", timeout=30, what="the leader to schedule")
-        assert client.get(LEADER_KEY) == holder, "the standby took the lock while the leader lived"
+        assert client.get(leader_key) == holder, "the standby took the lock while the leader lived"
 
         leader.kill()
         leader.wait()
         second = via_standby.post("/api/jobs", json={**spec, "name": "second"}).json()["id"]
         wait_for(lambda: state(second) == "scheduled", timeout=60, what="the standby to take over")
-        assert client.get(LEADER_KEY) not in (None, holder)
+        assert client.get(leader_key) not in (None, holder)
         via_standby.close()
     finally:
         for process in (leader, standby):
