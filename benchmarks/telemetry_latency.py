@@ -57,7 +57,8 @@ from backend.nodes.deployment import deployment_id
 from benchmarks.live_producers import produce_cluster, produce_metrics, produce_via_relay
 from benchmarks.own_redis import own_redis
 from benchmarks.raw_ws import Bursts, raw_client
-from tests.telemetry.helpers import ADMIN_TOKEN, LiveServer, add_attempt, receive, subscribe
+from tests.app_settings import ADMIN_TOKEN, api_settings
+from tests.telemetry.helpers import LiveServer, add_attempt, receive, subscribe
 from workers.contract.keys import Keys
 from workers.telemetry import FLUSH_INTERVAL
 
@@ -76,15 +77,7 @@ def api_server(tmp: Path, redis_url: str) -> Iterator[tuple[int, Database]]:
     """The API in its own process on a fresh SQLite database; (port, database)."""
     url = f"sqlite:///{tmp / 'live.db'}"
     upgrade(url)
-    settings = Settings(
-        data_dir=tmp / "data",
-        database_url=url,
-        redis_url=redis_url,
-        admin_token=ADMIN_TOKEN,
-        run_scheduler=False,
-        frontend_dir=tmp / "no-frontend",
-        allowed_hosts="127.0.0.1",
-    )
+    settings = api_settings(tmp, database_url=url, redis_url=redis_url, hosts="127.0.0.1")
     context = mp.get_context("spawn")
     ready, stop = context.Queue(), context.Event()
     process = context.Process(target=_serve, args=(settings, ready, stop), daemon=True)

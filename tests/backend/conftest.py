@@ -19,24 +19,12 @@ from backend.auth.service import (
 from backend.config import Settings
 from backend.db import Database
 from backend.migrate import upgrade
-
-ADMIN_TOKEN = "tb_test-admin-token-0123456789"
+from tests.app_settings import ADMIN_TOKEN, api_settings
 
 
 @pytest.fixture
 def settings(tmp_path: Path, sqlite_url: str, redis_url: str) -> Settings:
-    scripts = tmp_path / "scripts"
-    scripts.mkdir()
-    return Settings(
-        data_dir=tmp_path / "data",
-        database_url=sqlite_url,
-        redis_url=redis_url,
-        admin_token=ADMIN_TOKEN,
-        script_roots=str(scripts),
-        run_scheduler=False,
-        frontend_dir=tmp_path / "no-frontend",
-        allowed_hosts="testserver",
-    )
+    return api_settings(tmp_path, database_url=sqlite_url, redis_url=redis_url, scripts=True)
 
 
 @pytest.fixture

@@ -15,7 +15,8 @@ from backend.db import Database
 from backend.jobs.attempts import claim
 from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
 from backend.scheduler.loop import Scheduler
-from tests.backend.conftest import ADMIN_TOKEN, bearer
+from tests.app_settings import api_settings
+from tests.backend.conftest import bearer
 from tests.backend.test_jobs_api import GOOD_SPEC, queued_orders
 from workers.contract.protocol import NodeDevice, NodeRegistration
 from workers.node.celery_app import make_celery
@@ -31,15 +32,7 @@ INSTANCE = "0123456789abcdef0123456789abcdef"
 @pytest.fixture
 def settings(tmp_path: Path, postgres_url: str, redis_url: str) -> Settings:
     """The API on a fresh PostgreSQL database (row locks, READ COMMITTED), no scheduler loop."""
-    return Settings(
-        data_dir=tmp_path / "data",
-        database_url=postgres_url,
-        redis_url=redis_url,
-        admin_token=ADMIN_TOKEN,
-        run_scheduler=False,
-        frontend_dir=tmp_path / "no-frontend",
-        allowed_hosts="testserver",
-    )
+    return api_settings(tmp_path, database_url=postgres_url, redis_url=redis_url)
 
 
 def scheduled_attempt(api: TestClient, tokens: dict[str, str], scheduler: Scheduler) -> int:

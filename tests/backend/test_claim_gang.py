@@ -22,7 +22,8 @@ from backend.jobs.attempts import claim
 from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.nodes.service import register
 from backend.scheduler.loop import Scheduler
-from tests.backend.conftest import ADMIN_TOKEN, bearer
+from tests.app_settings import api_settings
+from tests.backend.conftest import bearer
 from workers.contract.protocol import NodeDevice, NodeRegistration
 from workers.node.celery_app import make_celery
 
@@ -36,15 +37,7 @@ def settings(
     request: pytest.FixtureRequest, tmp_path: Path, sqlite_url: str, redis_url: str
 ) -> Settings:
     url = sqlite_url if request.param == "sqlite" else request.getfixturevalue("postgres_url")
-    return Settings(
-        data_dir=tmp_path / "data",
-        database_url=url,
-        redis_url=redis_url,
-        admin_token=ADMIN_TOKEN,
-        run_scheduler=False,
-        frontend_dir=tmp_path / "no-frontend",
-        allowed_hosts="testserver",
-    )
+    return api_settings(tmp_path, database_url=url, redis_url=redis_url)
 
 
 def race(database: Database, attempt_id: int, instances: dict[str, str]) -> list[bool]:

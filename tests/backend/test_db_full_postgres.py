@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
 from backend.config import Settings
+from tests.app_settings import api_settings
 from tests.backend.conftest import bearer
 from tests.conftest import POSTGRES_BASE
 from tests.full_disk import fill, small_filesystem
@@ -49,18 +50,8 @@ def small_postgres(tmp_path: Path) -> Iterator[tuple[str, Path]]:
 @pytest.fixture
 def settings(tmp_path: Path, redis_url: str, small_postgres: tuple[str, Path]) -> Settings:
     """The backend's test settings on that database."""
-    scripts = tmp_path / "scripts"
-    scripts.mkdir()
-    return Settings(
-        data_dir=tmp_path / "data",
-        database_url=small_postgres[0],
-        redis_url=redis_url,
-        admin_token="tb_test-admin-token-0123456789",
-        script_roots=str(scripts),
-        run_scheduler=False,
-        frontend_dir=tmp_path / "no-frontend",
-        allowed_hosts="testserver",
-    )
+    url = small_postgres[0]
+    return api_settings(tmp_path, database_url=url, redis_url=redis_url, scripts=True)
 
 
 def test_postgres_disk_full_answers_503_health_degraded_and_both_recover(

@@ -14,8 +14,9 @@ from backend.auth.service import bootstrap_admin_token, ensure_admin
 from backend.config import Settings
 from backend.db import Database
 from backend.migrate import upgrade
+from tests.app_settings import ADMIN_TOKEN, api_settings
 from tests.conftest import REDIS_BASE, TELEMETRY_REDIS_DB
-from tests.telemetry.helpers import ADMIN_TOKEN, LiveServer, add_attempt
+from tests.telemetry.helpers import LiveServer, add_attempt
 
 
 @pytest.fixture
@@ -57,15 +58,7 @@ def new_attempt(database: Database) -> Callable[..., tuple[int, int]]:
 @pytest.fixture
 def settings(tmp_path: Path, sqlite_url: str, redis_url: str) -> Settings:
     """An API on SQLite and the test Redis, with ingest and without the scheduler."""
-    return Settings(
-        data_dir=tmp_path / "data",
-        database_url=sqlite_url,
-        redis_url=redis_url,
-        admin_token=ADMIN_TOKEN,
-        run_scheduler=False,
-        frontend_dir=tmp_path / "no-frontend",
-        allowed_hosts="testserver",
-    )
+    return api_settings(tmp_path, database_url=sqlite_url, redis_url=redis_url)
 
 
 @pytest.fixture

@@ -23,10 +23,10 @@ from backend.migrate import upgrade
 from backend.nodes.deployment import deployment_id
 from backend.telemetry.live.direct import WS_PROTOCOL
 from backend.telemetry.models import MetricPoint
+from tests.app_settings import ADMIN_TOKEN
 from tests.workers.worker_helpers import free_port, wait_for
 from workers.contract.keys import Keys
 
-ADMIN_TOKEN = "tb_test-admin-token-0123456789"
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 
