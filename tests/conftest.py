@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from tests.workers.worker_helpers import PrivateRedis
+
 REDIS_BASE = os.environ.get("TRAINBOARD_TEST_REDIS", "redis://127.0.0.1:6379")
 POSTGRES_BASE = os.environ.get(
     "TRAINBOARD_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432"
@@ -21,15 +23,19 @@ _DB_BASE = int(os.environ.get("TRAINBOARD_TEST_REDIS_DB_BASE", 1 + (os.getpid() 
 TEST_REDIS_DB, STACK_REDIS_DB, TELEMETRY_REDIS_DB = _DB_BASE, _DB_BASE + 1, _DB_BASE + 2
 
 
-@pytest.fixture
-def redis_url() -> Iterator[str]:
-    """A real Redis database, empty at the start of the test."""
-    url = f"{REDIS_BASE}/{TEST_REDIS_DB}"
+def emptied(url: str) -> Iterator[str]:
+    """Yield a Redis database's URL, flushing it before and after (a fixture's body)."""
     client = redis.Redis.from_url(url)
     client.flushdb()
     yield url
     client.flushdb()
     client.close()
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    """A real Redis database, empty at the start of the test."""
+    yield from emptied(f"{REDIS_BASE}/{TEST_REDIS_DB}")
 
 
 @pytest.fixture
@@ -61,3 +67,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     redis_url = f"{REDIS_BASE}/{STACK_REDIS_DB}"  # the real server, one database of its own
     with trainboard_up(tmp_path_factory.mktemp("stack"), redis_url) as running:
         yield running
+
+
+@pytest.fixture
+def private_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateRedis]:
+    """A real redis-server on a unix socket that the test may stop and start again."""
+    server = PrivateRedis(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()

@@ -6,7 +6,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-import redis
 from fastapi.testclient import TestClient
 
 from backend.app import create_app
@@ -15,7 +14,7 @@ from backend.config import Settings
 from backend.db import Database
 from backend.migrate import upgrade
 from tests.app_settings import ADMIN_TOKEN, api_settings
-from tests.conftest import REDIS_BASE, TELEMETRY_REDIS_DB
+from tests.conftest import REDIS_BASE, TELEMETRY_REDIS_DB, emptied
 from tests.telemetry.helpers import LiveServer, add_attempt
 
 
@@ -26,12 +25,7 @@ def redis_url() -> Iterator[str]:
     The ingest and the live stream use fixed stream names; a database of their own keeps
     these tests apart from API tests whose in-process ingest would consume their entries.
     """
-    url = f"{REDIS_BASE}/{TELEMETRY_REDIS_DB}"
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    yield url
-    client.flushdb()
-    client.close()
+    yield from emptied(f"{REDIS_BASE}/{TELEMETRY_REDIS_DB}")
 
 
 @pytest.fixture(params=["sqlite_url", "postgres_url"], ids=["sqlite", "postgres"])

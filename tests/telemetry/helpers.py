@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import uvicorn
-from sqlalchemy import func, select
+from sqlalchemy import func, insert, select
 from websockets.sync.client import ClientConnection, connect
 
 from backend.app import create_app
@@ -61,6 +61,12 @@ def point(attempt_id: int, step: int, *, rank: int = 0, name: str = "loss") -> d
         "value": 1.0 / (step + 1) + rank,
         "time": 1_700_000_000.0 + step,
     }
+
+
+def insert_points(db: Database, rows: list[dict[str, Any]]) -> None:
+    """Metric point rows written straight to the table, in one transaction."""
+    with db.session() as session:
+        session.execute(insert(MetricPoint), rows)
 
 
 def count_points(db: Database) -> int:

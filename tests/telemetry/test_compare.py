@@ -8,13 +8,11 @@ import math
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import insert
 
 from backend.db import Database
 from backend.jobs.models import Job
-from backend.telemetry.models import MetricPoint
 from backend.telemetry.series.curves import lower_is_better
-from tests.telemetry.helpers import ADMIN, add_attempt
+from tests.telemetry.helpers import ADMIN, add_attempt, insert_points
 from tests.telemetry.test_series import add_points
 
 
@@ -24,8 +22,7 @@ def add_curve(db: Database, attempt: int, name: str, values: list[float], t0: fl
         {"attempt_id": attempt, "rank": 0, "step": s, "name": name, "value": v, "time": t0 + s}
         for s, v in enumerate(values)
     ]
-    with db.session() as session:
-        session.execute(insert(MetricPoint), rows)
+    insert_points(db, rows)
 
 
 def test_compare_gives_jobs_spec_differences_summaries_and_aligned_curves(

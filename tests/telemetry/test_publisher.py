@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 import redis
@@ -15,15 +15,6 @@ from tests.telemetry.helpers import count_points, point, stored_steps
 from tests.workers.worker_helpers import PrivateRedis, wait_for
 from workers.contract.protocol import DEVICES_STREAM, METRICS_STREAM, Batch
 from workers.telemetry import StreamPublisher
-
-
-@pytest.fixture
-def private_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateRedis]:
-    """A real redis-server on a unix socket that the test may stop and start again."""
-    server = PrivateRedis(tmp_path_factory.mktemp("redis"))
-    server.start()
-    yield server
-    server.stop()
 
 
 def batches(url: str, stream: str) -> list[Batch]:

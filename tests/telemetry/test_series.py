@@ -8,14 +8,13 @@ import math
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import insert
 
 from backend.auth.models import User
 from backend.auth.service import issue_token
 from backend.db import Database
 from backend.jobs.models import Attempt
 from backend.telemetry.models import MetricPoint
-from tests.telemetry.helpers import ADMIN, add_attempt
+from tests.telemetry.helpers import ADMIN, add_attempt, insert_points
 
 
 def add_points(
@@ -34,8 +33,7 @@ def add_points(
         for s in steps
         for r in range(ranks)
     ]
-    with db.session() as session:
-        session.execute(insert(MetricPoint), rows)
+    insert_points(db, rows)
 
 
 def test_a_long_series_is_downsampled_to_its_budget_keeping_the_ends(

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from worker_helpers import PrivateRedis
 
 from tests.job_users import reachable
 from workers.node.settings import WorkerSettings
@@ -44,12 +42,3 @@ def supervisor_settings(
 ) -> SupervisorSettings:
     """What the node agent hands each attempt's supervisor."""
     return worker_settings.for_supervisor(isolation)
-
-
-@pytest.fixture
-def private_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateRedis]:
-    """A running private Redis the test may stop and start again."""
-    server = PrivateRedis(tmp_path_factory.mktemp("redis"))
-    server.start()
-    yield server
-    server.stop()
