@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
 
 from backend.app import create_app
 from backend.auth.models import User
@@ -58,3 +59,13 @@ def api(settings: Settings, tokens: dict[str, str]) -> Iterator[TestClient]:
 
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+def ws_refusal(api: TestClient, headers: dict[str, str] | None = None) -> int:
+    """The close code of a websocket to /api/ws that the server refuses (fails if it is not)."""
+    with (
+        api.websocket_connect("/api/ws", headers=headers or {}) as ws,
+        pytest.raises(WebSocketDisconnect) as refused,
+    ):
+        ws.receive_text()
+    return refused.value.code

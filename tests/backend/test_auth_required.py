@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import re
 
-import pytest
 from fastapi.testclient import TestClient
-from starlette.websockets import WebSocketDisconnect
 
 from backend.app import create_app
 from backend.config import Settings
-from tests.backend.conftest import bearer
+from tests.backend.conftest import bearer, ws_refusal
 
 PUBLIC = {("GET", "/api/health"), ("POST", "/api/login")}
 
@@ -39,22 +37,12 @@ def test_public_routes_answer(api: TestClient) -> None:
 
 
 def test_websocket_without_credentials_is_refused(api: TestClient) -> None:
-    with (
-        api.websocket_connect("/api/ws") as ws,
-        pytest.raises(WebSocketDisconnect) as refused,
-    ):
-        ws.receive_text()
-    assert refused.value.code == 4401
+    assert ws_refusal(api) == 4401
 
 
 def test_websocket_from_foreign_origin_is_refused(api: TestClient, tokens: dict[str, str]) -> None:
     headers = {**bearer(tokens["admin"]), "Origin": "http://evil.example"}
-    with (
-        api.websocket_connect("/api/ws", headers=headers) as ws,
-        pytest.raises(WebSocketDisconnect) as refused,
-    ):
-        ws.receive_text()
-    assert refused.value.code == 4403
+    assert ws_refusal(api, headers) == 4403
 
 
 def test_login_sets_httponly_session_cookie_that_authenticates(
@@ -95,9 +83,4 @@ def test_websocket_admits_a_configured_cors_origin_and_still_refuses_others(
             ws.send_json({"op": "subscribe", "topic": "jobs"})
             assert ws.receive_json()["type"] == "snapshot"
         foreign = {**bearer(tokens["admin"]), "Origin": "http://evil.example"}
-        with (
-            api.websocket_connect("/api/ws", headers=foreign) as ws,
-            pytest.raises(WebSocketDisconnect) as refused,
-        ):
-            ws.receive_text()
-        assert refused.value.code == 4403
+        assert ws_refusal(api, foreign) == 4403

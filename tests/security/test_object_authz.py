@@ -7,10 +7,9 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from starlette.websockets import WebSocketDisconnect
 
 from backend.db import Database
-from tests.backend.conftest import bearer
+from tests.backend.conftest import bearer, ws_refusal
 from tests.telemetry.helpers import add_attempt
 
 SPEC = {"name": "alices-job", "template": "mlp", "parallelism": {"strategy": "data", "devices": 1}}
@@ -145,9 +144,4 @@ def test_every_attempt_route_answers_for_alices_attempt_as_for_a_missing_one(
 
 def test_websocket_needs_credentials_even_from_our_own_origin(api: TestClient) -> None:
     headers = {"Origin": "http://testserver"}
-    with (
-        api.websocket_connect("/api/ws", headers=headers) as ws,
-        pytest.raises(WebSocketDisconnect) as refused,
-    ):
-        ws.receive_text()
-    assert refused.value.code == 4401
+    assert ws_refusal(api, headers) == 4401
