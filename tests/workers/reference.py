@@ -53,6 +53,18 @@ def reference_weights(spec: JobSpec, steps: int | None = None) -> dict[str, torc
     return model.state_dict()
 
 
+def small_mlp(steps: int) -> dict[str, int]:
+    """Hyperparameters of the small MLP the equivalence tests train for `steps` steps."""
+    return {"steps": steps, "batch_size": 8, "dataset_size": 160, "hidden": 32, "layers": 3}
+
+
+def resume(spec: JobSpec, out_dir: Path, checkpoint: Path) -> None:
+    """Train spec again under torchrun into a new out_dir, resuming from checkpoint."""
+    out_dir.mkdir()
+    (out_dir / "resume-from").write_text(str(checkpoint))
+    torchrun(spec, out_dir)
+
+
 def torchrun(spec: JobSpec, out_dir: Path, *, nproc: int | None = None) -> None:
     """Train spec on CPU ranks with tests/workers/parallel_driver.py under torchrun."""
     spec_file = out_dir / "spec.json"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from reference import rank_weights, torchrun
+from reference import rank_weights, resume, small_mlp, torchrun
 
 from workers.contract.spec import JobSpec
 from workers.rank.engine.errors import EngineFailure
@@ -24,23 +24,11 @@ def data_spec(devices: int) -> JobSpec:
             "name": "elastic",
             "template": "mlp",
             "parallelism": {"devices": devices},
-            "hyperparameters": {
-                "steps": STEPS,
-                "batch_size": 8,
-                "dataset_size": 160,
-                "hidden": 32,
-                "layers": 3,
-            },
+            "hyperparameters": small_mlp(STEPS),
             "lr_schedule": {"kind": "cosine", "warmup_steps": 2},
             "checkpoint": {"every_steps": 2, "keep_last": 10},
         }
     )
-
-
-def resume(spec: JobSpec, out_dir: Path, checkpoint: Path) -> None:
-    out_dir.mkdir()
-    (out_dir / "resume-from").write_text(str(checkpoint))
-    torchrun(spec, out_dir)
 
 
 def test_four_to_two_to_four_keeps_the_global_batch_and_matches_uninterrupted(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from reference import rank_weights, reference_weights, torchrun
+from reference import rank_weights, reference_weights, small_mlp, torchrun
 
 from workers.contract.spec import JobSpec
 from workers.rank.engine.templates import build_task
@@ -40,13 +40,7 @@ def spec_for(parallelism: dict[str, object], **fields: object) -> JobSpec:
             "name": "equivalence",
             "template": "mlp",
             "parallelism": parallelism,
-            "hyperparameters": {
-                "steps": STEPS,
-                "batch_size": 8,
-                "dataset_size": 160,
-                "hidden": 32,
-                "layers": 3,
-            },
+            "hyperparameters": small_mlp(STEPS),
             "grad_accum": 2,
             "grad_clip": 0.5,
             "lr_schedule": {"kind": "cosine", "warmup_steps": 2},

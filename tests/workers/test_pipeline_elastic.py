@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from reference import rank_weights, torchrun
+from reference import rank_weights, resume, small_mlp, torchrun
 
 from workers.contract.spec import JobSpec
 
@@ -31,25 +31,13 @@ def pipeline_spec(devices: int) -> JobSpec:
                 "microbatches": 2,
                 "schedule": "1f1b",
             },
-            "hyperparameters": {
-                "steps": STEPS,
-                "batch_size": 8,
-                "dataset_size": 160,
-                "hidden": 32,
-                "layers": 3,
-            },
+            "hyperparameters": small_mlp(STEPS),
             "grad_accum": 2 if devices > STAGES else 4,  # global batch 32 either way
             "grad_clip": 0.5,
             "lr_schedule": {"kind": "cosine", "warmup_steps": 2},
             "checkpoint": {"every_steps": 2, "keep_last": 10},
         }
     )
-
-
-def resume(spec: JobSpec, out_dir: Path, checkpoint: Path) -> None:
-    out_dir.mkdir()
-    (out_dir / "resume-from").write_text(str(checkpoint))
-    torchrun(spec, out_dir)
 
 
 def whole_model(out_dir: Path, step: int, first_rank: int = 0) -> dict[str, torch.Tensor]:
