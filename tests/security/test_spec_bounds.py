@@ -16,7 +16,8 @@ from backend.app import create_app
 from backend.config import Settings
 from tests.backend.conftest import bearer
 from workers.contract.catalog import TEMPLATES
-from workers.contract.spec import JobSpec, Strict
+from workers.contract.spec import JobSpec
+from workers.contract.spec_parts import Strict
 
 GOOD: dict[str, Any] = {"name": "bounds", "template": "mlp", "hyperparameters": {"steps": 10}}
 #: free-form hyperparameters are bounded for entrypoint jobs; templates take only their own
