@@ -13,6 +13,9 @@ app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="Trainboard: train on your GPUs."
 )
 
+#: the job a command acts on
+JobId = Annotated[int, typer.Argument(min=1)]
+
 
 @dataclass(frozen=True)
 class Api:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from backend.cli.base import app, connect
+from backend.cli.base import JobId, app, connect
 
 
 def _show(job: dict[str, Any]) -> None:
@@ -15,10 +15,7 @@ def _show(job: dict[str, Any]) -> None:
 
 
 @app.command()
-def pause(
-    ctx: typer.Context,
-    job_id: Annotated[int, typer.Argument(min=1)],
-) -> None:
+def pause(ctx: typer.Context, job_id: JobId) -> None:
     """Pause a job: its ranks save a checkpoint and stop; resume it later."""
     _show(connect(ctx).call("POST", f"/api/jobs/{job_id}/pause"))
 
@@ -26,7 +23,7 @@ def pause(
 @app.command()
 def resume(
     ctx: typer.Context,
-    job_id: Annotated[int, typer.Argument(min=1)],
+    job_id: JobId,
     devices: Annotated[
         int | None, typer.Option(min=1, max=1024, help="resume on a new gang size")
     ] = None,
@@ -39,7 +36,7 @@ def resume(
 @app.command()
 def clone(
     ctx: typer.Context,
-    job_id: Annotated[int, typer.Argument(min=1)],
+    job_id: JobId,
     changes: Annotated[
         str,
         typer.Option(
@@ -60,10 +57,7 @@ def clone(
 
 
 @app.command()
-def attempts(
-    ctx: typer.Context,
-    job_id: Annotated[int, typer.Argument(min=1)],
-) -> None:
+def attempts(ctx: typer.Context, job_id: JobId) -> None:
     """List a job's attempts: where each ran and how it ended."""
     rows = connect(ctx).call("GET", f"/api/jobs/{job_id}/attempts")
     for row in rows:
@@ -83,20 +77,14 @@ def nodes(ctx: typer.Context) -> None:
 
 
 @app.command()
-def drain(
-    ctx: typer.Context,
-    name: str,
-) -> None:
+def drain(ctx: typer.Context, name: str) -> None:
     """Admin: stop placing new jobs on a node (running ones finish)."""
     node = connect(ctx).call("POST", f"/api/nodes/{name}/drain")
     typer.echo(f"node {node['name']} drained")
 
 
 @app.command()
-def undrain(
-    ctx: typer.Context,
-    name: str,
-) -> None:
+def undrain(ctx: typer.Context, name: str) -> None:
     """Admin: accept new jobs on a node again."""
     node = connect(ctx).call("POST", f"/api/nodes/{name}/undrain")
     typer.echo(f"node {node['name']} accepts jobs")

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 import yaml
 
-from backend.cli.base import app, connect, fail
+from backend.cli.base import JobId, app, connect, fail
 
 
 @app.command()
@@ -94,10 +94,7 @@ def list_jobs(
 
 
 @app.command()
-def cancel(
-    ctx: typer.Context,
-    job_id: Annotated[int, typer.Argument(min=1)],
-) -> None:
+def cancel(ctx: typer.Context, job_id: JobId) -> None:
     """Cancel a job (a running one saves a checkpoint first)."""
     job = connect(ctx).call("POST", f"/api/jobs/{job_id}/cancel")
     typer.echo(f"job {job['id']} {job['state']}")
