@@ -18,6 +18,7 @@ import psutil
 import redis
 
 from backend.auth.service import bootstrap_admin_token, bootstrap_node_token
+from backend.child_restarts import Child, keep_running
 from backend.config import Settings
 from backend.db import Database
 from backend.migrate import upgrade
@@ -49,6 +50,16 @@ class Stack:
         process = subprocess.Popen(args, env=env, start_new_session=True, pass_fds=kept)
         self.processes.append(process)
         return process
+
+    def restart(self, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        """Start a dead process of the stack again, in its place in the start order."""
+        index = next(
+            i for i, p in enumerate(self.processes) if p.args == args and p.poll() is not None
+        )
+        fresh = self.start(args, env)
+        self.processes.remove(fresh)
+        self.processes[index] = fresh  # stop() goes in reverse start order: the worker first
+        return fresh
 
     def stop(self) -> None:
         """SIGTERM every process group, SIGKILL what is left after the grace period."""
@@ -166,7 +177,7 @@ def up(settings: Settings, *, cpu_slots: int, node_name: str = "local") -> int:
             "TRAINBOARD_CPU_SLOTS": str(cpu_slots),
         }
         env.pop("TRAINBOARD_ADMIN_TOKEN", None)
-        api = stack.start(
+        api_command = (
             [
                 sys.executable,
                 "-m",
@@ -186,23 +197,24 @@ def up(settings: Settings, *, cpu_slots: int, node_name: str = "local") -> int:
             ],
             env,
         )
+        api = stack.start(*api_command)
         _wait_healthy(api_url, api)
         # the worker holds a node token and the Redis URL, never the database's; on this
         # one-person machine it may run ranks as its own user when it cannot switch (it says so)
         worker_env = {k: v for k, v in env.items() if k != "TRAINBOARD_DATABASE_URL"}
         worker_env.setdefault("TRAINBOARD_ALLOW_SAME_USER", "1")
-        stack.start([sys.executable, "-m", "backend.cli", "worker"], worker_env)
+        worker_command = ([sys.executable, "-m", "backend.cli", "worker"], worker_env)
+        worker = stack.start(*worker_command)
         print(f"\nTrainboard is running at {api_url}/", flush=True)
         print(f"Log in with this token (shown once): {admin_token}", flush=True)
         print(f"For the CLI: export TRAINBOARD_TOKEN={admin_token}", flush=True)
         print("Press Ctrl-C to stop.\n", flush=True)
-        while all(p.poll() is None for p in stack.processes):
-            time.sleep(0.5)
-        failed = next(p for p in stack.processes if p.poll() is not None)
-        print(
-            f"a Trainboard process exited with code {failed.returncode}; stopping", file=sys.stderr
+        return keep_running(
+            [
+                Child("API", lambda: stack.restart(*api_command), api),
+                Child("worker", lambda: stack.restart(*worker_command), worker),
+            ]
         )
-        return 1
     except KeyboardInterrupt:
         print("\nstopping Trainboard ...", flush=True)
         return 0
