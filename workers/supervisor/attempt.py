@@ -18,13 +18,11 @@ from time import time as now
 import redis
 
 from workers.contract import entrypoints, run_layout
-from workers.contract.checkpoints import newest_checkpoint
 from workers.contract.keys import Keys
 from workers.contract.protocol import (
     EVENTS_STREAM,
     LOGS_STREAM,
     METRICS_STREAM,
-    AttemptEvent,
     AttemptOrder,
     AttemptOutcome,
     MetricPoint,
@@ -32,7 +30,9 @@ from workers.contract.protocol import (
 from workers.contract.rank_env import EXIT_EXPLAINED, EXIT_PLATFORM, RankEnv, failure_file
 from workers.devices.registry import DeviceRegistry, Occupant
 from workers.supervisor import run_dirs
-from workers.supervisor.hang_watch import HangWatch, hang_message
+from workers.supervisor.disk_notice import LogLossNotice, free_mib
+from workers.supervisor.hang_watch import HangWatch, flag_hang
+from workers.supervisor.outcome import attempt_outcome
 from workers.supervisor.rank_launch import free_port, start_rank
 from workers.supervisor.rank_output import OutputForwarder
 from workers.supervisor.relay import TelemetryRelay
@@ -44,7 +44,6 @@ log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.25
 #: after asking hung ranks for their stacks, how long they get to write them before a kill
-STACK_DUMP_SECONDS = 1.0
 STOP_REQUESTS = ("cancel", "pause")
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -92,6 +91,7 @@ class Supervisor:
             self.keys.stream(EVENTS_STREAM),
             producer_name(order.node, f"attempt-{order.attempt_id}-events"),
         )
+        self._log_loss = LogLossNotice(self._events, attempt_id=order.attempt_id, node=order.node)
         self.processes: list[subprocess.Popen[bytes]] = []
         self._forwarders: list[OutputForwarder] = []
         self._stderr: list[OutputForwarder] = []
@@ -105,7 +105,6 @@ class Supervisor:
         self._redis = redis.Redis.from_url(settings.redis_url, socket_timeout=2.0)
         #: metric points parsed from a user program's stdout (entrypoint jobs only)
         self._stdout_metrics: StreamPublisher | None = None
-        self._log_write_warned = threading.Lock()  # held once the job was told; never released
         self._hangs = HangWatch(
             (env.rank for env in self.rank_envs()), timeout=order.spec.health.hang_timeout_s
         )
@@ -148,7 +147,7 @@ class Supervisor:
             if isinstance(err, OSError) and err.errno == errno.ENOSPC:
                 # the node's disk, not the job: restarted without spending max_restarts
                 self._platform_fault = True
-                full = f"no space left on device ({self._free_mib()} MiB free)"
+                full = f"no space left on device ({free_mib(self.settings.data_dir)} MiB free)"
                 failed = f"node {self.order.node}: {full}; {failed}"
         finally:
             self._cleanup()
@@ -286,31 +285,11 @@ class Supervisor:
                 log_file=logs / f"rank-{rank}.{stream}.log",
                 publisher=self.publisher,
                 on_line=self._metric_sink(rank) if stream == "stdout" else None,
-                on_write_error=self._log_not_written,
+                on_write_error=self._log_loss,
             )
             self._forwarders.append(forwarder)
             if stream == "stderr":
                 self._stderr.append(forwarder)
-
-    def _free_mib(self) -> int | str:
-        try:
-            stats = os.statvfs(self.settings.data_dir)
-        except OSError:
-            return "?"
-        return stats.f_bavail * stats.f_frsize >> 20
-
-    def _log_not_written(self, error: OSError) -> None:
-        """Tell the job once that its logs miss lines on disk (they still reach the board)."""
-        if not self._log_write_warned.acquire(blocking=False):
-            return
-        node = self.order.node
-        cause = "no space" if error.errno == errno.ENOSPC else (error.strerror or str(error))
-        message = f"logs not written to disk: {cause} on node {node}"
-        log.warning("attempt %d: %s (%s)", self.order.attempt_id, message, error)
-        event = AttemptEvent(
-            attempt_id=self.order.attempt_id, kind="warning", message=message, time=now()
-        )
-        self._events.add(event)
 
     def _watch(self) -> str | None:
         """Poll ranks and the control key until all ranks exit; return a failure, if any."""
@@ -346,36 +325,15 @@ class Supervisor:
 
     def _check_hang(self, codes: list[int | None]) -> str | None:
         """Flag a hang once (event, stacks); with on_hang restart, the reason to end for."""
-        ranks = {env.rank: p for env, p in zip(self.rank_envs(), self.processes, strict=False)}
-        alive = [rank for rank, code in zip(ranks, codes, strict=False) if code is None]
-        stuck = self._hangs.check(alive)
-        if not stuck:
-            return None
-        message = hang_message(stuck, self._hangs.timeout() or 0.0)
-        dumping = self._hangs.stacks_from(alive)
-        for rank in dumping:  # faulthandler writes every thread's stack to the rank's stderr
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(ranks[rank].pid, signal.SIGUSR1)
-        stacks = (
-            f"; Python stacks of ranks {', '.join(map(str, dumping))} are in their stderr logs"
-            if dumping
-            else "; no stacks: no rank registered a dump (the SDK does)"
+        ranks = {env.rank: p.pid for env, p in zip(self.rank_envs(), self.processes, strict=False)}
+        return flag_hang(
+            self._hangs,
+            ranks=ranks,
+            codes=codes,
+            attempt_id=self.order.attempt_id,
+            events=self._events,
+            restart=self.order.spec.health.on_hang == "restart",
         )
-        log.warning("attempt %d: %s", self.order.attempt_id, message)
-        step = min(s.step for s in stuck)
-        self._events.add(
-            AttemptEvent(
-                attempt_id=self.order.attempt_id,
-                kind="hung",
-                message=(message + stacks)[:4096],
-                step=step,
-                time=now(),
-            )
-        )
-        if self.order.spec.health.on_hang != "restart":
-            return None
-        time.sleep(STACK_DUMP_SECONDS)
-        return f"{message} (on_hang: restart)"
 
     def _stop_request(self) -> str | None:
         if self._shutdown.is_set():
@@ -429,20 +387,11 @@ class Supervisor:
         self._redis.close()
 
     def _outcome(self, failed: str | None) -> AttemptOutcome:
-        codes = [p.returncode for p in self.processes if p.returncode is not None]
-        checkpoint = newest_checkpoint(self.checkpoint_dir)
-        last = str(checkpoint.resolve()) if checkpoint else None
-        if self._fenced is not None:
-            failed, last = f"fenced: {self._fenced}", None
-        elif self._stop_reason == "shutdown":
-            failed = failed or "the worker node shut down while the attempt ran"
-        if failed is not None:
-            outcome = AttemptOutcome(outcome="failed", reason=failed[-4096:], exit_codes=codes)
-            outcome.platform_fault = self._platform_fault and self._fenced is None
-        elif self._stop_reason is not None:
-            reason = f"stopped on {self._stop_reason} request"
-            outcome = AttemptOutcome(outcome="stopped", reason=reason, exit_codes=codes)
-        else:
-            outcome = AttemptOutcome(outcome="succeeded", reason=None, exit_codes=codes)
-        outcome.last_checkpoint = last
-        return outcome
+        return attempt_outcome(
+            failed=failed,
+            stop_reason=self._stop_reason,
+            fenced=self._fenced,
+            platform_fault=self._platform_fault,
+            codes=[p.returncode for p in self.processes if p.returncode is not None],
+            checkpoint_dir=self.checkpoint_dir,
+        )

@@ -8,11 +8,18 @@ between step advances, 60 s). A hang is flagged once; any progress re-arms the w
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import signal
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+
+from workers.contract.protocol import AttemptEvent
+from workers.telemetry import StreamPublisher
 
 #: the derived timeout is never below this (seconds), so a fast loop's short pause is no hang
 MIN_DERIVED_TIMEOUT = 60.0
@@ -132,3 +139,53 @@ def hang_message(stuck: list[Stuck], timeout: float) -> str:
         for s in stuck
     )
     return f"hung: no progress for {timeout:.0f} s (hang_timeout): {ranks}"
+
+
+log = logging.getLogger(__name__)
+
+#: how long ranks get to write their stacks before an on_hang restart kills them
+STACK_DUMP_SECONDS = 1.0
+
+
+def flag_hang(
+    hangs: HangWatch,
+    *,
+    ranks: dict[int, int],
+    codes: list[int | None],
+    attempt_id: int,
+    events: StreamPublisher,
+    restart: bool,
+) -> str | None:
+    """Flag a hang once: an event naming the stuck ranks, their stacks dumped (SIGUSR1).
+
+    `ranks` maps rank → pid. With `restart`, the reason the attempt should end for.
+    """
+    alive = [rank for rank, code in zip(ranks, codes, strict=False) if code is None]
+    stuck = hangs.check(alive)
+    if not stuck:
+        return None
+    message = hang_message(stuck, hangs.timeout() or 0.0)
+    dumping = hangs.stacks_from(alive)
+    for rank in dumping:  # faulthandler writes every thread's stack to the rank's stderr
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(ranks[rank], signal.SIGUSR1)
+    stacks = (
+        f"; Python stacks of ranks {', '.join(map(str, dumping))} are in their stderr logs"
+        if dumping
+        else "; no stacks: no rank registered a dump (the SDK does)"
+    )
+    log.warning("attempt %d: %s", attempt_id, message)
+    step = min(s.step for s in stuck)
+    events.add(
+        AttemptEvent(
+            attempt_id=attempt_id,
+            kind="hung",
+            message=(message + stacks)[:4096],
+            step=step,
+            time=time.time(),
+        )
+    )
+    if not restart:
+        return None
+    time.sleep(STACK_DUMP_SECONDS)
+    return f"{message} (on_hang: restart)"
