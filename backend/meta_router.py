@@ -13,7 +13,7 @@ from workers.contract.catalog import PIPELINE_UNITS, TEMPLATES
 router = APIRouter(prefix="/api", tags=["meta"])
 
 
-class Health(BaseModel):
+class HealthOut(BaseModel):
     status: Literal["ok", "degraded"] = Field(description="degraded: the database refuses writes")
     database: str = Field("ok", description='"ok", or why it cannot be written ("disk full")')
 
@@ -34,11 +34,11 @@ class TemplateOut(BaseModel):
     hyperparameters: list[HParamOut]
 
 
-@router.get("/health", response_model=Health)
-def health(request: Request) -> Health:
+@router.get("/health", response_model=HealthOut)
+def health(request: Request) -> HealthOut:
     """Up, and whether the database takes writes (probed again while it does not)."""
     cause = request.app.state.write_health.probe(request.app.state.db)
-    return Health(status="ok") if cause is None else Health(status="degraded", database=cause)
+    return HealthOut(status="ok") if cause is None else HealthOut(status="degraded", database=cause)
 
 
 @router.get("/templates", response_model=list[TemplateOut])

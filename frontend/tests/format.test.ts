@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { formatBytes, formatMetric, formatTick, isBytesMetric } from "../src/lib/format";
+import { restartIn, formatBytes, formatMetric, formatTick, isBytesMetric } from "../src/lib/format";
 
 describe("byte metrics", () => {
   it("peak_mem and *_bytes are drawn in bytes, other metrics as numbers", () => {
@@ -39,5 +39,17 @@ describe("axis ticks and table values", () => {
 describe("log-scale ticks", () => {
   it("a tick smaller than the spacing still shows its own digits", () => {
     expect([0.01, 0.1, 1, 10].map((t) => formatTick(t, 10))).toEqual(["0.01", "0.1", "1", "10"]);
+  });
+});
+
+describe("restartIn", () => {
+  const now = Date.parse("2026-11-25T10:00:00Z");
+  it("counts down a restarting job's back-off", () => {
+    expect(restartIn("restarting", "2026-11-25T10:00:07.2Z", now)).toBe("restarting in 8 s");
+    expect(restartIn("restarting", "2026-11-25T09:59:59Z", now)).toBe("restarting now");
+  });
+  it("says nothing for other states or without a time", () => {
+    expect(restartIn("running", "2026-11-25T10:00:07Z", now)).toBe("");
+    expect(restartIn("restarting", null, now)).toBe("");
   });
 });

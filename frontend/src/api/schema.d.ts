@@ -51,7 +51,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Health */
+        /**
+         * Health
+         * @description Up, and whether the database takes writes (probed again while it does not).
+         */
         get: operations["meta-health"];
         put?: never;
         post?: never;
@@ -635,6 +638,70 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Webhooks
+         * @description The caller's webhooks (admins: everyone's), without secrets.
+         */
+        get: operations["webhooks-list_webhooks"];
+        put?: never;
+        /**
+         * Create Webhook
+         * @description Register a webhook for the caller's jobs (all_jobs: every job, admins only).
+         */
+        post: operations["webhooks-create_webhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/webhooks/{webhook_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete Webhook
+         * @description Delete one of the caller's webhooks; 404 for anyone else's.
+         */
+        delete: operations["webhooks-delete_webhook"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/webhooks/{webhook_id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Deliveries
+         * @description A webhook's newest deliveries with each one's answer, newest first.
+         */
+        get: operations["webhooks-list_deliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -817,6 +884,36 @@ export interface components {
             /** Value */
             value: number[];
         };
+        /** DeliveryOut */
+        DeliveryOut: {
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Delivered At */
+            delivered_at: string | null;
+            /** Error */
+            error: string | null;
+            /** Event */
+            event: string;
+            /** Id */
+            id: number;
+            /** Job Id */
+            job_id: number | null;
+            /** Payload */
+            payload: {
+                [key: string]: unknown;
+            };
+            /** Response Body */
+            response_body: string | null;
+            /** Response Status */
+            response_status: number | null;
+            /** State */
+            state: string;
+            /** Tries */
+            tries: number;
+        };
         /** DeviceOut */
         DeviceOut: {
             /** Index */
@@ -833,6 +930,48 @@ export interface components {
             rank?: number | null;
             /** Uuid */
             uuid: string | null;
+        };
+        /**
+         * DiskOut
+         * @description The node's data dir at its last heartbeat: low means no new work goes there.
+         */
+        DiskOut: {
+            /**
+             * Free
+             * @description bytes
+             */
+            free: number;
+            /**
+             * Low
+             * @description below the disk-low threshold: the node gets no new work
+             */
+            low: boolean;
+            /**
+             * Reason
+             * @description e.g. "disk low (312 MiB free)"
+             */
+            reason?: string | null;
+            /**
+             * Total
+             * @description bytes
+             */
+            total: number;
+        };
+        /**
+         * DiskSpace
+         * @description The filesystem of the node's data dir (run dirs, logs, checkpoints).
+         */
+        DiskSpace: {
+            /**
+             * Free
+             * @description bytes an unprivileged writer may still use
+             */
+            free: number;
+            /**
+             * Total
+             * @description bytes
+             */
+            total: number;
         };
         /**
          * Entrypoint
@@ -891,10 +1030,44 @@ export interface components {
             /** Detail */
             detail?: components["schemas"]["ValidationError"][];
         };
-        /** Health */
+        /**
+         * Health
+         * @description How the run's health is watched: hangs (by the supervisor) and stragglers (by the API).
+         */
         Health: {
-            /** Status */
-            status: string;
+            /**
+             * Hang Timeout S
+             * @description seconds without a new step before the job is flagged hung; default max(10 x p99 step time, 60 s), armed per rank after its first step
+             */
+            hang_timeout_s?: number | null;
+            /**
+             * On Hang
+             * @description restart: stop the attempt and restart from its newest checkpoint
+             * @default notify
+             * @enum {string}
+             */
+            on_hang: "notify" | "restart";
+            /**
+             * Straggler Factor
+             * @description a rank whose median step time exceeds the others' by this
+             * @default 1.5
+             */
+            straggler_factor: number;
+        };
+        /** HealthOut */
+        HealthOut: {
+            /**
+             * Database
+             * @description "ok", or why it cannot be written ("disk full")
+             * @default ok
+             */
+            database: string;
+            /**
+             * Status
+             * @description degraded: the database refuses writes
+             * @enum {string}
+             */
+            status: "ok" | "degraded";
         };
         /** Heartbeat */
         Heartbeat: {
@@ -908,6 +1081,8 @@ export interface components {
              * @description whether this worker's Redis holds the API's deployment marker
              */
             deployment_seen?: boolean | null;
+            /** @description data dir space; absent from older agents */
+            disk?: components["schemas"]["DiskSpace"] | null;
             /** @description machine load; absent from older agents */
             host?: components["schemas"]["HostStats"] | null;
             /**
@@ -1102,6 +1277,7 @@ export interface components {
             grad_accum: number;
             /** Grad Clip */
             grad_clip?: number | null;
+            health?: components["schemas"]["Health"];
             /** Hyperparameters */
             hyperparameters?: {
                 [key: string]: unknown;
@@ -1259,6 +1435,8 @@ export interface components {
             address: string;
             /** Devices */
             devices: components["schemas"]["DeviceOut"][];
+            /** @description absent until the agent reports it */
+            disk?: components["schemas"]["DiskOut"] | null;
             /** Drained */
             drained: boolean;
             host?: components["schemas"]["HostOut"] | null;
@@ -1420,6 +1598,8 @@ export interface components {
             deployment: string;
             /** Devices */
             devices: components["schemas"]["DeviceOut"][];
+            /** @description absent until the agent reports it */
+            disk?: components["schemas"]["DiskOut"] | null;
             /** Drained */
             drained: boolean;
             host?: components["schemas"]["HostOut"] | null;
@@ -1617,6 +1797,63 @@ export interface components {
             /** Error Type */
             type: string;
         };
+        /** WebhookCreated */
+        WebhookCreated: {
+            /** All Jobs */
+            all_jobs: boolean;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Events */
+            events: string[];
+            /** Id */
+            id: number;
+            /** Owner */
+            owner: string;
+            /**
+             * Secret
+             * @description the HMAC-SHA256 key; shown once
+             */
+            secret: string;
+            /** Url */
+            url: string;
+        };
+        /** WebhookIn */
+        WebhookIn: {
+            /**
+             * All Jobs
+             * @description admins only: every user's jobs
+             * @default false
+             */
+            all_jobs: boolean;
+            /** Events */
+            events?: ("succeeded" | "failed" | "hung" | "straggler" | "nan_stop")[];
+            /**
+             * Url
+             * @description http(s) URL the POSTs go to
+             */
+            url: string;
+        };
+        /** WebhookOut */
+        WebhookOut: {
+            /** All Jobs */
+            all_jobs: boolean;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Events */
+            events: string[];
+            /** Id */
+            id: number;
+            /** Owner */
+            owner: string;
+            /** Url */
+            url: string;
+        };
     };
     responses: never;
     parameters: never;
@@ -1713,7 +1950,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Health"];
+                    "application/json": components["schemas"]["HealthOut"];
                 };
             };
         };
@@ -2697,6 +2934,121 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "webhooks-list_webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookOut"][];
+                };
+            };
+        };
+    };
+    "webhooks-create_webhook": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookCreated"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "webhooks-delete_webhook": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a row id */
+                webhook_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "webhooks-list_deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a row id */
+                webhook_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeliveryOut"][];
+                };
             };
             /** @description Validation Error */
             422: {

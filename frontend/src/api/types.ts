@@ -18,18 +18,9 @@ export type Precision = Schemas["Precision"];
 export type Priority = Schemas["Priority"];
 export type Comparison = Schemas["Comparison"];
 
-export const JOB_STATES = [
-  "queued",
-  "scheduled",
-  "running",
-  "succeeded",
-  "failed",
-  "cancelled",
-  "paused",
-  "cancelling",
-  "pausing",
-  "restarting",
-] as const;
+/** A job's state and what it accepts now: enums of the OpenAPI schema, never kept by hand. */
+export type JobState = Schemas["JobState"];
+export type JobAction = Schemas["JobAction"];
 
 /**
  * Websocket-only items. They are not in the OpenAPI schema (no REST route returns them), so

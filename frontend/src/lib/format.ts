@@ -80,3 +80,10 @@ export function formatDuration(seconds: number): string {
   const h = Math.floor(seconds / 3600);
   return h > 0 ? `${h}h ${m}m` : m > 0 ? `${m}m ${s}s` : `${s}s`;
 }
+
+/** "restarting in 8 s" for a job waiting out its restart back-off; "" for any other. */
+export function restartIn(state: string, restartAt: string | null | undefined, nowMs: number): string {
+  if (state !== "restarting" || !restartAt) return "";
+  const seconds = Math.max(0, Math.ceil((Date.parse(restartAt) - nowMs) / 1000));
+  return seconds > 0 ? `restarting in ${seconds} s` : "restarting now";
+}

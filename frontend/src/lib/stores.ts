@@ -1,5 +1,5 @@
 /** Reducers for the `jobs` and `cluster` topics and a job's log tail. */
-import type { HostUpdate, Job, LogLine, Node } from "../api/types";
+import type { HostUpdate, Job, JobState, LogLine, Node } from "../api/types";
 
 /** A job view's `updated_at` (changes on every update, progress included) as a number. */
 const updatedAt = (job: Job): number => Date.parse(job.updated_at);
@@ -24,26 +24,15 @@ export function sortedJobs(jobs: Map<number, Job>): Job[] {
   return [...jobs.values()].sort((a, b) => b.id - a.id);
 }
 
-export const ACTIVE_STATES: ReadonlySet<string> = new Set([
+/** States in which a job holds devices (board grouping and the cluster view). */
+export const ACTIVE_STATES: ReadonlySet<JobState> = new Set<JobState>([
   "scheduled",
   "running",
   "cancelling",
   "pausing",
   "restarting",
 ]);
-export const CANCELLABLE_STATES: ReadonlySet<string> = new Set([
-  "queued",
-  "scheduled",
-  "running",
-  "paused",
-  "pausing",
-  "restarting",
-]);
-
-export const PAUSABLE_STATES: ReadonlySet<string> = new Set(["scheduled", "running", "restarting"]);
-/** Paused jobs resume; cancelled and failed ones too when they left a checkpoint (the API says). */
-export const RESUMABLE_STATES: ReadonlySet<string> = new Set(["paused", "cancelled", "failed"]);
-export const FINISHED_STATES: ReadonlySet<string> = new Set(["succeeded", "failed", "cancelled"]);
+export const FINISHED_STATES: ReadonlySet<JobState> = new Set<JobState>(["succeeded", "failed", "cancelled"]);
 
 /** Device indexes per node that active jobs hold: "node" → {index → job id}. */
 export function busyDevices(jobs: Iterable<Job>): Map<string, Map<number, number>> {

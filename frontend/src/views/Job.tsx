@@ -6,7 +6,7 @@ import { JobDevices, Progress, StateBadge } from "../components/bits";
 import { useCluster } from "../data";
 import { DeviceCharts } from "../components/DeviceCharts";
 import { MetricCharts } from "../components/MetricCharts";
-import { formatPercent, formatTime } from "../lib/format";
+import { restartIn, formatPercent, formatTime } from "../lib/format";
 import { readImplications } from "../lib/implications";
 import { MetricStore } from "../lib/series";
 import { LogTail, upsertJob } from "../lib/stores";
@@ -159,6 +159,12 @@ function JobFacts({ job, store, changed }: { job: Job; store: MetricStore; chang
       <dd>{formatTime(job.started_at)}</dd>
       <dt>Finished</dt>
       <dd>{formatTime(job.finished_at)}</dd>
+      {job.state === "restarting" && (
+        <>
+          <dt>Restart</dt>
+          <dd data-testid="job-restart">{restartIn(job.state, job.restart_at, Date.now())}</dd>
+        </>
+      )}
       {job.reason && (
         <>
           <dt>Reason</dt>

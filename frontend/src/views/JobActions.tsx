@@ -3,7 +3,6 @@ import type { ComponentChildren } from "preact";
 import { useState } from "preact/hooks";
 import { client, ok } from "../api/http";
 import type { Job } from "../api/types";
-import { CANCELLABLE_STATES, PAUSABLE_STATES, RESUMABLE_STATES } from "../lib/stores";
 import { Link } from "../router";
 
 type Asking = "cancel" | "pause" | "resume" | null;
@@ -43,12 +42,12 @@ export function JobActions({ job, onChanged }: { job: Job; onChanged: (job: Job)
   if (asking === null) {
     return (
       <span class="actions">
-        {PAUSABLE_STATES.has(job.state) && (
+        {job.actions.includes("pause") && (
           <button type="button" class="secondary" data-testid="pause-button" onClick={() => ask("pause")}>
             Pause
           </button>
         )}
-        {RESUMABLE_STATES.has(job.state) && (
+        {job.actions.includes("resume") && (
           <button type="button" data-testid="resume-button" onClick={() => ask("resume")}>
             Resume…
           </button>
@@ -56,7 +55,7 @@ export function JobActions({ job, onChanged }: { job: Job; onChanged: (job: Job)
         <Link href={`/submit?clone=${job.id}`} class="button secondary" data-testid="clone-button">
           Clone…
         </Link>
-        {CANCELLABLE_STATES.has(job.state) && (
+        {job.actions.includes("cancel") && (
           <button type="button" class="danger" data-testid="cancel-button" onClick={() => ask("cancel")}>
             Cancel job
           </button>
