@@ -150,3 +150,23 @@ def test_progress_reaches_the_hang_watch_and_a_rank_cannot_forge_a_hang(
     events.close()
     assert watch.stacks_from([1]) == [1] and relay.refused == 2
     assert read_items(redis_url, EVENTS_STREAM) == []
+
+
+def test_the_rank_side_queues_reports_and_a_flush_delivers_them_in_order(
+    redis_url: str, tmp_path: Path
+) -> None:
+    read_fd, write_fd = os.pipe()
+    metrics = StreamPublisher(redis_url, METRICS_STREAM, "test-metrics")
+    events = StreamPublisher(redis_url, EVENTS_STREAM, "test-events")
+    relay = TelemetryRelay(
+        read_fd, attempt_id=3, rank=0, metrics=metrics, events=events, checkpoint_dir=tmp_path
+    )
+    channel = TelemetryChannel(write_fd, flush_interval=60.0)  # nothing leaves on its own
+    for step in range(1, 1001):  # more than a batch: the writer wakes early, order is kept
+        channel.send(points_message([(step, {"loss": 1.0 / step})]))
+    channel.flush()
+    channel.close()
+    relay.join(timeout=10)
+    metrics.close()
+    events.close()
+    assert [p["step"] for p in read_items(redis_url, METRICS_STREAM)] == list(range(1, 1001))

@@ -162,4 +162,6 @@ def resume_step() -> int | None:
 
 
 def flush() -> None:
-    """Nothing left to deliver: each report is written to the supervisor before it returns."""
+    """Write everything reported so far to the supervisor (called at exit anyway)."""
+    if _session is not None and _session.channel is not None:
+        _session.channel.flush()
