@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.health.receiver import Receiver
 from tests.health.scripts import hanging_script
 from tests.stack import RunningStack, trainboard_up, wait_for
 
@@ -44,6 +45,11 @@ def test_a_rank_stuck_in_a_collective_is_flagged_hung_with_readable_stacks_and_a
     scripted_stack: RunningStack,
 ) -> None:
     stack = scripted_stack
+    receiver = Receiver()
+    receiver.start()
+    with stack.client() as client:
+        hook = client.post("/api/webhooks", json={"url": receiver.url, "events": ["hung"]})
+        assert hook.status_code == 201, hook.text
     spec = {
         "name": "hangs",
         "entrypoint": {"script": "hang.py"},
@@ -80,6 +86,10 @@ def test_a_rank_stuck_in_a_collective_is_flagged_hung_with_readable_stacks_and_a
 
     dump = wait_for(stacks, timeout=30, what="the ranks' stacks in the job's logs")
     assert "hang.py" in dump and "barrier" in dump  # rank 0 waits in the collective
+    wait_for(lambda: receiver.received, timeout=30, what="the hung webhook")
+    [post] = receiver.received
+    assert post["headers"]["X-Trainboard-Event"] == "hung" and b"rank 1 at step 30" in post["body"]
+    receiver.server.shutdown()
     with stack.client() as client:
         assert client.get(f"/api/jobs/{job_id}").json()["state"] == "running"  # notify only
         client.post(f"/api/jobs/{job_id}/cancel")
