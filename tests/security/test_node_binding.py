@@ -61,7 +61,7 @@ def attempt_on_n1(
     client = api.app.state.redis  # type: ignore[attr-defined]
     celery = make_celery(settings.redis_url)
     Scheduler(db=database, client=client, celery=celery, interval=0.1, heartbeat_timeout=60).tick()
-    attempt = int(queued_orders(client, "node.n1")[0]["attempt_id"])
+    attempt = int(queued_orders(client, "n1")[0]["attempt_id"])
     claim = api.post(f"/api/attempts/{attempt}/claim", json={"node": "n1"}, headers=node)
     assert claim.status_code == 200, claim.text
     return attempt
