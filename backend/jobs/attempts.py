@@ -32,12 +32,14 @@ class AttemptNotFound(LookupError):
     pass
 
 
-def slices_of(session: Session, attempt_id: int) -> Sequence[AttemptSlice]:
-    return session.scalars(
+def slices_of(session: Session, attempt_id: int, *, fresh: bool = False) -> Sequence[AttemptSlice]:
+    """An attempt's slices by node rank (`fresh`: re-read, not the session's copies)."""
+    query = (
         select(AttemptSlice)
         .where(AttemptSlice.attempt_id == attempt_id)
         .order_by(AttemptSlice.node_rank)
-    ).all()
+    )
+    return session.scalars(query.execution_options(populate_existing=fresh)).all()
 
 
 def attempt_on(session: Session, *, attempt_id: int, node: str) -> Attempt:
@@ -113,8 +115,18 @@ def finish(
     fenced node's late report changes nothing (its checkpoint is never resumed from).
     """
     attempt = attempt_on(session, attempt_id=attempt_id, node=node)
-    job = session.get_one(Job, attempt.job_id)
-    slices = slices_of(session, attempt_id)
+    # one report at a time per attempt (a row lock on PostgreSQL, the write lock on SQLite),
+    # and every read after it fresh: two nodes finishing at the same instant each read the
+    # other's slice as still running, and the attempt never ended
+    session.execute(
+        update(Attempt)
+        .where(Attempt.id == attempt_id)
+        .values(state=Attempt.state)
+        .execution_options(synchronize_session=False)
+    )
+    session.refresh(attempt)
+    job = session.get_one(Job, attempt.job_id, populate_existing=True)
+    slices = slices_of(session, attempt_id, fresh=True)
     reported = [
         s
         for s in slices
