@@ -107,11 +107,13 @@ class Heartbeat:
             except ApiError as again:
                 log.warning("registration failed: %s", again)
             return
-        self._last_answer = time.monotonic()
-        self.lease = reply.lease_seconds
         if reply.stop:  # before anything else: these attempts are no longer ours
             log.warning("attempts %s are not this node's any more: killing them", reply.stop)
             self._fence.kill(reply.stop, "the control plane ended this attempt on this node")
+        # only then is the lease renewed: a supervisor that was cut off (or frozen) must not
+        # see a valid lease, and prune checkpoints, before it knows its attempt was ended
+        self._last_answer = time.monotonic()
+        self.lease = reply.lease_seconds
         if reply.reregister:
             log.warning("node %s is not registered as this worker: registering again", self._node)
             try:
