@@ -6,6 +6,7 @@ from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
 from backend.nodes.deployment import Deployment
 from backend.nodes.models import Device, Node
 from backend.telemetry.models import DeviceRollup, DeviceSample, LogLine, MetricPoint
+from backend.usage.models import UserLimits
 from backend.webhooks.models import Webhook, WebhookCursor, WebhookDelivery
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "MetricPoint",
     "Node",
     "User",
+    "UserLimits",
     "Webhook",
     "WebhookCursor",
     "WebhookDelivery",

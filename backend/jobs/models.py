@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy import Float, ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from backend.db import Base, utcnow
@@ -42,6 +42,10 @@ class Job(Base):
     )
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
+    preempted_at: Mapped[datetime | None] = mapped_column(
+        comment="when a higher-priority job last took its devices"
+    )
+    preempted_by: Mapped[int | None] = mapped_column(comment="the job that preempted it last")
 
 
 class Attempt(Base):
@@ -61,6 +65,14 @@ class Attempt(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     claimed_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
+    owner_id: Mapped[int | None] = mapped_column(index=True, comment="the job's owner, for usage")
+    device_count: Mapped[int | None] = mapped_column(comment="devices over all its slices")
+    allocated_device_seconds: Mapped[float | None] = mapped_column(
+        Float, comment="devices x seconds from claim to end; set when the attempt has ended"
+    )
+    busy_device_seconds: Mapped[float | None] = mapped_column(
+        Float, comment="allocated, weighted by each device's sampled utilization"
+    )
 
 
 class AttemptSlice(Base):

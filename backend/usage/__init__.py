@@ -1,0 +1,1 @@
+"""Who used which devices: attempt accounting, decayed usage, shares and quotas."""
