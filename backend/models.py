@@ -5,6 +5,7 @@ from backend.db import Base
 from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
 from backend.nodes.deployment import Deployment
 from backend.nodes.models import Device, Node
+from backend.sweeps.models import Sweep
 from backend.telemetry.models import DeviceRollup, DeviceSample, LogLine, MetricPoint
 from backend.usage.models import UserLimits
 from backend.webhooks.models import Webhook, WebhookCursor, WebhookDelivery
@@ -23,6 +24,7 @@ __all__ = [
     "LogLine",
     "MetricPoint",
     "Node",
+    "Sweep",
     "User",
     "UserLimits",
     "Webhook",

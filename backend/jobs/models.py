@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Float, ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy import Float, ForeignKey, Index, String, Text, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from backend.db import Base, utcnow
@@ -46,6 +46,27 @@ class Job(Base):
         comment="when a higher-priority job last took its devices"
     )
     preempted_by: Mapped[int | None] = mapped_column(comment="the job that preempted it last")
+    notes: Mapped[str | None] = mapped_column(Text)
+    archived: Mapped[bool] = mapped_column(
+        default=False,
+        server_default=false(),
+        index=True,
+        comment="hidden from the board unless asked for",
+    )
+    sweep_id: Mapped[int | None] = mapped_column(
+        ForeignKey("sweeps.id", ondelete="SET NULL"), index=True
+    )
+    sweep_trial: Mapped[int | None]
+    early_stop: Mapped[str | None] = mapped_column(Text, comment="why a sweep's rule stopped it")
+    provenance: Mapped[dict[str, Any] | None] = mapped_column(
+        comment="recorded by the control plane: script tree hash, git commit, diff"
+    )
+    reported_env: Mapped[dict[str, Any] | None] = mapped_column(
+        comment="python, torch, packages as reported by the job (untrusted)"
+    )
+    start_checkpoint: Mapped[str | None] = mapped_column(
+        Text, comment="a clone from step N starts from this checkpoint"
+    )
 
 
 class Attempt(Base):

@@ -1,0 +1,1 @@
+"""Sweeps: a search over settings run as trial jobs, with early stopping."""
