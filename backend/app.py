@@ -26,6 +26,7 @@ from backend.db_health import install as install_db_health
 from backend.deployment_keys import attach
 from backend.errors import install as install_errors
 from backend.health.stragglers import run_stragglers
+from backend.jobs import edit_router as job_edit_router
 from backend.jobs import router as jobs_router
 from backend.migrate import upgrade
 from backend.nodes import router as nodes_router
@@ -97,6 +98,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         meta_router,
         auth_router,
         jobs_router,
+        job_edit_router,
         nodes_router,
         series_router,
         webhooks_router,

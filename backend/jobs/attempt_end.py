@@ -15,9 +15,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.db import utcnow
+from backend.health.oom import remediate
 from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.jobs.run_states import LIVE_SLICE, AttemptState, SliceState
-from backend.jobs.states import JobState, transition
+from backend.jobs.states import JobState, cancelled_state, transition
 from backend.signals import request_stop
 
 #: automatic restarts wait 5 s, 10 s, 20 s ... (capped), so a crash loop does not burn them
@@ -74,7 +75,7 @@ def end_attempt(
     if job.attempt != attempt.number:
         return
     if job.stop_request == "cancel" or (job.state == JobState.cancelling):
-        session.add(transition(job, JobState.cancelled, message=reason, attempt_id=attempt.id))
+        session.add(transition(job, cancelled_state(job), message=reason, attempt_id=attempt.id))
     elif job.stop_request == "pause" or (job.state == JobState.pausing):
         session.add(transition(job, JobState.paused, message=reason, attempt_id=attempt.id))
     elif state is AttemptState.withdrawn:

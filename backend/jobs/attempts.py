@@ -170,6 +170,8 @@ def _advance_job(session: Session, job: Job, attempt: Attempt, outcome: AttemptO
 
     if outcome.outcome == "succeeded":
         move(JobState.succeeded, f"attempt {attempt.number} finished all steps")
+    elif job.stop_request == "cancel" and job.early_stop:
+        move(JobState.stopped, f"attempt {attempt.number} stopped early", reason=job.early_stop)
     elif job.stop_request == "cancel":
         move(JobState.cancelled, f"attempt {attempt.number} stopped", reason="cancelled by user")
     elif job.stop_request == "pause":

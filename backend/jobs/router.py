@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Query, Request, status
 from fastapi.exceptions import RequestValidationError
@@ -34,7 +34,7 @@ router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 JobState = Annotated[
     str | None,
     Query(
-        pattern="^(queued|scheduled|running|succeeded|failed|cancelled|paused|cancelling|pausing|restarting)$"
+        pattern="^(queued|scheduled|running|succeeded|failed|cancelled|paused|cancelling|pausing|restarting|stopped)$"
     ),
 ]
 
@@ -64,9 +64,14 @@ def list_jobs(
     session: SessionDep,
     state: JobState = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+    archived: Annotated[
+        Literal["hide", "only", "all"], Query(description="archived jobs: hidden by default")
+    ] = "hide",
 ) -> JobList:
     """Jobs the caller may see, newest first."""
-    jobs = service.visible_jobs(session, principal=principal, state=state, limit=limit)
+    jobs = service.visible_jobs(
+        session, principal=principal, state=state, limit=limit, archived=archived
+    )
     return JobList(jobs=describe_jobs(session, jobs))
 
 

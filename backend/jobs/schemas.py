@@ -51,6 +51,11 @@ class JobOut(BaseModel):
     step: int
     total_steps: int | None
     parent_id: int | None
+    notes: str = Field("", description="markdown, as the owner wrote it")
+    archived: bool = Field(False, description="hidden from the board unless asked for")
+    sweep_id: int | None = Field(None, description="the sweep this job is a trial of")
+    sweep_trial: int | None = Field(None, description="its trial number in that sweep")
+    early_stop: str | None = Field(None, description="why the sweep's rule stopped it")
     created_at: datetime
     updated_at: datetime = Field(description="changes on every update: a newer view wins")
     started_at: datetime | None

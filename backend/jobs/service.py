@@ -19,6 +19,7 @@ from backend.jobs.states import (
     IllegalTransition,
     JobAction,
     JobState,
+    cancelled_state,
     stop_target,
     transition,
 )
@@ -88,10 +89,18 @@ def submit(
 
 
 def visible_jobs(
-    session: Session, *, principal: Principal, state: str | None = None, limit: int = 200
+    session: Session,
+    *,
+    principal: Principal,
+    state: str | None = None,
+    limit: int = 200,
+    archived: str = "hide",
 ) -> Sequence[Job]:
-    """Jobs the caller may see, newest first (admins see every job)."""
+    """Jobs the caller may see, newest first (admins see every job); archived ones only
+    when asked ("all" or "only")."""
     query = select(Job).order_by(Job.id.desc()).limit(limit)
+    if archived != "all":
+        query = query.where(Job.archived.is_(archived == "only"))
     if not principal.is_admin:
         query = query.where(Job.owner_id == principal.user_id)
     if state is not None:
@@ -131,7 +140,7 @@ def stop(
     session: Session, client: redis.Redis, *, principal: Principal, job: Job, action: str
 ) -> Job:
     """Cancel or pause a job: at once if nothing runs yet, else ask its ranks to stop."""
-    final = JobState.cancelled if action == "cancel" else JobState.paused
+    final = cancelled_state(job) if action == "cancel" else JobState.paused
     attempt = current_attempt(session, job)
     by = f"{action} requested by {principal.username}"
     state = JobState(job.state)
@@ -185,9 +194,9 @@ def resume(
 ) -> Job:
     """Queue a paused, cancelled or failed job again; it continues from its newest checkpoint."""
     state = JobState(job.state)
-    if state not in (JobState.paused, JobState.cancelled, JobState.failed):
+    if state not in (JobState.paused, JobState.cancelled, JobState.failed, JobState.stopped):
         raise IllegalTransition(
-            f"job {job.id} is {job.state}; only paused, cancelled or failed jobs resume"
+            f"job {job.id} is {job.state}; only paused, cancelled, stopped or failed jobs resume"
         )
     if state is not JobState.paused and newest_checkpoint(session, job.id) is None:
         raise NothingToResume(f"job {job.id} has no checkpoint to resume from; clone it instead")
@@ -196,6 +205,7 @@ def resume(
         job.spec = spec.model_dump(mode="json")
         job.devices_requested = devices
     how = f" on {job.devices_requested} devices" if devices is not None else ""
+    job.early_stop = None  # resumed by a person: a later cancel is theirs
     session.add(transition(job, JobState.queued, message=f"resumed by {principal.username}{how}"))
     session.commit()
     announce_jobs(client, [job.id])

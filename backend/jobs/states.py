@@ -20,10 +20,12 @@ class JobState(StrEnum):
     cancelling = "cancelling"
     pausing = "pausing"
     restarting = "restarting"
+    #: ended by a sweep's early-stopping rule (a poor trial), not by a failure or a user
+    stopped = "stopped"
 
 
 S = JobState
-FINAL = frozenset({S.succeeded, S.failed, S.cancelled})
+FINAL = frozenset({S.succeeded, S.failed, S.cancelled, S.stopped})
 STOPPED = FINAL | {S.paused}
 
 TRANSITIONS: dict[JobState, frozenset[JobState]] = {
@@ -41,13 +43,14 @@ TRANSITIONS: dict[JobState, frozenset[JobState]] = {
         }
     ),
     S.running: frozenset({S.succeeded, S.failed, S.cancelling, S.pausing, S.restarting}),
-    S.cancelling: frozenset({S.cancelled, S.succeeded, S.failed}),
+    S.cancelling: frozenset({S.cancelled, S.stopped, S.succeeded, S.failed}),
     S.pausing: frozenset({S.paused, S.cancelling, S.succeeded, S.failed}),
     # waiting out its restart back-off (`jobs.restart_at`), then queued again
     S.restarting: frozenset({S.queued, S.cancelled, S.paused, S.failed}),
     S.paused: frozenset({S.queued, S.cancelled}),
     S.failed: frozenset({S.queued}),
     S.cancelled: frozenset({S.queued}),
+    S.stopped: frozenset({S.queued}),
     S.succeeded: frozenset(),
 }
 
@@ -64,6 +67,11 @@ class JobAction(StrEnum):
 #: where a cancel or pause takes effect at once (no rank runs); elsewhere ranks are asked first
 STOPS_AT_ONCE = frozenset({S.queued, S.paused, S.restarting})
 STOPS_BY_ASKING = frozenset({S.scheduled, S.running, S.pausing})
+
+
+def cancelled_state(job: Job) -> JobState:
+    """Where a cancel ends: `stopped` when a sweep's early-stopping rule asked for it."""
+    return S.stopped if job.early_stop else S.cancelled
 
 
 def stop_target(state: JobState, action: JobAction) -> JobState | None:

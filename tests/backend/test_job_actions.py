@@ -21,6 +21,7 @@ A, S = JobAction, JobState
         (S.paused, {A.cancel, A.resume, A.clone}),
         (S.failed, {A.resume, A.clone}),
         (S.cancelled, {A.resume, A.clone}),
+        (S.stopped, {A.resume, A.clone}),  # by a sweep's early-stopping rule
         (S.succeeded, {A.clone}),
     ],
 )

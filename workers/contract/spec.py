@@ -33,6 +33,18 @@ from workers.contract.user_env import MAX_ENV_VARS, check_env, non_finite_path
 TAG_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}$")
 
 
+def check_tags(value: list[str]) -> list[str]:
+    """Tags are unique, 1-64 characters of letters, digits and _.:/- (at submit and after)."""
+    for tag in value:
+        if not TAG_PATTERN.match(tag):
+            raise ValueError(
+                f"tag {tag[:70]!r} must be 1-64 characters of letters, digits and _.:/-"
+            )
+    if len(set(value)) != len(value):
+        raise ValueError("tags must be unique")
+    return value
+
+
 class Health(Strict):
     """How the run's health is watched: hangs (by the supervisor) and stragglers (by the API)."""
 
@@ -84,14 +96,7 @@ class JobSpec(Strict):
     @field_validator("tags")
     @classmethod
     def _tags_are_plain(cls, value: list[str]) -> list[str]:
-        for tag in value:
-            if not TAG_PATTERN.match(tag):
-                raise ValueError(
-                    f"tag {tag[:70]!r} must be 1-64 characters of letters, digits and _.:/-"
-                )
-        if len(set(value)) != len(value):
-            raise ValueError("tags must be unique")
-        return value
+        return check_tags(value)
 
     @field_validator("hyperparameters")
     @classmethod
