@@ -15,7 +15,6 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.db import utcnow
-from backend.health.oom import remediate
 from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.jobs.run_states import LIVE_SLICE, AttemptState, SliceState
 from backend.jobs.states import JobState, cancelled_state, transition
