@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 from fastapi.testclient import TestClient
 
 from backend.app import create_app
 from backend.config import Settings
+from backend.db import Database
 from tests.backend.conftest import bearer
+from tests.telemetry.helpers import add_attempt, insert_points, point
 
 SPEC = {"name": "kept", "template": "mlp", "parallelism": {"devices": 1}}
 
@@ -52,3 +57,59 @@ def test_a_backup_taken_while_running_restores_into_a_fresh_data_dir(
     with TestClient(create_app(restored)) as client:
         jobs = client.get("/api/jobs", headers=alice).json()["jobs"]
     assert [(j["id"], j["name"]) for j in jobs] == [(job_id, "kept")]
+
+
+def write_points_until(stop: threading.Event, database: Path, attempt_id: int) -> None:
+    """Commit one metric point at a time, as the ingest does, until stopped."""
+    conn = sqlite3.connect(database, timeout=30)
+    step = 0
+    while not stop.is_set():
+        step += 1
+        with conn:
+            conn.execute(
+                "INSERT INTO metric_points (attempt_id, rank, step, name, value, time)"
+                " VALUES (?, 0, ?, 'loss', ?, ?)",
+                (attempt_id, step, 1.0 / step, 1_700_000_000.0 + step),
+            )
+    conn.close()
+
+
+def test_a_populated_data_dir_copied_under_writes_restores_users_jobs_and_metrics(
+    api: TestClient, settings: Settings, database: Database, tokens: dict[str, str], tmp_path: Path
+) -> None:
+    admin, alice = bearer(tokens["admin"]), bearer(tokens["alice"])
+    assert api.post("/api/users", json={"username": "carol", "password": "x" * 12}, headers=admin)
+    api.post("/api/jobs", json=SPEC, headers=alice)
+    job_id, attempt_id = add_attempt(database)
+    insert_points(database, [point(attempt_id, s, rank=r) for s in range(1, 301) for r in (0, 1)])
+    _, busy_attempt = add_attempt(database, owner="carol")
+    source = Path(settings.db_url.removeprefix("sqlite:///"))
+    stop = threading.Event()
+    writer = threading.Thread(target=write_points_until, args=(stop, source, busy_attempt))
+    writer.start()
+    try:
+        time.sleep(0.5)  # the writer is committing while the backup copies
+        made = trainboard(
+            "backup", str(tmp_path / "copy.db"), env={"TRAINBOARD_DATABASE_URL": settings.db_url}
+        )
+    finally:
+        stop.set()
+        writer.join()
+    assert made.returncode == 0, made.stderr
+    seen = {
+        path: api.get(path, headers=admin).json()
+        for path in ("/api/users", "/api/jobs", f"/api/jobs/{job_id}/metrics/loss")
+    }
+
+    fresh = tmp_path / "fresh-data-dir"
+    fresh.mkdir()
+    (tmp_path / "copy.db").rename(fresh / "trainboard.db")
+    restored = settings.model_copy(update={"data_dir": fresh, "database_url": None})
+    with TestClient(create_app(restored)) as client:
+        for path, before in seen.items():
+            assert client.get(path, headers=admin).json() == before, path
+        assert client.get("/api/me", headers=alice).json()["username"] == "alice"
+        steps = client.get(f"/api/jobs/{job_id + 1}/metrics/loss", headers=admin).json()["step"]
+    assert [u["username"] for u in seen["/api/users"]] == ["admin", "alice", "carol"]
+    assert len(seen[f"/api/jobs/{job_id}/metrics/loss"]["step"]) == 300
+    assert steps and steps == list(range(1, len(steps) + 1))  # a consistent cut of the writes
