@@ -8,6 +8,7 @@ import json
 import logging
 import threading
 from datetime import timedelta
+from typing import Any
 
 import httpx
 from sqlalchemy import select
@@ -43,9 +44,24 @@ def retry_delay(tries: int) -> float:
     return float(min(MAX_RETRY_SECONDS, FIRST_RETRY_SECONDS * 2 ** max(0, tries - 1)))
 
 
+def slack_text(payload: dict[str, Any]) -> str:
+    """One line a person reads in a Slack channel: which job, what happened."""
+    job = payload.get("job") or {}
+    step = payload.get("step")
+    where = f" at step {step}" if step is not None else ""
+    title = f"Trainboard job #{job.get('id')} {job.get('name', '')}".rstrip()
+    return f"{title}: {payload.get('event')}{where}: {payload.get('message', '')}"[:3000]
+
+
+def body_of(delivery: WebhookDelivery, hook: Webhook) -> bytes:
+    """The bytes POSTed: the JSON payload, or Slack's {"text": ...} for a slack webhook."""
+    content = {"text": slack_text(delivery.payload)} if hook.format == "slack" else delivery.payload
+    return json.dumps(content, separators=(",", ":"), sort_keys=True).encode()
+
+
 def send(delivery: WebhookDelivery, hook: Webhook, client: httpx.Client) -> None:
     """POST one delivery once and record what came back (or why nothing did)."""
-    body = json.dumps(delivery.payload, separators=(",", ":"), sort_keys=True).encode()
+    body = body_of(delivery, hook)
     headers = {
         "Content-Type": "application/json",
         "User-Agent": "Trainboard-Webhook",

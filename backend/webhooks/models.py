@@ -23,6 +23,9 @@ class Webhook(Base):
     url: Mapped[str] = mapped_column(String(2048))
     secret: Mapped[str] = mapped_column(String(128), comment="HMAC-SHA256 key of the signature")
     events: Mapped[list[Any]] = mapped_column(comment="event names it receives")
+    format: Mapped[str] = mapped_column(
+        String(8), default="json", server_default="json", comment="json or slack"
+    )
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
     owner: Mapped[User] = relationship(lazy="joined")

@@ -18,6 +18,7 @@ def _out(hook: Webhook) -> WebhookOut:
         url=hook.url,
         events=list(hook.events),
         all_jobs=hook.all_jobs,
+        format=hook.format,
         owner=hook.owner.username,
         created_at=hook.created_at,
     )

@@ -8,8 +8,14 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-EventName = Literal["succeeded", "failed", "hung", "straggler", "nan_stop"]
-EVENT_NAMES: tuple[EventName, ...] = ("succeeded", "failed", "hung", "straggler", "nan_stop")
+EventName = Literal[
+    "succeeded", "failed", "preempted", "hung", "straggler", "nan_stop", "oom_remediation"
+]
+EVENT_NAMES: tuple[EventName, ...] = (
+    "succeeded", "failed", "preempted", "hung", "straggler", "nan_stop", "oom_remediation"
+)  # fmt: skip
+#: json: the signed Trainboard body; slack: {"text": ...} for a Slack-compatible incoming webhook
+Format = Literal["json", "slack"]
 
 
 class WebhookIn(BaseModel):
@@ -20,6 +26,7 @@ class WebhookIn(BaseModel):
         default_factory=lambda: list(EVENT_NAMES), min_length=1, max_length=len(EVENT_NAMES)
     )
     all_jobs: bool = Field(False, description="admins only: every user's jobs")
+    format: Format = Field("json", description='slack: a {"text": ...} body (still signed)')
 
     @field_validator("url")
     @classmethod
@@ -39,6 +46,7 @@ class WebhookOut(BaseModel):
     url: str
     events: list[str]
     all_jobs: bool
+    format: str
     owner: str
     created_at: datetime
 

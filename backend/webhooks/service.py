@@ -17,6 +17,9 @@ from backend.webhooks.schemas import WebhookIn
 
 #: newest deliveries listed per webhook
 LIST_LIMIT = 200
+#: job event kinds delivered under their own name ("failed" is failed or nan_stop); a
+#: `preempted` job event is written by the scheduler's preemption (issue #14)
+FORWARDED = ("succeeded", "preempted", "hung", "straggler", "oom_remediation")
 
 
 class WebhookNotFound(LookupError):
@@ -42,6 +45,7 @@ def create(
         url=body.url,
         secret=secrets.token_hex(32),
         events=list(body.events),
+        format=body.format,
     )
     session.add(hook)
     session.flush()
@@ -87,7 +91,7 @@ def event_name(event: JobEvent) -> str | None:
     """The webhook event a job event is, if any (a divergence failure is a NaN stop)."""
     if event.kind == "failed":
         return "nan_stop" if event.message.startswith("diverged") else "failed"
-    return event.kind if event.kind in ("succeeded", "hung", "straggler") else None
+    return event.kind if event.kind in FORWARDED else None
 
 
 def payload(event: JobEvent, job: Job, name: str) -> dict[str, Any]:
@@ -116,7 +120,7 @@ def enqueue_new_events(session: Session) -> int:
         select(JobEvent, Job)
         .join(Job, Job.id == JobEvent.job_id)
         .where(JobEvent.id > cursor.last_event_id, JobEvent.id <= newest)
-        .where(JobEvent.kind.in_(("succeeded", "failed", "hung", "straggler")))
+        .where(JobEvent.kind.in_(("failed", *FORWARDED)))
         .order_by(JobEvent.id)
     ).all()
     queued = 0

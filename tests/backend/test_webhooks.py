@@ -50,20 +50,19 @@ def test_each_event_type_is_delivered_signed_and_a_500_is_redelivered(
     secret = hook["secret"]
     job_id = api.post("/api/jobs", json=GOOD_SPEC, headers=alice).json()["id"]
 
-    def cursor_ready() -> bool:
-        with database.session() as session:
-            return session.scalar(select(WebhookCursor)) is not None
-
-    wait_for(cursor_ready, timeout=10, what="the webhook loop to start")
+    wait_for(lambda: _cursor(database), timeout=10, what="the webhook loop to start")
     _event(database, job_id, "hung", "hung: no progress for 5 s (hang_timeout): rank 1 ...")
     _event(database, job_id, "straggler", "rank 1 on node n1 device 1 is a straggler: ...")
     _event(database, job_id, "failed", "diverged: loss is NaN/Inf at step 13")
     _event(database, job_id, "failed", "rank 1 exited with 1")
+    _event(database, job_id, "preempted", "preempted by job 9 (priority high)")
+    _event(database, job_id, "oom_remediation", "out of memory: restarting ... micro-batch 16")
     _event(database, job_id, "succeeded", "succeeded")
     _event(database, job_id, "running", "running")  # not a webhook event
 
-    expected = ["hung", "straggler", "nan_stop", "failed", "succeeded"]
-    wait_for(lambda: len(receiver.received) >= 6, timeout=30, what="six POSTs (one retried)")
+    expected = ["hung", "straggler", "nan_stop", "failed", "preempted", "oom_remediation"]
+    expected.append("succeeded")
+    wait_for(lambda: len(receiver.received) >= 8, timeout=30, what="eight POSTs (one retried)")
     for post in receiver.received:
         signature = hmac.new(secret.encode(), post["body"], hashlib.sha256).hexdigest()
         assert post["headers"]["X-Trainboard-Signature"] == f"sha256={signature}"
@@ -84,6 +83,37 @@ def test_each_event_type_is_delivered_signed_and_a_500_is_redelivered(
     assert [d["event"] for d in reversed(deliveries)] == expected
     assert all(d["response_status"] == 200 and d["response_body"] == "thanks" for d in deliveries)
     assert {d["event"]: d["tries"] for d in deliveries}["hung"] == 2
+
+
+def test_a_slack_webhook_gets_a_signed_text_body(
+    api: TestClient, tokens: dict[str, str], database: Database
+) -> None:
+    receiver = Receiver()
+    receiver.start()
+    alice = bearer(tokens["alice"])
+    body = {"url": receiver.url, "format": "slack", "events": ["oom_remediation"]}
+    hook = api.post("/api/webhooks", json=body, headers=alice).json()
+    assert hook["format"] == "slack"
+    assert (
+        api.post("/api/webhooks", json={**body, "format": "xml"}, headers=alice).status_code == 422
+    )
+    job_id = api.post("/api/jobs", json=GOOD_SPEC, headers=alice).json()["id"]
+    wait_for(lambda: _cursor(database), timeout=10, what="the webhook loop to start")
+    _event(database, job_id, "oom_remediation", "out of memory: restarting with micro-batch 16")
+    wait_for(lambda: receiver.received, timeout=30, what="the slack POST")
+    [post] = receiver.received
+    receiver.server.shutdown()
+    signature = hmac.new(hook["secret"].encode(), post["body"], hashlib.sha256).hexdigest()
+    assert post["headers"]["X-Trainboard-Signature"] == f"sha256={signature}"
+    assert json.loads(post["body"]) == {
+        "text": f"Trainboard job #{job_id} mlp-dp: oom_remediation: "
+        "out of memory: restarting with micro-batch 16"
+    }
+
+
+def _cursor(database: Database) -> bool:
+    with database.session() as session:
+        return session.scalar(select(WebhookCursor)) is not None
 
 
 def test_urls_are_http_only_and_webhooks_are_private(
