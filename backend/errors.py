@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse
 
 from backend.auth.tokens import NodeNameRequired, ScopeRefused, TokenNotFound
 from backend.auth.users import UserExists, UserNotFound
-from backend.jobs.attempts import AttemptNotFound
+from backend.jobs.attempts import AttemptNotFound, PortRefused
 from backend.jobs.service import JobNotFound, NothingToResume, SpecRefused
 from backend.jobs.states import IllegalTransition
 from backend.nodes.service import NodeNotFound
@@ -44,7 +44,7 @@ async def refusal(request: Request, exc: Exception) -> JSONResponse:
 
 async def refused_field(request: Request, exc: Exception) -> JSONResponse:
     """A 422 naming the body field a refusal is about, shaped like a refused body's."""
-    loc = exc.loc if isinstance(exc, SpecRefused) else ("node",)
+    loc = exc.loc if isinstance(exc, SpecRefused | PortRefused) else ("node",)
     error = {"loc": ("body", *loc), "msg": str(exc), "type": "value_error", "input": None}
     return await validation_error(request, RequestValidationError([error]))
 
@@ -53,5 +53,5 @@ def install(app: FastAPI) -> None:
     """Answer every refusal of STATUS_OF, and the field refusals, raised by a route."""
     for kind in STATUS_OF:
         app.add_exception_handler(kind, refusal)
-    for kind in (SpecRefused, NodeNameRequired):
+    for kind in (SpecRefused, NodeNameRequired, PortRefused):
         app.add_exception_handler(kind, refused_field)

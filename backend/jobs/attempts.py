@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from backend.db import utcnow
 from backend.jobs.attempt_end import end_slices, restart_or_fail
 from backend.jobs.models import Attempt, AttemptSlice, Job
+from backend.jobs.preempt import PREEMPT, requeue_preempted
 from backend.jobs.run_states import LIVE_ATTEMPT_VALUES, AttemptState, NodeState, SliceState
 from backend.jobs.states import JobState, transition
 from backend.nodes.models import Node
@@ -30,6 +31,12 @@ log = logging.getLogger(__name__)
 
 class AttemptNotFound(LookupError):
     pass
+
+
+class PortRefused(ValueError):
+    """A rendezvous port from a node that does not host rank 0 (a 422 naming the field)."""
+
+    loc = ("master_port",)
 
 
 def slices_of(session: Session, attempt_id: int, *, fresh: bool = False) -> Sequence[AttemptSlice]:
@@ -50,14 +57,28 @@ def attempt_on(session: Session, *, attempt_id: int, node: str) -> Attempt:
     return attempt
 
 
-def claim(session: Session, *, attempt_id: int, node: str, instance: str | None = None) -> bool:
+def claim(
+    session: Session,
+    *,
+    attempt_id: int,
+    node: str,
+    instance: str | None = None,
+    master_port: int | None = None,
+) -> bool:
     """Compare-and-set this node's slice scheduled → running, as one statement.
 
     The slice wins only while its attempt is live and current and its job still wants it
     to run, and only for the node's current incarnation; any number of nodes claiming
     their own slices at once all win; duplicates, stale tasks and old incarnations lose.
+    The node hosting rank 0 sends the rendezvous port it chose (free there now): a won
+    claim records it for the other nodes (`rendezvous`).
     """
     attempt = attempt_on(session, attempt_id=attempt_id, node=node)
+    hosts_rank0 = any(
+        s.node_name == node and s.node_rank == 0 for s in slices_of(session, attempt_id)
+    )
+    if master_port is not None and not hosts_rank0:
+        raise PortRefused("only the node hosting rank 0 (node rank 0) chooses the rendezvous port")
     current = exists().where(
         Job.id == Attempt.job_id,
         Job.attempt == Attempt.number,
@@ -84,6 +105,13 @@ def claim(session: Session, *, attempt_id: int, node: str, instance: str | None 
     if not won:
         session.rollback()
         return False
+    if master_port is not None:
+        session.execute(
+            update(Attempt)
+            .where(Attempt.id == attempt_id)
+            .values(master_port=master_port)
+            .execution_options(synchronize_session=False)
+        )
     first = session.execute(
         update(Attempt)
         .where(Attempt.id == attempt_id, Attempt.state == AttemptState.scheduled)
@@ -99,6 +127,13 @@ def claim(session: Session, *, attempt_id: int, node: str, instance: str | None 
             session.add(transition(job, JobState.running, message=message, attempt_id=attempt.id))
     session.commit()
     return True
+
+
+def rendezvous(session: Session, *, attempt_id: int, node: str) -> tuple[int | None, bool]:
+    """The attempt's rendezvous port (None until rank 0's node claimed) and whether it is live."""
+    attempt = attempt_on(session, attempt_id=attempt_id, node=node)
+    session.refresh(attempt)
+    return attempt.master_port or None, attempt.state in LIVE_ATTEMPT_VALUES
 
 
 def finish(
@@ -176,6 +211,8 @@ def _advance_job(session: Session, job: Job, attempt: Attempt, outcome: AttemptO
         move(JobState.cancelled, f"attempt {attempt.number} stopped", reason="cancelled by user")
     elif job.stop_request == "pause":
         move(JobState.paused, f"attempt {attempt.number} paused", reason="paused by user")
+    elif job.stop_request == PREEMPT:
+        requeue_preempted(session, job, attempt_id=attempt.id, number=attempt.number)
     else:
         restart_or_fail(
             session,

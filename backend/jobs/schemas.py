@@ -127,10 +127,29 @@ class ClaimIn(BaseModel):
     instance: Instance | None = Field(
         None, description="the claiming worker process: only the node's current incarnation wins"
     )
+    master_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="the node hosting rank 0: the rendezvous port it chose, free there now "
+        "(refused from any other node)",
+    )
 
 
 class ClaimOut(BaseModel):
     claimed: bool
+    master_port: int | None = Field(
+        None,
+        description="the attempt's rendezvous port; None until the node hosting rank 0 has "
+        "claimed (then ask GET /api/attempts/{id}/rendezvous)",
+    )
+
+
+class RendezvousOut(BaseModel):
+    master_port: int | None = Field(
+        description="the port rank 0 listens on; None until its node has claimed"
+    )
+    live: bool = Field(description="False once the attempt has ended: start no ranks for it")
 
 
 class FinishOut(BaseModel):

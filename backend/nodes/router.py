@@ -6,7 +6,7 @@ from fastapi import APIRouter, HTTPException, Request, status
 
 from backend.deps import AdminDep, NodeDep, ObjectId, ReaderDep, SessionDep
 from backend.jobs import attempts
-from backend.jobs.schemas import ClaimIn, ClaimOut, FinishOut
+from backend.jobs.schemas import ClaimIn, ClaimOut, FinishOut, RendezvousOut
 from backend.nodes import control, service, trust
 from backend.nodes.deployment import deployment_id
 from backend.nodes.schemas import NodeList, NodeOut, RegisteredOut
@@ -89,14 +89,31 @@ def claim_attempt(
 ) -> ClaimOut:
     """Exactly one claim of a scheduled attempt wins; any other gets 409 and must not start."""
     node = _acting_node(principal, body.node)
-    won = attempts.claim(session, attempt_id=attempt_id, node=node, instance=body.instance)
+    won = attempts.claim(
+        session,
+        attempt_id=attempt_id,
+        node=node,
+        instance=body.instance,
+        master_port=body.master_port,
+    )
     if not won:
         raise HTTPException(
             status.HTTP_409_CONFLICT, "attempt is not claimable (stale, duplicate or stopped)"
         )
     session.commit()
     announce_jobs(request.app.state.redis, [_job_of(session, attempt_id)])
-    return ClaimOut(claimed=True)
+    port, _ = attempts.rendezvous(session, attempt_id=attempt_id, node=node)
+    return ClaimOut(claimed=True, master_port=port)
+
+
+@router.get("/attempts/{attempt_id}/rendezvous", response_model=RendezvousOut)
+def attempt_rendezvous(
+    attempt_id: ObjectId, principal: NodeDep, session: SessionDep
+) -> RendezvousOut:
+    """Where a gang meets: the port the node hosting rank 0 chose when it claimed."""
+    node = _acting_node(principal, None)
+    port, live = attempts.rendezvous(session, attempt_id=attempt_id, node=node)
+    return RendezvousOut(master_port=port, live=live)
 
 
 @router.post("/attempts/{attempt_id}/finish", response_model=FinishOut)

@@ -14,9 +14,11 @@ from sqlalchemy.orm import Session, selectinload
 from backend.background import keep_running
 from backend.db import Database, as_utc, utcnow
 from backend.deployment_keys import keys_of
+from backend.health.oom import reductions_of
 from backend.jobs.attempt_end import end_attempt, release_restarts
 from backend.jobs.attempts import newest_checkpoints
 from backend.jobs.models import Attempt, AttemptSlice, Job
+from backend.jobs.preempt import PREEMPT, apply_preemptions
 from backend.jobs.run_states import (
     LIVE_ATTEMPT_VALUES,
     LIVE_SLICE_VALUES,
@@ -28,16 +30,23 @@ from backend.jobs.states import JobState, transition
 from backend.nodes.disk import disk_low, explain_disk_low
 from backend.nodes.fencing import end_node_attempts, repair_bookings
 from backend.nodes.models import Node
+from backend.scheduler.inputs import (
+    SharingSettings,
+    fair_shares,
+    number_queue,
+    quotas,
+    running_jobs,
+)
 from backend.scheduler.leader import LeaderLock
-from backend.scheduler.policy import NodeCapacity, Placement, QueuedJob, plan
+from backend.scheduler.policy import NodeCapacity, Placement, QueuedJob, plan, queue_order
 from backend.signals import SCHEDULER_WAKE_KEY, announce_jobs, announce_nodes, request_stop
+from backend.usage.accounting import settle
+from workers.contract.oom import reduced_spec
 from workers.contract.protocol import RUN_ATTEMPT_TASK, AttemptOrder
 from workers.contract.spec import JobSpec
 from workers.node.celery_app import direct_queue
 
 log = logging.getLogger(__name__)
-
-MASTER_PORT_BASE = 29500
 
 
 class Scheduler:
@@ -52,8 +61,11 @@ class Scheduler:
         interval: float,
         heartbeat_timeout: float,
         claim_timeout: float = 60.0,
+        sharing: SharingSettings | None = None,
     ) -> None:
         self.db = db
+        self.sharing = sharing or SharingSettings()
+        self._preempting: list[int] = []  # attempts to ask to stop once this pass commits
         self.client = client
         self.celery = celery
         self.interval = interval
@@ -88,8 +100,12 @@ class Scheduler:
             changed = self._expire_nodes(session) | self._withdraw_unclaimed(session)
             changed |= release_restarts(session) | repair_bookings(session)
             self._reassert_stops(session)
+            settle(session)  # ended attempts' device-seconds (backend.usage)
+            self._preempting = []
             placements, orders, waiting = self._place(session)
             session.commit()
+        for attempt_id in self._preempting:  # after the commit: its finish must see why
+            request_stop(self.client, attempt_id=attempt_id, action=PREEMPT)
         if orders:
             with self.celery.producer_or_acquire() as producer:
                 for order in orders:
@@ -163,6 +179,7 @@ class Scheduler:
         if not queued:
             return [], [], set()
         jobs = {job.id: job for job in queued}
+        fair = fair_shares(session, {j.owner_id for j in queued}, settings=self.sharing)
         queue = [
             QueuedJob(
                 id=job.id,
@@ -170,12 +187,18 @@ class Scheduler:
                 nodes=int(job.spec["parallelism"].get("nodes", 1)),
                 priority=job.priority_rank,
                 order=job.id,
+                owner=job.owner_id,
+                fair_share=fair.get(job.owner_id, 1.0),
             )
             for job in queued
         ]
-        result = plan(queue, capacities(session))
+        running = running_jobs(session, settings=self.sharing)
+        limits = quotas(session, running, now=utcnow())
+        result = plan(queue, capacities(session), running=running, quotas=limits)
         explain_disk_low(session, queue, result.waiting)
-        waiting_changed = set()
+        pairs = [(p.victim, p.by) for p in result.preemptions]
+        self._preempting, preempted = apply_preemptions(session, pairs)
+        waiting_changed = number_queue(jobs, queue_order(queue)) | preempted
         for job_id, reason in result.waiting.items():
             if jobs[job_id].wait_reason != reason:
                 jobs[job_id].wait_reason = reason
@@ -192,6 +215,7 @@ class Scheduler:
         names = {name for p in placements for name, _ in p.slices}
         nodes = {n.name: n for n in session.scalars(select(Node).where(Node.name.in_(names)))}
         resume = newest_checkpoints(session, [p.job_id for p in placements])
+        halved = reductions_of(session, [p.job_id for p in placements])  # out of memory
         attempts = [
             Attempt(
                 job_id=p.job_id,
@@ -199,7 +223,7 @@ class Scheduler:
                 node_name=p.slices[0][0],
                 devices=list(p.slices[0][1]),
                 state=AttemptState.scheduled,
-                master_port=0,
+                master_port=0,  # chosen by the node of rank 0 when it claims
                 resume_from=resume.get(p.job_id),
             )
             for p in placements
@@ -209,7 +233,6 @@ class Scheduler:
         orders = []
         for placement, attempt in zip(placements, attempts, strict=True):
             job = jobs[placement.job_id]
-            attempt.master_port = MASTER_PORT_BASE + attempt.id % 10_000
             job.attempt, job.wait_reason = attempt.number, None
             where = "; ".join(f"{name} devices {list(devs)}" for name, devs in placement.slices)
             session.add(
@@ -220,7 +243,7 @@ class Scheduler:
                     attempt_id=attempt.id,
                 )
             )
-            spec = JobSpec.model_validate(job.spec)
+            spec = JobSpec.model_validate(reduced_spec(job.spec, halved.get(job.id, 0)))
             for rank, (name, devices) in enumerate(placement.slices):
                 session.add(
                     AttemptSlice(
@@ -237,7 +260,6 @@ class Scheduler:
                         node_rank=rank,
                         nnodes=len(placement.slices),
                         master_addr=nodes[placement.slices[0][0]].address,
-                        master_port=attempt.master_port,
                         spec=spec,
                         resume_from=attempt.resume_from,
                         deployment=self.keys.deployment,

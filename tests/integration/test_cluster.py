@@ -81,7 +81,6 @@ def test_a_task_delivered_twice_trains_once(cluster: Cluster) -> None:
         number=attempt["number"],
         node=attempt["node"],
         devices=attempt["devices"],
-        master_port=29500 + attempt["id"] % 10_000,
         spec=JobSpec.model_validate(job["spec"]),
         deployment=cluster.sql("SELECT id FROM deployment")[0][0],
     )

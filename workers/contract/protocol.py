@@ -48,7 +48,9 @@ class AttemptOrder(BaseModel):
     node_rank: int = 0
     nnodes: int = 1
     master_addr: str = "127.0.0.1"
-    master_port: int
+    master_port: int = Field(
+        0, description="0: chosen by the node hosting rank 0 when it claims (see its claim)"
+    )
     spec: JobSpec
     resume_from: str | None = Field(None, description="checkpoint directory to resume from")
     deployment: str = Field(

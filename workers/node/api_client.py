@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -20,6 +21,14 @@ log = logging.getLogger(__name__)
 
 class ApiError(RuntimeError):
     """The backend answered with an unexpected status."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim's answer: won or not, and the attempt's rendezvous port once chosen."""
+
+    won: bool
+    master_port: int | None = None
 
 
 class NodeApiClient:
@@ -48,13 +57,20 @@ class NodeApiClient:
         answer = self._post(f"/api/nodes/{node}/heartbeat", body, retry_for=retry_for)
         return HeartbeatReply.model_validate(answer.json())
 
-    def claim(self, attempt_id: int, node: str) -> bool:
-        """Claim an attempt; False when the backend refuses it (409)."""
-        body = {"node": node, "instance": self.instance}
+    def claim(self, attempt_id: int, node: str, *, master_port: int | None = None) -> Claim:
+        """Claim an attempt (the node hosting rank 0 names its port); lost on a 409."""
+        body = {"node": node, "instance": self.instance, "master_port": master_port}
         response = self._post(
             f"/api/attempts/{attempt_id}/claim", body, retry_for=30.0, accept=(409,)
         )
-        return response.status_code != 409 and bool(response.json().get("claimed", False))
+        answer = response.json() if response.status_code != 409 else {}
+        return Claim(bool(answer.get("claimed", False)), answer.get("master_port"))
+
+    def rendezvous(self, attempt_id: int) -> tuple[int | None, bool]:
+        """The attempt's rendezvous port (None: not chosen yet) and whether it is still live."""
+        answer = self._send("GET", f"/api/attempts/{attempt_id}/rendezvous", None, retry_for=30.0)
+        body = answer.json()
+        return body.get("master_port"), bool(body.get("live"))
 
     def finish(self, attempt_id: int, outcome: AttemptOutcome, *, retry_for: float = 60.0) -> Any:
         """Report how an attempt ended; retried for up to retry_for seconds so it is not lost."""
@@ -69,21 +85,32 @@ class NodeApiClient:
         retry_for: float | None,
         accept: tuple[int, ...] = (),
     ) -> httpx.Response:
-        """POST with exponential backoff on connection errors and 5xx, up to retry_for seconds."""
+        return self._send("POST", path, body, retry_for=retry_for, accept=accept)
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None,
+        *,
+        retry_for: float | None,
+        accept: tuple[int, ...] = (),
+    ) -> httpx.Response:
+        """A call with exponential backoff on connection errors and 5xx, up to retry_for s."""
         deadline = None if retry_for is None else time.monotonic() + retry_for
         delay = 0.2
         while True:
             try:
-                response = self._http.post(path, json=body)
+                response = self._http.request(method, path, json=body)
                 if response.status_code < 500:
                     if response.is_success or response.status_code in accept:
                         return response
-                    raise ApiError(f"POST {path}: {response.status_code} {response.text[:300]}")
+                    raise ApiError(f"{method} {path}: {response.status_code} {response.text[:300]}")
                 problem = f"{response.status_code} {response.text[:200]}"
             except httpx.TransportError as err:
                 problem = f"{type(err).__name__}: {err}"
             if deadline is not None and time.monotonic() + delay > deadline:
-                raise ApiError(f"POST {path} failed: {problem}")
-            log.warning("POST %s failed (%s); retrying in %.1fs", path, problem, delay)
+                raise ApiError(f"{method} {path} failed: {problem}")
+            log.warning("%s %s failed (%s); retrying in %.1fs", method, path, problem, delay)
             time.sleep(delay)
             delay = min(delay * 2, 5.0)

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from workers.contract.protocol import RUN_ATTEMPT_TASK, AttemptOrder, AttemptOutcome
 from workers.devices.registry import DeviceRegistry
 from workers.node.api_client import NodeApiClient
+from workers.node.rendezvous import PortUnknown, await_port, claim_attempt
 from workers.node.settings import WorkerSettings
 from workers.supervisor.attempt import Supervisor
 from workers.supervisor.settings import SupervisorSettings
@@ -87,9 +88,11 @@ def run_attempt(
     if order.node != settings.node_name:
         log.error("attempt %d is for node %r, not this one", order.attempt_id, order.node)
         return "wrong-node"
-    if not api.claim(order.attempt_id, settings.node_name):
+    claim = claim_attempt(api, order, settings.node_name)
+    if not claim.won:
         log.info("attempt %d: claim refused (stale, duplicate or cancelled)", order.attempt_id)
         return "refused"
+    order = order.model_copy(update={"master_port": claim.master_port or 0})
     supervisor = Supervisor(
         order, supervisor_settings, registry=registry, use_gpus=use_gpus, lease=lease
     )
@@ -101,6 +104,14 @@ def run_attempt(
 
     if not active.add(supervisor):
         return report(supervisor.refuse("the worker node is shutting down"))
+    try:
+        # listed while it waits: the heartbeat tells the control plane this node runs it
+        port = claim.master_port or await_port(api, order, stopping=lambda: active.closing)
+    except PortUnknown as err:
+        active.discard(supervisor)
+        refused = supervisor.refuse(str(err))  # not the job's fault: not counted
+        return report(refused.model_copy(update={"platform_fault": True}))
+    supervisor.master_port = port  # the gang's port, chosen by the node of rank 0
     try:
         # reported while still listed: a heartbeat between the ranks' exit and the finish
         # report would otherwise say the node no longer runs it, and end it as lost

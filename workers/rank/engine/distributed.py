@@ -109,6 +109,14 @@ def setup(
 def rendezvous_reason(env: RankEnv, timeout_s: float, err: BaseException) -> str:
     """Why rank `env.rank` could not join, naming the master's and any peer's address."""
     detail = " ".join(str(err).split())
+    if "EADDRINUSE" in detail or "address already in use" in detail.lower():
+        # taken between its choice at the claim and the store's bind: a platform fault, and
+        # the next attempt's claim chooses another port
+        return (
+            f"rendezvous failed: port {env.master_port} was taken on node rank 0 before rank "
+            f"{env.rank}'s store could listen on it; a new attempt takes another port: "
+            f"{detail[:1500]}"
+        )
     peer = re.search(r"remote=\[?([^\]\s,]+)\]?:(\d+)", detail)
     where = f"; peer {peer.group(1)}:{peer.group(2)} refused or unreachable" if peer else ""
     return (
