@@ -46,6 +46,7 @@ from backend.telemetry.series.retention import run_retention
 from backend.telemetry.series.rollup_builder import run_rollups
 from backend.webhooks import router as webhooks_router
 from backend.webhooks.delivery import run_webhooks
+from workers.contract.heap import settle_heap
 from workers.contract.keys import Keys
 from workers.node.celery_app import make_celery
 
@@ -76,6 +77,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         watching = asyncio.create_task(watch.run())
         stop = threading.Event()
         threads = _start_loops(settings, db, client, hub, stop)
+        settle_heap()  # start-up's objects out of the collector's full passes
         try:
             yield
         finally:

@@ -84,6 +84,7 @@ class RelayProcess:
 
 
 def _relay(redis_url: str, stream: str, attempt_id: int, fds: list[int]) -> RelayStats:
+    from workers.contract.heap import settle_heap
     from workers.supervisor.relay import TelemetryRelay
     from workers.telemetry import StreamPublisher
 
@@ -114,6 +115,7 @@ def _relay(redis_url: str, stream: str, attempt_id: int, fds: list[int]) -> Rela
             )
             for rank, fd in enumerate(fds)
         ]
+        settle_heap()  # as the worker does once started (workers/contract/heap.py)
         print("ready", flush=True)
         for relay in relays:
             relay.join()

@@ -12,6 +12,7 @@ from celery.exceptions import SecurityWarning
 from celery.signals import worker_shutting_down
 from celery.utils.nodenames import host_format
 
+from workers.contract.heap import settle_heap
 from workers.contract.keys import Keys
 from workers.contract.protocol import DEVICES_STREAM
 from workers.contract.run_layout import job_dir
@@ -133,6 +134,7 @@ def run_node_agent(settings: WorkerSettings) -> int:
             without_gossip=True,
             loglevel="INFO",
         )
+        settle_heap()  # start-up's objects out of the collector's full passes (relays run here)
         worker.start()
         return int(worker.exitcode or 0)
     finally:
