@@ -31,6 +31,7 @@ from backend.jobs import router as jobs_router
 from backend.migrate import upgrade
 from backend.nodes import router as nodes_router
 from backend.nodes.deployment import deployment_id, mark_broker
+from backend.runtable import router as runs_router
 from backend.scheduler.loop import Scheduler
 from backend.security import install as install_security
 from backend.security.exposure import warn_if_exposed
@@ -44,6 +45,7 @@ from backend.telemetry.series import router as series_router
 from backend.telemetry.series.cache import SeriesCache
 from backend.telemetry.series.retention import run_retention
 from backend.telemetry.series.rollup_builder import run_rollups
+from backend.telemetry.series.summaries import run_summaries
 from backend.webhooks import router as webhooks_router
 from backend.webhooks.delivery import run_webhooks
 from workers.contract.heap import settle_heap
@@ -103,6 +105,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         job_edit_router,
         nodes_router,
         series_router,
+        runs_router,
         webhooks_router,
         prometheus,
         ws,
@@ -146,6 +149,11 @@ def _start_loops(
         )
         grace = settings.curve_rollup_grace_seconds
         loops.append(("rollups", lambda: run_rollups(db=db, grace=grace, stop=stop)))
+        # its own cache: it reads the series that change, which the pages' cache holds too
+        summary_cache = SeriesCache(settings.series_cache_points // 4)
+        loops.append(
+            ("summaries", lambda: run_summaries(db=db, cache=summary_cache, stop=stop))
+        )
         loops.append(("stragglers", lambda: run_stragglers(db=db, stop=stop)))
         loops.append(("webhooks", lambda: run_webhooks(db=db, stop=stop)))
     threads = [

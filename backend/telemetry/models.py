@@ -166,3 +166,34 @@ class CurveBlock(Base):
     last_time: Mapped[float] = mapped_column(Float)
     last_value: Mapped[float] = mapped_column(Float)
     data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class MetricSummary(Base):
+    """A job's metric summarised over every step (compare's summary), for the run table.
+
+    Written by backend/telemetry/series/summaries.py whenever the metric's newest marked
+    point moves past `watermark`; read by the run table without touching any curve.
+    """
+
+    __tablename__ = "metric_summaries"
+    __table_args__ = (
+        UniqueConstraint("job_id", "name"),
+        Index("ix_metric_summaries_name_final", "name", "final"),
+        Index("ix_metric_summaries_name_best", "name", "best"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(128))
+    final: Mapped[float | None] = mapped_column(Float)
+    final_step: Mapped[int | None]
+    best: Mapped[float | None] = mapped_column(Float)
+    best_step: Mapped[int | None]
+    min: Mapped[float | None] = mapped_column(Float)
+    max: Mapped[float | None] = mapped_column(Float)
+    direction: Mapped[str | None] = mapped_column(
+        String(8), comment="min or max: which end is best; null: neither (grad_norm, lr)"
+    )
+    watermark: Mapped[int] = mapped_column(
+        BigInteger, comment="newest marked point id the summary covers"
+    )

@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from backend.db import Database
-from backend.jobs.models import Job
+from backend.jobs.models import Job, JobEvent
 from backend.telemetry.series.curves import lower_is_better
 from tests.telemetry.helpers import ADMIN, add_attempt, insert_points
 from tests.telemetry.test_series import add_points
@@ -96,9 +96,28 @@ def test_memory_time_and_loss_like_metrics_are_best_when_lowest(
     summary = client.get(f"/api/series/compare?job={a}&job={b}", headers=ADMIN).json()["summary"]
     assert (summary["gpu_mem"][str(a)]["best"], summary["gpu_mem"][str(a)]["best_step"]) == (2, 1)
     assert summary["tokens_per_s"][str(a)]["best"] == 4.0
-    assert summary["gpu_mem"][str(b)] == dict.fromkeys(
-        ("final", "final_step", "min", "max", "best", "best_step")
-    )
+    assert summary["gpu_mem"][str(b)] == {
+        **dict.fromkeys(("final", "final_step", "min", "max", "best", "best_step")),
+        "direction": "min",
+    }
+
+
+def test_grad_norm_has_no_best_and_a_declared_direction_wins(
+    api: tuple[TestClient, Database],
+) -> None:
+    client, db = api
+    a, attempt = add_attempt(db)
+    b, _ = add_attempt(db)
+    add_curve(db, attempt, "grad_norm", [1.0, 9.0, 2.0], t0=0.0)
+    add_curve(db, attempt, "val_score", [1.0, 9.0, 2.0], t0=0.0)
+    body = client.get(f"/api/series/compare?job={a}&job={b}", headers=ADMIN).json()
+    assert body["summary"]["grad_norm"][str(a)]["best"] is None  # its max is not "best"
+    assert body["directions"] == {"grad_norm": None, "val_score": "max"}
+    with db.session() as session:  # what sdk.declare("val_score", direction="min") sends
+        session.add(JobEvent(job_id=a, kind="metric_direction", message="val_score=min"))
+    body = client.get(f"/api/series/compare?job={a}&job={b}", headers=ADMIN).json()
+    assert body["directions"]["val_score"] == "min"
+    assert body["summary"]["val_score"][str(a)]["best"] == 1.0
 
 
 def test_compare_csv_holds_every_step_of_each_job_aligned(

@@ -22,6 +22,9 @@ POINTS_KEY = "m"
 EVENT_KEY = "e"
 PROGRESS_KEY = "p"
 MAX_PHASE = 64
+#: the event kind that declares which end of a metric is best: message "name=min|max|none"
+DIRECTION_EVENT = "metric_direction"
+DIRECTIONS = ("min", "max", "none")
 
 
 def points_message(rows: Iterable[tuple[int, Mapping[str, float]]]) -> dict[str, Any]:
@@ -43,3 +46,16 @@ def event_message(kind: str, message: str, step: int | None) -> dict[str, Any]:
 def progress_message(phase: str | None, *, stacks: bool = False) -> dict[str, Any]:
     """The message saying which phase a rank is in (and that SIGUSR1 dumps its stacks)."""
     return {PROGRESS_KEY: {"phase": phase, "stacks": stacks}}
+
+
+def direction_message(name: str, direction: str) -> dict[str, Any]:
+    """The event declaring a metric's best end ("min", "max" or "none": neither)."""
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, not {direction!r}")
+    return event_message(DIRECTION_EVENT, f"{name}={direction}", None)
+
+
+def parse_direction(message: str) -> tuple[str, str] | None:
+    """(metric name, direction) of a direction event's message; None if it is not one."""
+    name, _, direction = message.rpartition("=")
+    return (name, direction) if name and direction in DIRECTIONS else None

@@ -31,6 +31,7 @@ from workers.contract.protocol import MAX_METRIC_NAME
 from workers.contract.rank_env import RankEnv
 from workers.contract.telemetry_channel import (
     MAX_PHASE,
+    direction_message,
     event_message,
     points_message,
     progress_message,
@@ -119,6 +120,17 @@ def _checked(name: str) -> str:
         raise ValueError(f"metric name {name[:40]!r}... is longer than {MAX_METRIC_NAME}")
     _checked_names.add(name)
     return name
+
+
+def declare(name: str, *, direction: str) -> None:
+    """Say which end of a metric is best: "min", "max" or "none" (neither, like grad_norm).
+
+    Compare and the run table rank the metric's "best" by it instead of by its name.
+    """
+    message = direction_message(_checked(name), direction)
+    session = _current()
+    if session is not None:
+        session.send(message)
 
 
 def event(kind: str, message: str = "", step: int | None = None) -> None:

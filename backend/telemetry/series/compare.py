@@ -14,9 +14,9 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from backend.jobs.models import Job
-from backend.telemetry.series import reads
+from backend.telemetry.series import directions, reads
 from backend.telemetry.series.cache import SeriesCache
-from backend.telemetry.series.curves import Curve, XAxis
+from backend.telemetry.series.curves import Curve, Direction, XAxis, direction
 from backend.telemetry.series.queries import job_view
 
 #: spec keys that name a run rather than change how it trains
@@ -39,20 +39,39 @@ def compare(
 ) -> dict[str, Any]:
     """Spec differences, per-metric summaries and aligned downsampled curves of the jobs."""
     ids = [job.id for job in jobs]
+    declared = directions.declared(session, job_ids=ids)
     summaries: dict[str, dict[str, Any]] = {}
     curves: dict[str, dict[str, Any]] = {}
     for name in metrics:
-        views = {i: job_view(session, cache, job_id=i, name=name, points=points, x=x) for i in ids}
+        views = {
+            i: job_view(
+                session,
+                cache,
+                job_id=i,
+                name=name,
+                points=points,
+                x=x,
+                declared=declared.get(i, {}).get(name),
+            )
+            for i in ids
+        }
         summaries[name] = {str(i): views[i][1] for i in ids}
         curves[name] = aligned({i: views[i][0] for i in ids}, x)
     differ, same = spec_diff([j.spec for j in jobs])
     return {
         "metrics": list(metrics),
+        "directions": {name: metric_direction(name, declared) for name in metrics},
         "spec_diff": differ,
         "spec_same": same,
         "summary": summaries,
         "curves": curves,
     }
+
+
+def metric_direction(name: str, declared: dict[int, dict[str, str]]) -> Direction:
+    """A metric's direction across jobs: the first declaration any of them made, else the rule."""
+    said = next((d[name] for d in declared.values() if name in d), None)
+    return direction(name, said)
 
 
 def aligned(curves: dict[int, Curve], x: XAxis) -> dict[str, Any]:

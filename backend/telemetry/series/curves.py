@@ -11,8 +11,15 @@ from tsdownsample import LTTBDownsampler
 from backend.telemetry.series.cache import Raw
 
 XAxis = Literal["step", "time"]
+#: which end of a metric is best: its minimum, its maximum, or neither (None)
+Direction = Literal["min", "max"] | None
 #: a metric whose name contains one of these is best when lowest (compare's "best")
 LOWER_IS_BETTER = ("loss", "err", "perplex", "ppl", "time", "latency", "nan", "mem")
+#: a metric whose name contains one of these has no best end: a large gradient norm or
+#: learning rate is no better than a small one (checked before LOWER_IS_BETTER: loss_scale)
+NEITHER = ("norm", "lr", "scale", "epoch", "momentum")
+#: what the SDK's and a template's declared direction may say ("none": neither end)
+DECLARED = {"min": "min", "max": "max", "none": None}
 
 
 @dataclass(frozen=True)
@@ -92,18 +99,41 @@ def lower_is_better(name: str) -> bool:
     return any(word in lowered for word in LOWER_IS_BETTER)
 
 
-def summary(name: str, curve: Curve) -> dict[str, float | int | None]:
-    """Final, min, max and best (by the metric's direction) values with their steps."""
+def direction(name: str, declared: str | None = None) -> Direction:
+    """The one rule for a metric's best end: what the job declared for it, else its name's.
+
+    Declared ("min", "max" or "none") comes from the SDK's `sdk.declare` or a template;
+    undeclared, gradient norms, learning rates and scales have no best end, loss-, error-,
+    time- and memory-like names are best lowest, and any other is best highest.
+    """
+    if declared in DECLARED:
+        return DECLARED[declared]  # type: ignore[return-value]
+    lowered = name.lower()
+    words = lowered.replace("/", "_").replace("-", "_").replace(".", "_").split("_")
+    if any(word in NEITHER for word in words) or "learning_rate" in lowered:
+        return None
+    return "min" if lower_is_better(name) else "max"
+
+
+def summary(
+    name: str, curve: Curve, declared: str | None = None
+) -> dict[str, float | int | str | None]:
+    """Final, min, max and best (by the metric's direction; none without one) with steps."""
+    best_end = direction(name, declared)
     finite = np.isfinite(curve.value)
     if not finite.any():
-        return {k: None for k in ("final", "final_step", "min", "max", "best", "best_step")}
+        empty = ("final", "final_step", "min", "max", "best", "best_step")
+        return {**dict.fromkeys(empty), "direction": best_end}
     values = np.where(finite, curve.value, np.nan)
-    best = int(np.nanargmin(values) if lower_is_better(name) else np.nanargmax(values))
+    best = None
+    if best_end is not None:
+        best = int(np.nanargmin(values) if best_end == "min" else np.nanargmax(values))
     return {
         "final": float(curve.value[-1]),
         "final_step": int(curve.step[-1]),
         "min": float(np.nanmin(values)),
         "max": float(np.nanmax(values)),
-        "best": float(curve.value[best]),
-        "best_step": int(curve.step[best]),
+        "best": None if best is None else float(curve.value[best]),
+        "best_step": None if best is None else int(curve.step[best]),
+        "direction": best_end,
     }

@@ -54,11 +54,12 @@ def job_view(
     points: int,
     x: XAxis = "step",
     rank: int | None = None,
-) -> tuple[Curve, dict[str, float | int | None]]:
+    declared: str | None = None,
+) -> tuple[Curve, dict[str, float | int | str | None]]:
     """A job's metric downsampled to `points` (0: raw), and its summary over every step.
 
     Long curves are read from their sealed rollup blocks plus the raw points after them
-    (rank means only; rollups.load).
+    (rank means only; rollups.load). `declared`: the direction the job declared for it.
     """
     stored = None
     if rank is None and points > 0:
@@ -68,7 +69,7 @@ def job_view(
         if stored is not None
         else job_curve(session, cache, job_id=job_id, name=name, rank=rank)
     )
-    return downsample(full, points, x), summary(name, full)
+    return downsample(full, points, x), summary(name, full, declared)
 
 
 def attempt_curve(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -28,8 +28,13 @@ class MetricSummary(BaseModel):
     final_step: int | None
     min: float | None
     max: float | None
-    best: float | None = Field(description="min where curves.lower_is_better(name), else max")
+    best: float | None = Field(
+        description="the best end by `direction` (curves.direction); null without one"
+    )
     best_step: int | None
+    direction: Literal["min", "max"] | None = Field(
+        None, description="min: lower is better; max: higher is better; null: neither"
+    )
 
 
 class AlignedCurves(BaseModel):
@@ -48,5 +53,8 @@ class Comparison(BaseModel):
         description="dotted spec key → one value per job (null: absent), where they differ"
     )
     spec_same: dict[str, Any] = Field(description="dotted spec key → the value every job has")
+    directions: dict[str, Literal["min", "max"] | None] = Field(
+        description="metric → its best end (curves.direction: declared, else by name)"
+    )
     summary: dict[str, dict[str, MetricSummary]] = Field(description="metric → job id → summary")
     curves: dict[str, AlignedCurves] = Field(description="metric → aligned curves")

@@ -1,0 +1,64 @@
+"""REST route of the run table."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query, status
+
+from backend.deps import ReaderDep, SessionDep
+from backend.runtable import service
+from backend.runtable.schemas import RunTable
+
+router = APIRouter(prefix="/api/runs", tags=["runs"])
+SORT_HELP = "[-]id, name, state, created_at, spec:<path>, final:<metric> or best:<metric>"
+
+StateName = Annotated[
+    list[str] | None,
+    Query(
+        max_length=10,
+        description="keep these states (any of them)",
+        pattern="^(queued|scheduled|running|succeeded|failed|cancelled|paused|cancelling"
+        "|pausing|restarting|stopped)$",
+    ),
+]
+
+
+@router.get("", response_model=RunTable)
+def run_table(
+    principal: ReaderDep,
+    session: SessionDep,
+    column: Annotated[
+        list[str] | None, Query(max_length=20, description="spec paths, e.g. hyperparameters.lr")
+    ] = None,
+    metric: Annotated[list[str] | None, Query(max_length=10, description="metrics")] = None,
+    sort: Annotated[
+        str,
+        Query(
+            max_length=256, description="[-]id|name|state|created_at|spec:<path>|final:<m>|best:<m>"
+        ),
+    ] = "-id",
+    state: StateName = None,
+    tag: Annotated[str | None, Query(max_length=64)] = None,
+    q: Annotated[str | None, Query(max_length=128, description="in the name, or #id")] = None,
+    group: Annotated[str | None, Query(max_length=256, description="a spec path")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+) -> dict[str, Any]:
+    """A page of jobs as rows of settings and final/best metrics, sorted, filtered, grouped."""
+    query = service.RunQuery(
+        columns=column or [],
+        metrics=metric or [],
+        sort=sort,
+        states=state or [],
+        tag=tag or None,
+        text=q or None,
+        group=group or None,
+        limit=limit,
+        offset=offset,
+    )
+    try:
+        return service.table(session, principal=principal, query=query)
+    except service.BadQuery as err:
+        detail = [{"loc": ["query", err.field], "msg": str(err), "type": "value_error"}]
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail) from None
