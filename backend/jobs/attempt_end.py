@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from backend.db import utcnow
 from backend.jobs.models import Attempt, AttemptSlice, Job
+from backend.jobs.preempt import PREEMPT, requeue_preempted
 from backend.jobs.run_states import LIVE_SLICE, AttemptState, SliceState
 from backend.jobs.states import JobState, cancelled_state, transition
 from backend.signals import request_stop
@@ -73,7 +74,9 @@ def end_attempt(
     job = session.get_one(Job, attempt.job_id)
     if job.attempt != attempt.number:
         return
-    if job.stop_request == "cancel" or (job.state == JobState.cancelling):
+    if job.stop_request == PREEMPT and job.state == JobState.pausing:
+        requeue_preempted(session, job, attempt_id=attempt.id, number=attempt.number)
+    elif job.stop_request == "cancel" or (job.state == JobState.cancelling):
         session.add(transition(job, cancelled_state(job), message=reason, attempt_id=attempt.id))
     elif job.stop_request == "pause" or (job.state == JobState.pausing):
         session.add(transition(job, JobState.paused, message=reason, attempt_id=attempt.id))

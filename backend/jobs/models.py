@@ -46,6 +46,9 @@ class Job(Base):
         comment="when a higher-priority job last took its devices"
     )
     preempted_by: Mapped[int | None] = mapped_column(comment="the job that preempted it last")
+    queue_position: Mapped[int | None] = mapped_column(
+        comment="1 = next to be placed, in the scheduler's last pass (queued jobs only)"
+    )
     notes: Mapped[str | None] = mapped_column(Text)
     archived: Mapped[bool] = mapped_column(
         default=False,

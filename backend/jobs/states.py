@@ -44,7 +44,8 @@ TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     ),
     S.running: frozenset({S.succeeded, S.failed, S.cancelling, S.pausing, S.restarting}),
     S.cancelling: frozenset({S.cancelled, S.stopped, S.succeeded, S.failed}),
-    S.pausing: frozenset({S.paused, S.cancelling, S.succeeded, S.failed}),
+    # queued: a preempted job's attempt ended (`backend.jobs.preempt`)
+    S.pausing: frozenset({S.paused, S.cancelling, S.succeeded, S.failed, S.queued}),
     # waiting out its restart back-off (`jobs.restart_at`), then queued again
     S.restarting: frozenset({S.queued, S.cancelled, S.paused, S.failed}),
     S.paused: frozenset({S.queued, S.cancelled}),
@@ -123,6 +124,7 @@ def transition(
     elif to is S.queued:
         job.finished_at = None
         job.reason = reason
+        job.stop_request = None
     return JobEvent(
         job_id=job.id, attempt_id=attempt_id, kind=to.value, message=message or to.value, time=now
     )

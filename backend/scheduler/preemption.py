@@ -23,6 +23,7 @@ class RunningJob:
     started: float = 0.0  # its attempt's start: the youngest (largest) goes first
     preemptible: bool = True  # false: marked so, preempted recently, or not claimed yet
     stopping: bool = False  # asked to stop already: its devices are free soon
+    owner: int = 0
 
     def devices_on(self, node: str) -> int:
         return sum(count for name, count in self.slices if name == node)

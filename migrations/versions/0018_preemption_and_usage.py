@@ -5,7 +5,7 @@ Revises: 0017
 Create Date: 2026-11-25 12:55:00
 
 `jobs.preempted_at/preempted_by` (the last preemption: no victim again within the
-minimum run time), per-attempt accounting (`owner_id`, `device_count`,
+minimum run time), `jobs.queue_position`, per-attempt accounting (`owner_id`, `device_count`,
 `allocated_device_seconds`, `busy_device_seconds`) and `user_limits` (an admin's
 fair-share weight and quotas per user).
 """
@@ -37,6 +37,14 @@ def upgrade() -> None:
                 sa.Integer(),
                 nullable=True,
                 comment="the job that preempted it last",
+            )
+        )
+        batch_op.add_column(
+            sa.Column(
+                "queue_position",
+                sa.Integer(),
+                nullable=True,
+                comment="1 = next to be placed, in the scheduler's last pass (queued jobs only)",
             )
         )
     with op.batch_alter_table("attempts", schema=None) as batch_op:
@@ -98,5 +106,6 @@ def downgrade() -> None:
         batch_op.drop_column("device_count")
         batch_op.drop_column("owner_id")
     with op.batch_alter_table("jobs", schema=None) as batch_op:
+        batch_op.drop_column("queue_position")
         batch_op.drop_column("preempted_by")
         batch_op.drop_column("preempted_at")

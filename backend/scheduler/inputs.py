@@ -1,0 +1,141 @@
+"""What the policy needs besides queue and nodes, read from the database in a few queries.
+
+Running jobs (possible victims, or stopping ones whose devices are about to be free),
+each queued job's owner's fair-share factor, and the quotas of owners that have one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from backend.db import as_utc, utcnow
+from backend.jobs.models import Attempt, AttemptSlice, Job
+from backend.jobs.run_states import LIVE_SLICE_VALUES, AttemptState
+from backend.jobs.states import JobState
+from backend.scheduler.fairshare import fair_share_factors
+from backend.scheduler.policy import QueuedJob, Quota
+from backend.scheduler.preemption import RunningJob
+from backend.usage.accounting import WEEK, decayed_usage, device_hours_since
+from backend.usage.models import UserLimits
+
+
+@dataclass(frozen=True)
+class SharingSettings:
+    """Preemption and fair-share knobs (from `backend.config.Settings`)."""
+
+    #: a job preempted less than this long ago is not a victim again (no preemption storm)
+    min_run_seconds: float = 300.0
+    #: recent usage halves in weight every half-life (Slurm's PriorityDecayHalfLife)
+    half_life_hours: float = 168.0
+
+
+def running_jobs(session: Session, *, settings: SharingSettings) -> list[RunningJob]:
+    """Every job holding devices, as the policy sees it: victim candidate or stopping."""
+    rows = session.execute(
+        select(
+            Job.id,
+            Job.owner_id,
+            Job.priority_rank,
+            Job.spec,
+            Job.state,
+            Job.stop_request,
+            Job.preempted_at,
+            Attempt.state,
+            Attempt.claimed_at,
+            AttemptSlice.node_name,
+            AttemptSlice.devices,
+        )
+        .join(Attempt, (Attempt.job_id == Job.id) & (Attempt.number == Job.attempt))
+        .join(AttemptSlice, AttemptSlice.attempt_id == Attempt.id)
+        .where(AttemptSlice.state.in_(LIVE_SLICE_VALUES))
+    ).all()
+    recent = utcnow() - timedelta(seconds=settings.min_run_seconds)
+    slices: dict[int, list[tuple[str, int]]] = {}
+    facts: dict[int, tuple[int, int, bool, bool, float]] = {}
+    for (
+        job_id,
+        owner,
+        rank,
+        spec,
+        state,
+        stop,
+        preempted_at,
+        attempt_state,
+        claimed,
+        node,
+        devs,
+    ) in rows:
+        slices.setdefault(job_id, []).append((node, len(devs)))
+        stopping = stop is not None
+        preemptible = (
+            bool(spec.get("preemptible", True))
+            and state == JobState.running
+            and attempt_state == AttemptState.running
+            and not stopping
+            and (preempted_at is None or as_utc(preempted_at) < recent)
+        )
+        started = as_utc(claimed).timestamp() if claimed is not None else 0.0
+        facts[job_id] = (owner, rank, preemptible, stopping, started)
+    return [
+        RunningJob(
+            id=job_id,
+            priority=rank,
+            slices=tuple(slices[job_id]),
+            started=started,
+            preemptible=preemptible,
+            stopping=stopping,
+            owner=owner,
+        )
+        for job_id, (owner, rank, preemptible, stopping, started) in facts.items()
+    ]
+
+
+def fair_shares(
+    session: Session, owners: Iterable[int], *, settings: SharingSettings
+) -> dict[int, float]:
+    """Each owner's fair-share factor (1 when nobody has used anything)."""
+    usage = decayed_usage(session, half_life=timedelta(hours=settings.half_life_hours))
+    shares = {u: s for u, s in session.execute(select(UserLimits.user_id, UserLimits.share))}
+    for owner in owners:
+        usage.setdefault(owner, 0.0)
+    return fair_share_factors(usage=usage, shares={u: shares.get(u, 1.0) for u in usage})
+
+
+def quotas(session: Session, running: list[RunningJob], *, now: datetime) -> dict[int, Quota]:
+    """Quotas of the owners that have one, with the devices they hold and hours they used."""
+    limits = session.scalars(
+        select(UserLimits).where(
+            (UserLimits.max_devices.is_not(None)) | (UserLimits.max_device_hours.is_not(None))
+        )
+    ).all()
+    if not limits:
+        return {}
+    in_use: dict[int, int] = {}
+    for job in running:
+        in_use[job.owner] = in_use.get(job.owner, 0) + sum(count for _, count in job.slices)
+    hours = device_hours_since(session, [lim.user_id for lim in limits], since=now - WEEK, now=now)
+    return {
+        lim.user_id: Quota(
+            max_devices=lim.max_devices,
+            devices_in_use=in_use.get(lim.user_id, 0),
+            max_device_hours=lim.max_device_hours,
+            device_hours=hours.get(lim.user_id, 0.0),
+        )
+        for lim in limits
+    }
+
+
+def number_queue(jobs: Mapping[int, Job], ordered: Sequence[QueuedJob]) -> set[int]:
+    """Write each queued job's place in the queue (1 = next); the ids whose place changed."""
+    changed = set()
+    for position, queued in enumerate(ordered, start=1):
+        job = jobs[queued.id]
+        if job.queue_position != position:
+            job.queue_position = position
+            changed.add(job.id)
+    return changed

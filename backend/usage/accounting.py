@@ -1,0 +1,219 @@
+"""Device-seconds per attempt: allocated (devices x time from claim to end) and busy.
+
+Busy is utilization-weighted from the device samples: each device's allocated seconds
+times the mean utilization (0-100 %, capped) of its samples during the attempt. An
+attempt records both when it has ended (`settle`); a running one is counted up to now.
+Reused by per-job efficiency views: `attempt_usage` is the one place that computes them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import case, func, select
+from sqlalchemy.orm import Session
+
+from backend.db import as_utc, utcnow
+from backend.jobs.models import Attempt, AttemptSlice, Job
+from backend.telemetry.models import DeviceSample
+
+#: an ended attempt is settled this long after its end, when its last samples are in
+SETTLE_AFTER = timedelta(seconds=10)
+WEEK = timedelta(days=7)
+
+
+@dataclass(frozen=True)
+class AttemptUsage:
+    attempt_id: int
+    job_id: int
+    owner_id: int
+    nodes: tuple[str, ...]
+    devices: int
+    start: datetime | None  # claimed; None: it never ran
+    end: datetime | None  # None: still running
+    allocated: float  # device-seconds
+    busy: float | None  # device-seconds; None: no utilization samples
+
+
+def device_count(slices: Iterable[AttemptSlice]) -> int:
+    return sum(len(s.devices) for s in slices)
+
+
+def allocated_seconds(
+    *, devices: int, start: datetime | None, end: datetime | None, now: datetime
+) -> float:
+    """Devices x seconds from claim to end (or now)."""
+    if start is None:
+        return 0.0
+    stop = as_utc(end) if end is not None else now
+    return devices * max(0.0, (stop - as_utc(start)).total_seconds())
+
+
+def busy_fraction(session: Session, attempt_ids: Sequence[int]) -> dict[int, float]:
+    """Per attempt: the mean over its devices of their mean sampled utilization, 0..1."""
+    if not attempt_ids:
+        return {}
+    rows = session.execute(
+        select(
+            DeviceSample.attempt_id,
+            DeviceSample.node,
+            DeviceSample.device,
+            func.avg(case((DeviceSample.util > 100.0, 100.0), else_=DeviceSample.util)),
+        )
+        .where(DeviceSample.attempt_id.in_(attempt_ids), DeviceSample.util.is_not(None))
+        .group_by(DeviceSample.attempt_id, DeviceSample.node, DeviceSample.device)
+    ).all()
+    per: dict[int, list[float]] = {}
+    for attempt_id, _node, _device, mean in rows:
+        per.setdefault(int(attempt_id), []).append(float(mean) / 100.0)
+    return {a: sum(means) / len(means) for a, means in per.items()}
+
+
+def attempt_usage(
+    session: Session,
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    job_ids: Sequence[int] | None = None,
+    attempt_ids: Sequence[int] | None = None,
+    now: datetime | None = None,
+) -> list[AttemptUsage]:
+    """Every attempt that ran in [since, until) (or of these jobs), with its device-seconds."""
+    now = now or utcnow()
+    query = (
+        select(Attempt, Job.owner_id, Job.devices_requested)
+        .join(Job, Job.id == Attempt.job_id)
+        .where(Attempt.claimed_at.is_not(None))
+    )
+    if until is not None:
+        query = query.where(Attempt.claimed_at < until)
+    if since is not None:
+        query = query.where((Attempt.finished_at.is_(None)) | (Attempt.finished_at >= since))
+    if job_ids is not None:
+        query = query.where(Attempt.job_id.in_(job_ids))
+    if attempt_ids is not None:
+        query = query.where(Attempt.id.in_(attempt_ids))
+    rows = session.execute(query.order_by(Attempt.id)).all()
+    ids = [a.id for a, _, _ in rows]
+    nodes: dict[int, list[str]] = {}
+    for attempt_id, node in session.execute(
+        select(AttemptSlice.attempt_id, AttemptSlice.node_name)
+        .where(AttemptSlice.attempt_id.in_(ids))
+        .order_by(AttemptSlice.node_rank)
+    ):
+        nodes.setdefault(attempt_id, []).append(node)
+    unsettled = [a.id for a, _, _ in rows if a.busy_device_seconds is None]
+    fractions = busy_fraction(session, unsettled)
+    result = []
+    for attempt, owner, requested in rows:
+        devices = attempt.device_count or requested
+        allocated = attempt.allocated_device_seconds
+        if allocated is None:
+            allocated = allocated_seconds(
+                devices=devices, start=attempt.claimed_at, end=attempt.finished_at, now=now
+            )
+        busy = attempt.busy_device_seconds
+        if busy is None and attempt.id in fractions:
+            busy = allocated * fractions[attempt.id]
+        result.append(
+            AttemptUsage(
+                attempt_id=attempt.id,
+                job_id=attempt.job_id,
+                owner_id=attempt.owner_id or owner,
+                nodes=tuple(nodes.get(attempt.id, [attempt.node_name])),
+                devices=devices,
+                start=attempt.claimed_at,
+                end=attempt.finished_at,
+                allocated=allocated,
+                busy=busy,
+            )
+        )
+    return result
+
+
+def settle(session: Session, *, limit: int = 500) -> int:
+    """Record allocated and busy device-seconds on attempts that ended a while ago."""
+    ended = session.scalars(
+        select(Attempt)
+        .where(
+            Attempt.finished_at.is_not(None),
+            Attempt.finished_at < utcnow() - SETTLE_AFTER,
+            Attempt.allocated_device_seconds.is_(None),
+        )
+        .limit(limit)
+    ).all()
+    if not ended:
+        return 0
+    ids = [a.id for a in ended]
+    usage = {u.attempt_id: u for u in attempt_usage(session, attempt_ids=ids)}
+    for attempt in ended:
+        found = usage.get(attempt.id)  # None: it never ran (withdrawn before a claim)
+        attempt.allocated_device_seconds = found.allocated if found else 0.0
+        attempt.busy_device_seconds = found.busy if found else 0.0  # None: no samples
+    return len(ended)
+
+
+def decayed_usage(
+    session: Session, *, half_life: timedelta, now: datetime | None = None
+) -> dict[int, float]:
+    """Device-seconds per owner, each second weighted 2^(-age/half_life) (Slurm's decay)."""
+    now = now or utcnow()
+    h = half_life.total_seconds()
+    horizon = now - half_life * 20  # older usage weighs less than a millionth
+    rows = session.execute(
+        select(
+            Job.owner_id,
+            Attempt.device_count,
+            Job.devices_requested,
+            Attempt.claimed_at,
+            Attempt.finished_at,
+        )
+        .join(Job, Job.id == Attempt.job_id)
+        .where(
+            Attempt.claimed_at.is_not(None),
+            (Attempt.finished_at.is_(None)) | (Attempt.finished_at >= horizon),
+        )
+    ).all()
+    usage: dict[int, float] = {}
+    for owner, counted, requested, start, end in rows:
+        assert start is not None  # the query asks for claimed attempts
+        older = (now - as_utc(start)).total_seconds()
+        newer = max(0.0, (now - as_utc(end)).total_seconds()) if end else 0.0
+        weight = h / math.log(2) * (2 ** (-newer / h) - 2 ** (-max(older, newer) / h))
+        usage[owner] = usage.get(owner, 0.0) + (counted or requested) * weight
+    return usage
+
+
+def device_hours_since(
+    session: Session, owners: Sequence[int], *, since: datetime, now: datetime | None = None
+) -> dict[int, float]:
+    """Device-hours each owner's attempts were allocated in [since, now]."""
+    now = now or utcnow()
+    if not owners:
+        return {}
+    rows = session.execute(
+        select(
+            Job.owner_id,
+            Attempt.device_count,
+            Job.devices_requested,
+            Attempt.claimed_at,
+            Attempt.finished_at,
+        )
+        .join(Job, Job.id == Attempt.job_id)
+        .where(
+            Job.owner_id.in_(owners),
+            Attempt.claimed_at.is_not(None),
+            (Attempt.finished_at.is_(None)) | (Attempt.finished_at >= since),
+        )
+    ).all()
+    hours: dict[int, float] = {}
+    for owner, counted, requested, start, end in rows:
+        assert start is not None
+        seconds = allocated_seconds(
+            devices=counted or requested, start=max(as_utc(start), since), end=end, now=now
+        )
+        hours[owner] = hours.get(owner, 0.0) + seconds / 3600
+    return hours
