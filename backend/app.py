@@ -36,6 +36,8 @@ from backend.scheduler.loop import Scheduler
 from backend.security import install as install_security
 from backend.security.exposure import warn_if_exposed
 from backend.telemetry.export import prometheus
+from backend.sweeps import router as sweeps_router
+from backend.sweeps.loop import run_sweeps
 from backend.telemetry.ingest.consumer import Ingest
 from backend.telemetry.live import feed, ws
 from backend.telemetry.live.hub import Hub
@@ -105,6 +107,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         job_edit_router,
         nodes_router,
         series_router,
+        sweeps_router,
         runs_router,
         webhooks_router,
         prometheus,
@@ -143,6 +146,8 @@ def _start_loops(
         hours, bucket = settings.device_raw_retention_hours, settings.device_rollup_seconds
         loops.append(
             (
+        roots = settings.script_root_paths
+        loops.append(("sweeps", lambda: run_sweeps(db, client, stop, script_roots=roots)))
                 "retention",
                 lambda: run_retention(db=db, retention_hours=hours, bucket=bucket, stop=stop),
             )

@@ -18,6 +18,7 @@ from backend.jobs.states import IllegalTransition
 from backend.nodes.service import NodeNotFound
 from backend.nodes.trust import NotThisNode
 from backend.security.errors import validation_error
+from backend.sweeps.service import SweepNotFound
 from backend.webhooks.service import WebhookNotFound, WebhookRefused
 
 STATUS_OF: dict[type[Exception], int] = {
@@ -27,6 +28,7 @@ STATUS_OF: dict[type[Exception], int] = {
     UserNotFound: status.HTTP_404_NOT_FOUND,
     TokenNotFound: status.HTTP_404_NOT_FOUND,
     WebhookNotFound: status.HTTP_404_NOT_FOUND,
+    SweepNotFound: status.HTTP_404_NOT_FOUND,
     WebhookRefused: status.HTTP_422_UNPROCESSABLE_CONTENT,
     IllegalTransition: status.HTTP_409_CONFLICT,
     NothingToResume: status.HTTP_409_CONFLICT,

@@ -61,8 +61,10 @@ def submit(
     spec: JobSpec,
     script_roots: Sequence[Path],
     parent_id: int | None = None,
+    sweep: tuple[int, int] | None = None,
 ) -> Job:
-    """Validate what the engine can run, store the job as queued and wake the scheduler."""
+    """Validate what the engine can run, store the job as queued and wake the scheduler
+    (`sweep`: the sweep id and trial number it is a trial of)."""
     check_entrypoint(spec, script_roots)
     reason = unsupported_reason(spec)
     if reason is not None:
@@ -76,6 +78,8 @@ def submit(
         priority_rank=PRIORITY_RANK[spec.priority.value],
         devices_requested=spec.parallelism.devices,
         total_steps=spec.total_steps,
+        sweep_id=sweep[0] if sweep else None,
+        sweep_trial=sweep[1] if sweep else None,
     )
     session.add(job)
     session.flush()
@@ -201,7 +205,7 @@ def resume(
     if state is not JobState.paused and newest_checkpoint(session, job.id) is None:
         raise NothingToResume(f"job {job.id} has no checkpoint to resume from; clone it instead")
     if devices is not None and devices != job.devices_requested:
-        spec = _respec(job.spec, {"parallelism": {"devices": devices}})
+        spec = respec(job.spec, {"parallelism": {"devices": devices}})
         job.spec = spec.model_dump(mode="json")
         job.devices_requested = devices
     how = f" on {job.devices_requested} devices" if devices is not None else ""
@@ -224,7 +228,7 @@ def clone(
 ) -> Job:
     """A new job from the parent's spec with changes merged over it, linked to the parent."""
     changes = {"name": f"{parent.name} (clone)", **changes}
-    spec = _respec(parent.spec, changes)
+    spec = respec(parent.spec, changes)
     return submit(
         session,
         client,
@@ -246,7 +250,7 @@ def merge_spec(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _respec(base: dict[str, Any], changes: dict[str, Any]) -> JobSpec:
+def respec(base: dict[str, Any], changes: dict[str, Any]) -> JobSpec:
     """Validate the merged spec; a refusal names the field (pydantic ValidationError)."""
     spec = JobSpec.model_validate(merge_spec(base, changes))
     reason = unsupported_reason(spec)

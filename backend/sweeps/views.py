@@ -1,0 +1,69 @@
+"""Turning a sweep and its trials into the API's view: the trials table and the best so far."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from backend.auth.models import User
+from backend.jobs.states import JobState
+from backend.sweeps.models import Sweep
+from backend.sweeps.schemas import SweepIn, SweepOut, TrialOut
+from backend.sweeps.service import trials_of
+from backend.sweeps.stopping import rung_values
+from backend.telemetry.series.reads import series
+
+
+def describe_sweep(session: Session, sweep: Sweep) -> SweepOut:
+    """The sweep with one row per trial (pending ones too) and its best trial so far."""
+    config = SweepIn.model_validate(sweep.config)
+    jobs = {job.sweep_trial: job for job in trials_of(session, sweep.id)}
+    rows = []
+    for number, setting in enumerate(sweep.trials, start=1):
+        job = jobs.get(number)
+        if job is None:
+            rows.append(
+                TrialOut(
+                    number=number,
+                    setting=setting,
+                    job_id=None,
+                    state="pending",
+                    step=0,
+                    value=None,
+                    rungs={},
+                    early_stop=None,
+                )
+            )
+            continue
+        values = series(session, job_id=job.id, name=config.metric)["value"]
+        rows.append(
+            TrialOut(
+                number=number,
+                setting=setting,
+                job_id=job.id,
+                state=JobState(job.state),
+                step=job.step,
+                value=values[-1] if values else None,
+                rungs=rung_values(session, sweep=sweep, job_id=job.id),
+                early_stop=job.early_stop,
+            )
+        )
+    scored = [row for row in rows if row.value is not None]
+    sign = 1.0 if config.mode == "min" else -1.0
+    best = min(scored, key=lambda row: sign * (row.value or 0.0)) if scored else None
+    owner = session.get(User, sweep.owner_id)
+    return SweepOut(
+        id=sweep.id,
+        name=sweep.name,
+        owner=owner.username if owner else "?",
+        state=sweep.state,
+        method=config.method,
+        max_concurrency=sweep.max_concurrency,
+        metric=config.metric,
+        mode=config.mode,
+        early_stopping=config.early_stopping,
+        parameters=list(config.parameters),
+        trials=rows,
+        best=best,
+        created_at=sweep.created_at,
+        finished_at=sweep.finished_at,
+    )

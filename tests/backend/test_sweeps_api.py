@@ -1,0 +1,177 @@
+"""Sweeps through REST on a real database: trials within max-concurrency, cancel, refusals,
+and the early-stopping pass stopping a poor trial at a rung with an event saying why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from backend.config import Settings
+from backend.db import Database
+from backend.jobs import attempts
+from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
+from backend.sweeps.loop import pass_once
+from tests.backend.conftest import bearer
+from tests.backend.test_jobs_api import GOOD_SPEC
+from tests.telemetry.helpers import insert_points
+from workers.contract.protocol import AttemptOutcome
+
+LRS = [0.1, 0.05, 1e-6, 0.02]
+
+
+def sweep_body(**changes: Any) -> dict[str, Any]:
+    base = {**GOOD_SPEC, "parallelism": {"devices": 1}}
+    return {
+        "name": "lr-search",
+        "base": base,
+        "method": "grid",
+        "parameters": {"hyperparameters.lr": {"values": LRS}},
+        "max_concurrency": 2,
+        "early_stopping": {"rule": "asha", "rungs": [10, 20], "reduction_factor": 2},
+        **changes,
+    }
+
+
+def _create(api: TestClient, token: str, **changes: Any) -> dict[str, Any]:
+    response = api.post("/api/sweeps", json=sweep_body(**changes), headers=bearer(token))
+    assert response.status_code == 201, response.text
+    return dict(response.json())
+
+
+def test_a_sweep_launches_trials_within_max_concurrency(
+    api: TestClient, tokens: dict[str, str]
+) -> None:
+    sweep = _create(api, tokens["alice"])
+    assert [t["state"] for t in sweep["trials"]] == ["queued", "queued", "pending", "pending"]
+    assert [t["setting"]["hyperparameters.lr"] for t in sweep["trials"]] == LRS
+    job = api.get(
+        f"/api/jobs/{sweep['trials'][0]['job_id']}", headers=bearer(tokens["alice"])
+    ).json()
+    assert (job["name"], job["sweep_id"], job["sweep_trial"]) == ("lr-search #1", sweep["id"], 1)
+    assert job["spec"]["hyperparameters"]["lr"] == 0.1
+
+
+def test_cancelling_a_sweep_cancels_its_trials_and_starts_no_more(
+    api: TestClient, tokens: dict[str, str], database: Database, settings: Settings
+) -> None:
+    alice = bearer(tokens["alice"])
+    sweep = _create(api, tokens["alice"])
+    cancelled = api.post(f"/api/sweeps/{sweep['id']}/cancel", headers=alice).json()
+    assert cancelled["state"] == "cancelled"
+    assert [t["state"] for t in cancelled["trials"]] == [
+        "cancelled",
+        "cancelled",
+        "pending",
+        "pending",
+    ]
+    pass_once(database, redis.Redis.from_url(settings.redis_url), script_roots=[])
+    again = api.get(f"/api/sweeps/{sweep['id']}", headers=alice).json()
+    assert [t["job_id"] is None for t in again["trials"]] == [False, False, True, True]
+    assert api.post(f"/api/sweeps/{sweep['id']}/cancel", headers=alice).status_code == 409
+
+
+def test_someone_elses_sweep_looks_missing(api: TestClient, tokens: dict[str, str]) -> None:
+    sweep = _create(api, tokens["admin"])
+    theirs = api.get(f"/api/sweeps/{sweep['id']}", headers=bearer(tokens["alice"]))
+    assert theirs.status_code == 404 and theirs.json()["detail"] == f"sweep {sweep['id']} not found"
+    assert api.get("/api/sweeps", headers=bearer(tokens["alice"])).json()["sweeps"] == []
+
+
+def test_refusals_name_the_field(api: TestClient, tokens: dict[str, str]) -> None:
+    def refused(body: dict[str, Any]) -> tuple[list[Any], str]:
+        response = api.post("/api/sweeps", json=body, headers=bearer(tokens["alice"]))
+        assert response.status_code == 422, response.text
+        error = response.json()["detail"][0]
+        return list(error["loc"]), error["msg"]
+
+    loc, msg = refused(sweep_body(parameters={"hyperparameters.lr": {"values": [0.1, -1]}}))
+    assert loc == ["body", "parameters", "hyperparameters.lr"] and "trial 2" in msg
+    loc, _ = refused(sweep_body(parameters={"no such/path": {"values": [1]}}))
+    assert loc[:2] == ["body", "parameters"]
+    loc, msg = refused(sweep_body(parameters={"hyperparameters.lr": {"min": 0.1, "max": 1}}))
+    assert loc == ["body", "parameters"] and "needs steps" in msg
+    loc, _ = refused(sweep_body(base={**GOOD_SPEC, "template": "nope"}))
+    assert loc[:3] == ["body", "base", "template"]
+    loc, _ = refused(sweep_body(max_concurrency=0))
+    assert loc == ["body", "max_concurrency"]
+
+
+def _run(db: Database, job_id: int, *, step: int) -> int:
+    """Put a queued trial on node n1 as running at `step`; its attempt id."""
+    with db.session() as session:
+        job = session.get_one(Job, job_id)
+        attempt = Attempt(job_id=job_id, number=1, node_name="n1", devices=[0], master_port=1)
+        attempt.state = "running"
+        session.add(attempt)
+        session.flush()
+        session.add(
+            AttemptSlice(
+                attempt_id=attempt.id, node_name="n1", node_rank=0, devices=[0], state="running"
+            )
+        )
+        job.state, job.attempt, job.step = "running", 1, step
+        session.commit()
+        return attempt.id
+
+
+def test_a_poor_trial_is_stopped_at_a_rung_with_the_reason(
+    api: TestClient, tokens: dict[str, str], database: Database, settings: Settings
+) -> None:
+    client = redis.Redis.from_url(settings.redis_url)
+    sweep = _create(api, tokens["alice"])
+    good, flat = (t["job_id"] for t in sweep["trials"][:2])
+    runs = {good: _run(database, good, step=12), flat: _run(database, flat, step=12)}
+    curve = {good: lambda s: 2.0 / (s + 1), flat: lambda s: 2.3}  # flat: it learns nothing
+    insert_points(
+        database,
+        [
+            {
+                "attempt_id": runs[j],
+                "rank": 0,
+                "step": s,
+                "name": "loss",
+                "value": f(s),
+                "time": 1.0 + s,
+            }
+            for j, f in curve.items()
+            for s in range(1, 13)
+        ],
+    )
+    pass_once(database, client, script_roots=[])
+    with database.session() as session:
+        events = session.scalars(
+            select(JobEvent).where(JobEvent.kind.in_(["rung", "early_stopped"]))
+        ).all()
+        by_job = {e.job_id: e for e in events}
+        assert by_job[good].kind == "rung" and by_job[good].step == 10
+        assert by_job[flat].kind == "early_stopped" and by_job[flat].step == 10
+        assert by_job[flat].message == (
+            "stopped early at rung 1 (step 10): loss 2.3 > threshold 1.241"
+            " (ASHA: best 1/2 of 2 trials at this rung)"
+        )
+        assert session.get_one(Job, flat).state == "cancelling"
+    with database.session() as session:  # its ranks stop: the trial ends as stopped, not failed
+        attempts.finish(
+            session,
+            client,
+            attempt_id=runs[flat],
+            node="n1",
+            outcome=AttemptOutcome(outcome="stopped"),
+        )
+    view = api.get(f"/api/sweeps/{sweep['id']}", headers=bearer(tokens["alice"])).json()
+    trial = view["trials"][1]
+    assert trial["state"] == "stopped" and trial["early_stop"].startswith("stopped early at rung 1")
+    assert trial["rungs"] == {"10": 2.3}
+    assert view["best"]["number"] == 1 and view["best"]["value"] == 2.0 / 13
+    job = api.get(f"/api/jobs/{flat}", headers=bearer(tokens["alice"])).json()
+    assert job["state"] == "stopped" and job["reason"].startswith("stopped early")
+    pass_once(database, client, script_roots=[])  # a slot is free: trial 3 starts
+    assert (
+        api.get(f"/api/sweeps/{sweep['id']}", headers=bearer(tokens["alice"])).json()["trials"][2][
+            "state"
+        ]
+        == "queued"
+    )
