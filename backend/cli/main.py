@@ -70,7 +70,7 @@ def submit(
     spec_file: Annotated[Path, typer.Argument(help="job spec, YAML or JSON")],
 ) -> None:
     """Submit a job from a spec file."""
-    spec = _read_spec(spec_file)
+    spec = read_mapping(spec_file, "a job spec")
     job = connect(ctx).call("POST", "/api/jobs", json=spec)
     typer.echo(f"job {job['id']} {job['state']}: {job['name']}")
 
@@ -100,7 +100,8 @@ def cancel(ctx: typer.Context, job_id: JobId) -> None:
     typer.echo(f"job {job['id']} {job['state']}")
 
 
-def _read_spec(path: Path) -> Any:
+def read_mapping(path: Path, what: str) -> Any:
+    """A YAML or JSON file holding a mapping (what: 'a job spec'), or exit naming the fault."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
@@ -119,3 +120,4 @@ def _read_spec(path: Path) -> Any:
 from backend.cli import admin as _admin  # noqa: E402, F401
 from backend.cli import backup as _backup  # noqa: E402, F401
 from backend.cli import jobs as _jobs  # noqa: E402, F401
+from backend.cli import sweeps as _sweeps  # noqa: E402, F401
