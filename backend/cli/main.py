@@ -111,7 +111,7 @@ def read_mapping(path: Path, what: str) -> Any:
     except (ValueError, yaml.YAMLError) as err:
         fail(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {err}")
     if not isinstance(spec, dict):
-        fail(f"{path} must hold a mapping (a job spec), not {type(spec).__name__}")
+        fail(f"{path} must hold a mapping ({what}), not {type(spec).__name__}")
     return spec
 
 
