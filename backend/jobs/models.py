@@ -86,6 +86,9 @@ class Attempt(Base):
     resume_from: Mapped[str | None] = mapped_column(Text)
     last_checkpoint: Mapped[str | None] = mapped_column(Text)
     exit_reason: Mapped[str | None] = mapped_column(Text)
+    facts: Mapped[dict[str, Any] | None] = mapped_column(
+        comment="what the engine reported it uses at start (global batch, world size)"
+    )
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     claimed_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]

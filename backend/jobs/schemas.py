@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from backend.jobs.run_states import AttemptState
 from backend.jobs.states import JobAction, JobState
-from workers.contract.protocol import Instance
+from workers.contract.protocol import Instance, RunFacts
 from workers.contract.spec import JobSpec
 from workers.contract.spec_parts import MAX_DEVICES
 
@@ -42,6 +42,11 @@ class JobOut(BaseModel):
     node: str | None = Field(description="the node of rank 0")
     devices: list[int] = Field(description="devices on the node of rank 0")
     placement: list[SliceOut] = Field(description="every node of the gang and its devices")
+    facts: RunFacts | None = Field(
+        None,
+        description="what the current attempt's engine uses (its start event): global batch, "
+        "world size, accumulation, data-parallel degree; None before it started",
+    )
     wait_reason: str | None = Field(description="why a queued job has not started yet")
     restarts: int
     restart_at: datetime | None = Field(
@@ -75,6 +80,7 @@ class AttemptOut(BaseModel):
     resume_from: str | None
     last_checkpoint: str | None
     exit_reason: str | None
+    facts: RunFacts | None = Field(None, description="what its engine reported it uses")
     created_at: datetime
     claimed_at: datetime | None
     finished_at: datetime | None

@@ -117,12 +117,32 @@ class LogLine(BaseModel):
     time: float
 
 
+class RunFacts(BaseModel):
+    """What an attempt's ranks actually use, from the engine's start event (not the spec).
+
+    After an elastic resume they differ from a spec recomputed on the new device count:
+    the engine keeps the checkpoint's global batch (more accumulation on fewer replicas).
+    """
+
+    world_size: int = Field(ge=1, le=MAX_INT, description="ranks, one per device")
+    data_parallel: int = Field(ge=1, le=MAX_INT, description="replicas of the model")
+    pipeline_stages: int = Field(ge=1, le=MAX_INT)
+    batch_size: int = Field(ge=1, le=MAX_INT, description="samples per replica per micro-step")
+    accumulation: int = Field(ge=1, le=MAX_INT, description="micro-steps per optimizer step")
+    global_batch: int = Field(
+        ge=1, le=MAX_INT, description="samples per optimizer step, all replicas together"
+    )
+
+
 class AttemptEvent(BaseModel):
     attempt_id: Id
     kind: str = Field(max_length=64, description="e.g. checkpoint, started, warning")
     message: str = Field("", max_length=4096)
     step: Count | None = None
     time: float
+    facts: RunFacts | None = Field(
+        None, description="a `started` event: what the engine uses (shown on the job page)"
+    )
 
 
 class Batch(BaseModel):

@@ -6,7 +6,8 @@ the pipe belongs to, validates, stamps and publishes it. Nothing a rank writes n
 its attempt or rank: those come from the pipe, never from the message.
 
 - metric points: ``{"m": [[step, name, value], ...]}``
-- an attempt event: ``{"e": {"kind": str, "message": str, "step": int | null}}``
+- an attempt event: ``{"e": {"kind": str, "message": str, "step": int | null}}``; the
+  engine's ``started`` event adds ``"facts"`` (``RunFacts``: global batch, world size...)
 - progress: ``{"p": {"phase": str | null, "stacks": bool}}`` (the phase it is in now; whether
   SIGUSR1 dumps its Python stacks to stderr, for hang reports)
 """
@@ -38,9 +39,14 @@ def points_message(rows: Iterable[tuple[int, Mapping[str, float]]]) -> dict[str,
     }
 
 
-def event_message(kind: str, message: str, step: int | None) -> dict[str, Any]:
-    """The message for one attempt event."""
-    return {EVENT_KEY: {"kind": kind, "message": message, "step": step}}
+def event_message(
+    kind: str, message: str, step: int | None, facts: Mapping[str, int] | None = None
+) -> dict[str, Any]:
+    """The message for one attempt event (a start event with the facts the engine uses)."""
+    event: dict[str, Any] = {"kind": kind, "message": message, "step": step}
+    if facts is not None:
+        event["facts"] = dict(facts)
+    return {EVENT_KEY: event}
 
 
 def progress_message(phase: str | None, *, stacks: bool = False) -> dict[str, Any]:

@@ -133,12 +133,14 @@ def declare(name: str, *, direction: str) -> None:
         session.send(message)
 
 
-def event(kind: str, message: str = "", step: int | None = None) -> None:
-    """Send an attempt event (for example kind "checkpoint" with its step)."""
+def event(
+    kind: str, message: str = "", step: int | None = None, facts: Mapping[str, int] | None = None
+) -> None:
+    """Send an attempt event (kind "checkpoint" with its step; "started" with its facts)."""
     session = _current()
     if session is None:
         return
-    session.send(event_message(kind, message, step))
+    session.send(event_message(kind, message, step, facts))
 
 
 def phase(name: str) -> None:

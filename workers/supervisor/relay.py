@@ -16,7 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from workers.contract.protocol import MAX_INT, MAX_METRIC_NAME
+from pydantic import ValidationError
+
+from workers.contract.protocol import MAX_INT, MAX_METRIC_NAME, RunFacts
 from workers.contract.telemetry_channel import (
     EVENT_KEY,
     MAX_LINE_BYTES,
@@ -164,15 +166,14 @@ class TelemetryRelay:
             return
         if kind == "checkpoint":
             self._on_checkpoint()
-        self._events.add(
-            {
-                "attempt_id": self.attempt_id,
-                "kind": kind,
-                "message": message,
-                "step": step,
-                "time": now,
-            }
-        )
+        item = {"attempt_id": self.attempt_id, "kind": kind, "message": message, "step": step}
+        facts = event.get("facts")
+        if kind == "started" and facts is not None:
+            try:
+                item["facts"] = RunFacts.model_validate(facts).model_dump()
+            except ValidationError:
+                self.refused += 1  # the event stands; facts that do not fit are dropped
+        self._events.add({**item, "time": now})
 
     def _own_checkpoint(self, path: str) -> bool:
         """A checkpoint event names a directory inside this job's checkpoint directory."""

@@ -112,6 +112,11 @@ def _write_event(session: Session, event: Item, job_id: int) -> None:
             step=event["step"],
         )
     )
+    if event["kind"] == "started" and event.get("facts"):
+        # what the engine uses, shown on the job page instead of the spec's arithmetic
+        session.execute(
+            update(Attempt).where(Attempt.id == event["attempt_id"]).values(facts=event["facts"])
+        )
     if event["kind"] == "checkpoint" and event["message"]:
         # only a running attempt's checkpoint becomes its newest: one that was fenced (lost,
         # withdrawn) may train on for a moment, and what it writes is never resumed from

@@ -10,6 +10,7 @@ from workers.rank import sdk
 from workers.rank.engine import distributed
 from workers.rank.engine.config import load_config
 from workers.rank.engine.errors import EngineFailure
+from workers.rank.engine.facts import report_start
 from workers.rank.engine.templates import build_task
 from workers.rank.engine.train import Trainer
 
@@ -47,6 +48,8 @@ def main() -> int:
                     f"{trainer.accum} accumulation x {ctx.dp_size} replicas)",
                     flush=True,
                 )
+        if ctx.is_leader:  # what it uses, for the job page (not the spec's arithmetic)
+            report_start(trainer, ctx)
         _kept.append(trainer)
         result = trainer.run()
         if ctx.is_leader:
