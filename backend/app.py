@@ -32,6 +32,7 @@ from backend.migrate import upgrade
 from backend.nodes import router as nodes_router
 from backend.nodes.deployment import deployment_id, mark_broker
 from backend.runtable import router as runs_router
+from backend.scheduler.inputs import SharingSettings
 from backend.scheduler.loop import Scheduler
 from backend.security import install as install_security
 from backend.security.exposure import warn_if_exposed
@@ -48,6 +49,7 @@ from backend.telemetry.series.cache import SeriesCache
 from backend.telemetry.series.retention import run_retention
 from backend.telemetry.series.rollup_builder import run_rollups
 from backend.telemetry.series.summaries import run_summaries
+from backend.usage import router as usage_router
 from backend.webhooks import router as webhooks_router
 from backend.webhooks.delivery import run_webhooks
 from workers.contract.heap import settle_heap
@@ -110,6 +112,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         sweeps_router,
         runs_router,
         webhooks_router,
+        usage_router,
         prometheus,
         ws,
     )
@@ -137,6 +140,10 @@ def _start_loops(
             interval=settings.scheduler_interval,
             heartbeat_timeout=settings.heartbeat_timeout,
             claim_timeout=settings.claim_timeout,
+            sharing=SharingSettings(
+                min_run_seconds=settings.min_run_seconds,
+                half_life_hours=settings.fair_share_half_life_hours,
+            ),
         )
         loops.append(("scheduler", lambda: scheduler.run(stop)))
     if settings.run_ingest:

@@ -44,6 +44,12 @@ class Settings(BaseSettings):
     claim_timeout: float = Field(
         60.0, gt=0, description="seconds before an unclaimed attempt is withdrawn and requeued"
     )
+    min_run_seconds: float = Field(
+        300.0, ge=0, description="a job preempted less than this long ago is not preempted again"
+    )
+    fair_share_half_life_hours: float = Field(
+        168.0, gt=0, description="recent device usage halves in fair-share weight this often"
+    )
     session_days: float = Field(7.0, gt=0)
     cookie_secure: bool = Field(False, description="mark the session cookie Secure (TLS)")
     frontend_dir: Path = Field(Path(__file__).resolve().parent.parent / "frontend" / "dist")

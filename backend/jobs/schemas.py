@@ -48,6 +48,9 @@ class JobOut(BaseModel):
         "world size, accumulation, data-parallel degree; None before it started",
     )
     wait_reason: str | None = Field(description="why a queued job has not started yet")
+    queue_position: int | None = Field(
+        None, description="a queued job's place in the queue (1: placed next; docs/scheduler.md)"
+    )
     restarts: int
     restart_at: datetime | None = Field(
         None, description="a restarting job is placed again at this time (its back-off)"

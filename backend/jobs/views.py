@@ -72,6 +72,7 @@ def _view(job: Job, owner: str, attempt: Attempt | None, placement: list[SliceOu
         placement=placement,
         facts=attempt.facts if attempt else None,
         wait_reason=job.wait_reason if job.state == "queued" else None,
+        queue_position=job.queue_position if job.state == "queued" else None,
         priority=PRIORITY_NAMES[job.priority_rank],
         tags=spec.tags,
         attempt=job.attempt,

@@ -225,6 +225,8 @@ class Scheduler:
                 state=AttemptState.scheduled,
                 master_port=0,  # chosen by the node of rank 0 when it claims
                 resume_from=resume.get(p.job_id),
+                owner_id=jobs[p.job_id].owner_id,  # accounting (backend.usage)
+                device_count=sum(len(devices) for _, devices in p.slices),
             )
             for p in placements
         ]

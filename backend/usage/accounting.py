@@ -30,7 +30,7 @@ class AttemptUsage:
     attempt_id: int
     job_id: int
     owner_id: int
-    nodes: tuple[str, ...]
+    nodes: tuple[tuple[str, int], ...]  # (node, devices there) per slice
     devices: int
     start: datetime | None  # claimed; None: it never ran
     end: datetime | None  # None: still running
@@ -98,13 +98,13 @@ def attempt_usage(
         query = query.where(Attempt.id.in_(attempt_ids))
     rows = session.execute(query.order_by(Attempt.id)).all()
     ids = [a.id for a, _, _ in rows]
-    nodes: dict[int, list[str]] = {}
-    for attempt_id, node in session.execute(
-        select(AttemptSlice.attempt_id, AttemptSlice.node_name)
+    nodes: dict[int, list[tuple[str, int]]] = {}
+    for attempt_id, node, devices in session.execute(
+        select(AttemptSlice.attempt_id, AttemptSlice.node_name, AttemptSlice.devices)
         .where(AttemptSlice.attempt_id.in_(ids))
         .order_by(AttemptSlice.node_rank)
     ):
-        nodes.setdefault(attempt_id, []).append(node)
+        nodes.setdefault(attempt_id, []).append((node, len(devices)))
     unsettled = [a.id for a, _, _ in rows if a.busy_device_seconds is None]
     fractions = busy_fraction(session, unsettled)
     result = []
@@ -123,7 +123,7 @@ def attempt_usage(
                 attempt_id=attempt.id,
                 job_id=attempt.job_id,
                 owner_id=attempt.owner_id or owner,
-                nodes=tuple(nodes.get(attempt.id, [attempt.node_name])),
+                nodes=tuple(nodes.get(attempt.id, [(attempt.node_name, devices)])),
                 devices=devices,
                 start=attempt.claimed_at,
                 end=attempt.finished_at,

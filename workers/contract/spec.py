@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     Field,
+    StrictBool,
     StrictInt,
     ValidationInfo,
     field_validator,
@@ -81,6 +82,10 @@ class JobSpec(Strict):
     lr_schedule: LRSchedule = Field(default_factory=LRSchedule)
     checkpoint: Checkpointing = Field(default_factory=Checkpointing)
     priority: Priority = Priority.normal
+    preemptible: StrictBool = Field(
+        True,
+        description="false: never preempted for a higher-priority job (docs/scheduler.md)",
+    )
     max_restarts: StrictInt = Field(2, ge=0, le=100)
     nan_policy: NanPolicy = Field(default_factory=NanPolicy)
     health: Health = Field(default_factory=Health)

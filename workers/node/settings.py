@@ -28,6 +28,9 @@ class WorkerSettings(BaseSettings):
     sample_interval: float = Field(1.0, ge=0.1)
     heartbeat_interval: float = Field(2.0, gt=0)
     stop_grace_seconds: float = Field(10.0, ge=0)
+    preempt_grace_seconds: float = Field(
+        60.0, ge=0, description="a preempted job's final checkpoint must finish in this time"
+    )
     address: str = Field(
         "derived",
         max_length=255,
@@ -71,6 +74,7 @@ class WorkerSettings(BaseSettings):
             data_dir=self.data_dir,
             script_roots=self.script_root_paths,
             stop_grace_seconds=self.stop_grace_seconds,
+            preempt_grace_seconds=self.preempt_grace_seconds,
             metric_patterns=self.metric_patterns,
             metric_step_pattern=self.metric_step_pattern,
             isolation=isolation or same_user(),

@@ -17,6 +17,8 @@ class SupervisorSettings:
     data_dir: Path
     script_roots: list[Path]
     stop_grace_seconds: float = 10.0
+    #: a preempted attempt's ranks get this long for their final checkpoint, then SIGKILL
+    preempt_grace_seconds: float = 60.0
     metric_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_PATTERNS))
     metric_step_pattern: str = DEFAULT_STEP_PATTERN
     isolation: Isolation = field(default_factory=same_user)

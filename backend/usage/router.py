@@ -1,0 +1,74 @@
+"""REST routes for usage accounting and for users' shares and quotas (admins set them)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, Request, status
+
+from backend.db import as_utc, utcnow
+from backend.deps import AdminDep, ReaderDep, SessionDep
+from backend.signals import wake_scheduler
+from backend.usage import service
+from backend.usage.schemas import DailyUsageOut, LimitsIn, LimitsOut, UsageBy, UsageOut
+
+router = APIRouter(prefix="/api", tags=["usage"])
+MAX_RANGE = timedelta(days=400)
+From = Annotated[datetime | None, Query(alias="from", description="default: 7 days before to")]
+To = Annotated[datetime | None, Query(alias="to", description="default: now")]
+
+
+def _window(start: datetime | None, end: datetime | None) -> tuple[datetime, datetime]:
+    end = as_utc(end) if end is not None else utcnow()
+    start = as_utc(start) if start is not None else end - timedelta(days=7)
+    if start >= end:
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            [{"loc": ["query", "from"], "msg": "from must be before to", "type": "value_error"}],
+        )
+    if end - start > MAX_RANGE:
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            [{"loc": ["query", "from"], "msg": "at most 400 days at once", "type": "value_error"}],
+        )
+    return start, end
+
+
+@router.get("/usage", response_model=UsageOut)
+def get_usage(
+    principal: ReaderDep,
+    session: SessionDep,
+    start: From = None,
+    end: To = None,
+    by: UsageBy = "user",
+) -> UsageOut:
+    """Device-seconds allocated and busy in [from, to), per user, job or node (yours only
+    unless you are an admin)."""
+    start, end = _window(start, end)
+    return service.usage_report(session, principal=principal, start=start, end=end, by=by)
+
+
+@router.get("/usage/daily", response_model=DailyUsageOut)
+def get_daily_usage(
+    principal: ReaderDep, session: SessionDep, start: From = None, end: To = None
+) -> DailyUsageOut:
+    """Per user and UTC day: allocated against busy device-seconds (the usage view)."""
+    start, end = _window(start, end)
+    return service.daily_usage(session, principal=principal, start=start, end=end)
+
+
+@router.get("/users/limits", response_model=list[LimitsOut])
+def list_limits(_: AdminDep, session: SessionDep) -> list[LimitsOut]:
+    """Admin: every user's fair-share weight and quotas, with current use."""
+    return list(service.describe_limits(session).values())
+
+
+@router.patch("/users/{username}/limits", response_model=LimitsOut)
+def set_limits(
+    username: str, body: LimitsIn, request: Request, _: AdminDep, session: SessionDep
+) -> LimitsOut:
+    """Admin: set a user's share (default 1) and quotas (null: none)."""
+    limits = service.set_limits(session, username=username, changes=body)
+    wake_scheduler(request.app.state.redis)
+    return limits

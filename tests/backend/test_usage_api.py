@@ -1,0 +1,174 @@
+"""`/api/usage`: device-seconds allocated and busy, against attempts of known durations."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from backend.auth.models import User
+from backend.db import Database
+from backend.jobs.models import Attempt, AttemptSlice, Job
+from backend.telemetry.models import DeviceSample
+from backend.usage.accounting import settle
+from tests.backend.conftest import bearer
+from tests.backend.test_jobs_api import GOOD_SPEC
+
+#: alice's attempt runs 23:30 to 00:30 on 2 devices at 50 %; the admin's 00:00 to 01:00 on 1
+T0 = datetime(2026, 1, 1, 23, 30, tzinfo=UTC)
+HOUR = timedelta(hours=1)
+
+
+def _attempt(
+    session: Any, owner: str, *, node: str, devices: list[int], start: datetime, end: datetime
+) -> Attempt:
+    user = session.scalars(select(User).where(User.username == owner)).one()
+    job = Job(
+        name="j",
+        owner_id=user.id,
+        state="succeeded",
+        spec=GOOD_SPEC,
+        devices_requested=len(devices),
+    )
+    session.add(job)
+    session.flush()
+    attempt = Attempt(
+        job_id=job.id,
+        number=1,
+        node_name=node,
+        devices=devices,
+        state="succeeded",
+        master_port=0,
+        owner_id=user.id,
+        device_count=len(devices),
+        created_at=start,
+        claimed_at=start,
+        finished_at=end,
+    )
+    session.add(attempt)
+    session.flush()
+    session.add(
+        AttemptSlice(
+            attempt_id=attempt.id, node_name=node, node_rank=0, devices=devices, state="succeeded"
+        )
+    )
+    return attempt
+
+
+@pytest.fixture
+def two_attempts(database: Database, tokens: dict[str, str]) -> tuple[int, int]:
+    with database.session() as session:
+        alices = _attempt(session, "alice", node="n1", devices=[0, 1], start=T0, end=T0 + HOUR)
+        admins = _attempt(
+            session, "admin", node="n2", devices=[0], start=T0 + HOUR / 2, end=T0 + 1.5 * HOUR
+        )
+        for device in (0, 1):  # every minute of alice's hour, 50 % busy
+            session.add_all(
+                DeviceSample(
+                    node="n1",
+                    device=device,
+                    kind="cpu",
+                    time=(T0 + timedelta(minutes=m)).timestamp(),
+                    util=50.0 if m % 2 else 150.0 if device else 50.0,  # >100 % counts as 100
+                    attempt_id=alices.id,
+                    rank=device,
+                )
+                for m in range(60)
+            )
+        session.commit()
+        return alices.id, admins.id
+
+
+def _usage(api: TestClient, token: str, **params: str) -> dict[str, Any]:
+    response = api.get("/api/usage", params=params, headers=bearer(token))
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def _rows(body: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    return {
+        r["key"]: (round(r["allocated_device_seconds"]), round(r["busy_device_seconds"]))
+        for r in body["rows"]
+    }
+
+
+def test_usage_totals_match_the_attempts_durations(
+    api: TestClient, tokens: dict[str, str], two_attempts: tuple[int, int]
+) -> None:
+    window = {"from": (T0 - HOUR).isoformat(), "to": (T0 + 3 * HOUR).isoformat()}
+    alice_busy = round(3600 * (0.5 + 0.75))  # device 0 at 50 %, device 1 at 75 % (capped)
+    by_user = _usage(api, tokens["admin"], by="user", **window)
+    assert _rows(by_user) == {"alice": (7200, alice_busy), "admin": (3600, 0)}
+    assert round(by_user["total"]["allocated_device_seconds"]) == 10800
+    assert by_user["total"]["attempts"] == 2 and by_user["from"] == "2026-01-01T22:30:00Z"
+    alice_job, admin_job = (str(a) for a in _job_ids(api, tokens))
+    assert _rows(_usage(api, tokens["admin"], by="job", **window)) == {
+        alice_job: (7200, alice_busy),
+        admin_job: (3600, 0),
+    }
+    assert _rows(_usage(api, tokens["admin"], by="node", **window)) == {
+        "n1": (7200, alice_busy),
+        "n2": (3600, 0),
+    }
+    # a window cuts attempts at its edges: 00:00-00:30 holds half of each hour-long attempt
+    half = {"from": (T0 + HOUR / 2).isoformat(), "to": (T0 + HOUR).isoformat()}
+    assert _rows(_usage(api, tokens["admin"], **half)) == {
+        "alice": (3600, round(alice_busy / 2)),
+        "admin": (1800, 0),
+    }
+    # a user sees only their own usage
+    assert _rows(_usage(api, tokens["alice"], **window)) == {"alice": (7200, alice_busy)}
+
+
+def _job_ids(api: TestClient, tokens: dict[str, str]) -> list[int]:
+    jobs = api.get("/api/jobs", headers=bearer(tokens["admin"])).json()["jobs"]
+    return sorted(j["id"] for j in jobs)
+
+
+def test_daily_usage_splits_attempts_at_midnight(
+    api: TestClient, tokens: dict[str, str], two_attempts: tuple[int, int]
+) -> None:
+    params = {"from": (T0 - HOUR).isoformat(), "to": (T0 + 3 * HOUR).isoformat()}
+    response = api.get("/api/usage/daily", params=params, headers=bearer(tokens["admin"]))
+    rows = {
+        (r["day"], r["user"]): round(r["allocated_device_seconds"]) for r in response.json()["rows"]
+    }
+    assert rows == {
+        ("2026-01-01", "alice"): 3600,  # 23:30-00:00 on 2 devices
+        ("2026-01-02", "alice"): 3600,
+        ("2026-01-02", "admin"): 3600,
+    }
+
+
+def test_settled_attempts_record_allocated_and_busy_device_seconds(
+    database: Database, two_attempts: tuple[int, int]
+) -> None:
+    with database.session() as session:
+        assert settle(session) == 2
+        session.commit()
+        alices, admins = (session.get_one(Attempt, a) for a in two_attempts)
+        assert alices.allocated_device_seconds == pytest.approx(7200)
+        assert alices.busy_device_seconds == pytest.approx(3600 * 1.25)
+        assert admins.allocated_device_seconds == pytest.approx(3600)
+        assert admins.busy_device_seconds is None  # no samples: not measured
+        assert settle(session) == 0
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"from": "2026-01-02T00:00:00Z", "to": "2026-01-01T00:00:00Z"},
+        {"from": "2024-01-01T00:00:00Z", "to": "2026-01-01T00:00:00Z"},
+        {"from": "yesterday"},
+        {"by": "team"},
+    ],
+)
+def test_bad_usage_queries_are_refused_naming_the_parameter(
+    api: TestClient, tokens: dict[str, str], params: dict[str, str]
+) -> None:
+    response = api.get("/api/usage", params=params, headers=bearer(tokens["admin"]))
+    assert response.status_code == 422
+    assert str(response.json()["detail"][0]["loc"][-1]) in params

@@ -1,0 +1,56 @@
+"""Admins set shares and quotas; an over-quota job waits with that reason and its place."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+
+from backend.scheduler.loop import Scheduler
+from tests.backend.conftest import bearer
+from tests.backend.test_job_control import node_n1, scheduler  # noqa: F401 (fixtures)
+from tests.backend.test_jobs_api import GOOD_SPEC
+
+
+def test_an_admin_sets_limits_and_an_over_quota_job_waits_with_the_reason(
+    api: TestClient,
+    tokens: dict[str, str],
+    node_n1: str,  # noqa: F811
+    scheduler: Scheduler,  # noqa: F811
+) -> None:
+    admin, alice = bearer(tokens["admin"]), bearer(tokens["alice"])
+    body = {"max_devices": 1, "share": 2}
+    assert api.patch("/api/users/alice/limits", json=body, headers=alice).status_code == 403
+    limits = api.patch("/api/users/alice/limits", json=body, headers=admin)
+    assert limits.status_code == 200, limits.text
+    assert limits.json() | {"device_hours_7d": 0} == {
+        "user": "alice",
+        "share": 2.0,
+        "max_devices": 1,
+        "max_device_hours": None,
+        "device_hours_7d": 0,
+        "devices_in_use": 0,
+    }
+    job = api.post("/api/jobs", json=GOOD_SPEC, headers=alice).json()  # 2 devices
+    one = GOOD_SPEC | {"parallelism": {"strategy": "data", "devices": 1}}
+    other = api.post("/api/jobs", json=one, headers=admin).json()
+    scheduler.tick()
+    view = api.get(f"/api/jobs/{job['id']}", headers=alice).json()
+    assert view["state"] == "queued"
+    assert view["wait_reason"] == "over quota: 0 of 1 devices in use; this job needs 2"
+    assert view["queue_position"] == 1  # first in line, held back only by its quota
+    assert api.get(f"/api/jobs/{other['id']}", headers=admin).json()["state"] == "scheduled"
+    # lifting the quota (null) lets it start
+    api.patch("/api/users/alice/limits", json={"max_devices": None}, headers=admin)
+    scheduler.tick()
+    assert api.get(f"/api/jobs/{job['id']}", headers=alice).json()["state"] == "scheduled"
+    listed = {u["user"]: u for u in api.get("/api/users/limits", headers=admin).json()}
+    assert listed["alice"]["devices_in_use"] == 2 and listed["alice"]["max_devices"] is None
+
+
+def test_limits_refusals_name_the_field_or_the_user(
+    api: TestClient, tokens: dict[str, str]
+) -> None:
+    admin = bearer(tokens["admin"])
+    refused = api.patch("/api/users/alice/limits", json={"share": 0}, headers=admin)
+    assert refused.status_code == 422 and refused.json()["detail"][0]["loc"] == ["body", "share"]
+    missing = api.patch("/api/users/nobody/limits", json={"share": 1}, headers=admin)
+    assert missing.status_code == 404 and "nobody" in missing.json()["detail"]
