@@ -16,8 +16,9 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-#: the longest a message waits here (the old in-rank publisher's flush interval)
-FLUSH_INTERVAL = 0.02
+#: the longest a message waits here: half the relay's publisher interval, so the pipe adds
+#: ~5 ms (median) to publish → websocket (docs/benchmarks.md "Live delivery")
+FLUSH_INTERVAL = 0.01
 #: queued messages that wake the writer before its interval ends
 BATCH = 256
 

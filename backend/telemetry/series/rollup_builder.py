@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import dataclass, replace
 from datetime import timedelta
+from typing import Any
 
 import numpy as np
 from sqlalchemy import delete, func, insert, select
@@ -34,47 +36,101 @@ MAX_LAG_STEPS = 16_384
 LATE_SECONDS = 3600.0
 
 
+@dataclass(frozen=True)
+class SealPlan:
+    """What one seal changes, worked out from reads alone (see `plan_seal`)."""
+
+    job_id: int
+    name: str
+    #: the seal row as read: (sealed_through, watermark), None where there was none
+    read: tuple[int, int] | None
+    watermark: int
+    #: blocks from this step on are dropped (points committed into them since the last seal)
+    stale: int | None
+    sealed_through: int
+    rows: list[dict[str, Any]]
+    #: the start of the stored block that `rows` replace (it grows), None if none
+    grown: int | None
+
+
 def seal(session: Session, *, job_id: int, name: str, settled: bool) -> int:
-    """Bring one curve's blocks up to date; block rows written.
+    """Bring one curve's blocks up to date in one session; block rows written."""
+    plan = plan_seal(session, job_id=job_id, name=name, settled=settled)
+    return write_seal(session, plan) if plan is not None else 0
+
+
+def plan_seal(session: Session, *, job_id: int, name: str, settled: bool) -> SealPlan | None:
+    """Read one curve and work out its new blocks, writing nothing (None: nothing to change).
 
     Drops the blocks that points committed since the last seal touched, then seals up to
     the step every rank of the job's running attempts has passed (the end, once settled).
+    Only reads: on SQLite a read holds no lock the ingest waits for, so sealing tens of
+    thousands of points does not hold up the commits that live delivery follows.
     """
     state = session.scalar(
-        select(CurveSeal)
-        .where(CurveSeal.job_id == job_id, CurveSeal.name == name)
-        .with_for_update()
+        select(CurveSeal).where(CurveSeal.job_id == job_id, CurveSeal.name == name)
     )
-    if state is None:  # a racing builder's insert makes this one fail on the unique key
-        state = CurveSeal(job_id=job_id, name=name, sealed_through=rollups.LOWEST, watermark=0)
-        session.add(state)
-        session.flush()
+    read = None if state is None else (state.sealed_through, state.watermark)
+    sealed_through, watermark = read or (rollups.LOWEST, 0)
     attempts = rollups.attempt_ids(session, job_id)
     # the marks are read before the rows: a point committed in between is seen as a change
     newest = max(cache.watermark(session, attempt_id=a, name=name) for a in attempts)
-    if newest == state.watermark and not settled:
-        return 0
-    changed = rollups.lowest_change(session, attempts=attempts, name=name, after=state.watermark)
-    if changed is not None and changed < state.sealed_through:
-        stale = changed // rollups.BLOCK_STEPS * rollups.BLOCK_STEPS
-        session.execute(
-            delete(CurveBlock).where(*_curve(job_id, name), CurveBlock.start_step >= stale)
+    if newest == watermark and not settled:
+        return (
+            None
+            if read
+            else SealPlan(job_id, name, None, watermark, None, sealed_through, [], None)
         )
-        state.sealed_through = max(rollups.LOWEST, stale)
-    state.watermark = newest
-    raws = [rollups.rows_from(session, a, name, state.sealed_through) for a in attempts]
+    stale = None
+    changed = rollups.lowest_change(session, attempts=attempts, name=name, after=watermark)
+    if changed is not None and changed < sealed_through:
+        stale = changed // rollups.BLOCK_STEPS * rollups.BLOCK_STEPS
+        sealed_through = max(rollups.LOWEST, stale)
+    plan = SealPlan(job_id, name, read, newest, stale, sealed_through, [], None)
+    raws = [rollups.rows_from(session, a, name, sealed_through) for a in attempts]
     curve = merge_attempts([per_step(raw) for raw in raws])
     if not len(curve.step):
-        return 0
+        return plan
     if settled:
         target = int(curve.step[-1]) + 1
     else:
         target = _passed_by_every_rank(session, attempts, raws, end=int(curve.step[-1]) + 1)
-        if target - max(state.sealed_through, int(curve.step[0])) < MIN_SEAL_STEPS:
+        if target - max(sealed_through, int(curve.step[0])) < MIN_SEAL_STEPS:
+            return plan
+    rows, grown = _blocks(session, plan, curve, target)
+    return replace(plan, sealed_through=target, rows=rows, grown=grown)
+
+
+def write_seal(session: Session, plan: SealPlan) -> int:
+    """Write a plan in a short transaction; 0 if another builder sealed the curve since.
+
+    Raises IntegrityError when another builder created the curve's seal row meanwhile.
+    """
+    state = session.scalar(
+        select(CurveSeal)
+        .where(CurveSeal.job_id == plan.job_id, CurveSeal.name == plan.name)
+        .with_for_update()
+    )
+    if state is None:
+        if plan.read is not None:
             return 0
-    written = _write(session, state, curve, target)
-    state.sealed_through = target
-    return written
+        state = CurveSeal(
+            job_id=plan.job_id, name=plan.name, sealed_through=rollups.LOWEST, watermark=0
+        )
+        session.add(state)
+        session.flush()  # a racing builder's insert makes this one fail on the unique key
+    elif (state.sealed_through, state.watermark) != (plan.read or (None, None)):
+        return 0  # sealed elsewhere since this plan's reads
+    curve = _curve(plan.job_id, plan.name)
+    if plan.stale is not None:
+        session.execute(delete(CurveBlock).where(*curve, CurveBlock.start_step >= plan.stale))
+    if plan.grown is not None:
+        session.execute(delete(CurveBlock).where(*curve, CurveBlock.start_step == plan.grown))
+    if plan.rows:
+        session.execute(insert(CurveBlock), plan.rows)
+    state.watermark = plan.watermark
+    state.sealed_through = plan.sealed_through
+    return len(plan.rows)
 
 
 def _passed_by_every_rank(
@@ -96,42 +152,44 @@ def _passed_by_every_rank(
     return max(min(fronts), max(fronts) - MAX_LAG_STEPS) if fronts else end
 
 
-def _write(session: Session, state: CurveSeal, curve: Curve, target: int) -> int:
-    """Seal `curve`'s points below `target` into their aligned blocks; rows written."""
+def _blocks(
+    session: Session, plan: SealPlan, curve: Curve, target: int
+) -> tuple[list[dict[str, Any]], int | None]:
+    """Rows sealing `curve`'s points below `target` into their aligned blocks, and the start
+    of the stored block they replace (the last block so far grows), if any."""
     keep = curve.step < target
     curve = Curve(curve.step[keep], curve.time[keep], curve.value[keep])
     block = curve.step // rollups.BLOCK_STEPS
     cuts = np.flatnonzero(np.r_[True, block[1:] != block[:-1], True])
-    rows = []
+    rows: list[dict[str, Any]] = []
+    grown = None
     for lo, hi in zip(cuts[:-1], cuts[1:], strict=False):
         start = int(block[lo]) * rollups.BLOCK_STEPS
         part = Curve(curve.step[lo:hi], curve.time[lo:hi], curve.value[lo:hi])
         end = min(start + rollups.BLOCK_STEPS, target)
-        fresh = rollups.block_rows(part, job_id=state.job_id, name=state.name, start=start, end=end)
-        if start < state.sealed_through:  # the last block so far grows
-            fresh = _grown(session, state, fresh)
+        fresh = rollups.block_rows(part, job_id=plan.job_id, name=plan.name, start=start, end=end)
+        if start < plan.sealed_through:  # the last block so far grows
+            fresh, grown = _grown(session, plan, fresh)
         rows += fresh
-    if rows:
-        session.execute(insert(CurveBlock), rows)
-    return len(rows)
+    return rows, grown
 
 
-def _grown(session: Session, state: CurveSeal, fresh: list[dict]) -> list[dict]:
-    """`fresh` (rows of the last block's new points) joined to that block's stored rows."""
+def _grown(
+    session: Session, plan: SealPlan, fresh: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], int | None]:
+    """`fresh` (rows of the last block's new points) joined to that block's stored rows, and
+    that block's start (its stored rows are to be replaced), or `fresh` and None."""
     start = fresh[0]["start_step"]
     held = {
         row.width: row
         for row in session.scalars(
             select(CurveBlock).where(
-                *_curve(state.job_id, state.name), CurveBlock.start_step == start
+                *_curve(plan.job_id, plan.name), CurveBlock.start_step == start
             )
         )
     }
     if not held:
-        return fresh
-    session.execute(
-        delete(CurveBlock).where(*_curve(state.job_id, state.name), CurveBlock.start_step == start)
-    )
+        return fresh, None
     out = []
     for row in fresh:
         old = held[row["width"]]
@@ -143,7 +201,7 @@ def _grown(session: Session, state: CurveSeal, fresh: list[dict]) -> list[dict]:
         joined = rollups.join_extremes(rollups.extremes_of(old), new, row["width"])
         data = joined.astype("<f8").tobytes()
         out.append({**row, **first, "buckets": joined.shape[1], "data": data})
-    return out
+    return out, start
 
 
 def _curve(job_id: int, name: str) -> tuple[ColumnElement[bool], ...]:
@@ -188,11 +246,15 @@ def sweep(db: Database, *, grace: float, limit: int = JOBS_PER_SWEEP) -> int:
             names = reads.metric_names(session, job_id=job_id) or [""]
         for name in names:
             try:
-                with db.session() as session:
-                    if name:
-                        written += seal(session, job_id=job_id, name=name, settled=settled)
-                    else:  # no metrics: remembered, so a settled job is not visited again
+                if not name:  # no metrics: remembered, so a settled job is not visited again
+                    with db.session() as session:
                         _mark_empty(session, job_id)
+                    continue
+                with db.session() as session:  # reads only: the ingest goes on committing
+                    plan = plan_seal(session, job_id=job_id, name=name, settled=settled)
+                if plan is not None:
+                    with db.session() as session:
+                        written += write_seal(session, plan)
             except IntegrityError:  # another API process sealed this curve just now
                 log.info("rollups of job %d %r were built elsewhere", job_id, name)
     return written
