@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query, status
 
 from backend.deps import ReaderDep, SessionDep
+from backend.jobs.states import JobState
 from backend.runtable import service
 from backend.runtable.schemas import RunTable
 
@@ -14,13 +15,7 @@ router = APIRouter(prefix="/api/runs", tags=["runs"])
 SORT_HELP = "[-]id, name, state, created_at, spec:<path>, final:<metric> or best:<metric>"
 
 StateName = Annotated[
-    list[str] | None,
-    Query(
-        max_length=10,
-        description="keep these states (any of them)",
-        pattern="^(queued|scheduled|running|succeeded|failed|cancelled|paused|cancelling"
-        "|pausing|restarting|stopped)$",
-    ),
+    list[JobState] | None, Query(max_length=12, description="keep these states (any of them)")
 ]
 
 
@@ -50,7 +45,7 @@ def run_table(
         columns=column or [],
         metrics=metric or [],
         sort=sort,
-        states=state or [],
+        states=[s.value for s in state or []],
         tag=tag or None,
         text=q or None,
         group=group or None,

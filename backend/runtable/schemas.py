@@ -37,7 +37,6 @@ class Spread(BaseModel):
 class RunGroup(BaseModel):
     value: Any = Field(description="the grouping setting's value (null: absent)")
     count: int
-    job_ids: list[int]
     metrics: dict[str, dict[str, Spread]] = Field(
         description="metric → final / best → its spread over the group's jobs that have it"
     )

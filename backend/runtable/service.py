@@ -9,28 +9,30 @@ page's jobs are loaded in full. No curve is read.
 from __future__ import annotations
 
 import json
-import math
 import re
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from backend.auth.service import Principal
 from backend.jobs.models import Job
 from backend.jobs.views import describe_jobs
 from backend.telemetry.models import MetricSummary
 from backend.telemetry.series import directions
-from backend.telemetry.series.compare import metric_direction, spec_diff
+from backend.telemetry.series.compare import flatten, metric_direction
 
 PATH = re.compile(r"^[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,5}$")
 SORT = re.compile(r"^(-?)(id|name|state|created_at|(spec|final|best):(.{1,200}))$")
 #: the newest visible jobs whose spec paths and metric names the pickers offer
-SUGGEST_FROM = 200
+SUGGEST_FROM = 50
 MAX_GROUPS = 500
+KINDS = ("final", "best")
+GROUP = "group"  # the group key's name among a row's values (sort keys have a colon or are plain)
 
 
 class BadQuery(ValueError):
@@ -68,21 +70,15 @@ def table(session: Session, *, principal: Principal, query: RunQuery) -> dict[st
         _check_path(path, "columns" if path in query.columns else "group")
     descending, by, metric_part = _sort(query.sort)
     keys = _matching(session, principal, query, by)
-    sort_metric = metric_part[1] if metric_part else None
-    wanted = list(dict.fromkeys([*query.metrics, *([sort_metric] if sort_metric else [])]))
-    whole = query.group is not None or sort_metric is not None
-    summaries = _summaries(session, [k.id for k in keys] if not whole else None, wanted)
     if metric_part:
-        kind, name = metric_part
+        values = _values(session, metric_part[1], [metric_part[0]])
         for key in keys:
-            found = summaries.get((key.id, name))
-            key.values[by] = getattr(found, kind) if found else None
+            key.values[by] = values.get((key.id, metric_part[1]), (None,))[0]
     keys.sort(key=lambda k: k.id, reverse=True)
     keys.sort(key=lambda k: _order(k.values.get(by, k.id), descending))
     keys.sort(key=lambda k: k.values.get(by, k.id) is None)  # missing last either way
     page = keys[query.offset : query.offset + query.limit]
-    if not whole:
-        summaries = _summaries(session, [k.id for k in page], wanted)
+    summaries = _summaries(session, [k.id for k in page], list(query.metrics))
     jobs = {j.id: j for j in session.scalars(select(Job).where(Job.id.in_([k.id for k in page])))}
     views = {v.id: v for v in describe_jobs(session, [jobs[k.id] for k in page])}
     rows = [
@@ -102,7 +98,7 @@ def table(session: Session, *, principal: Principal, query: RunQuery) -> dict[st
         "total": len(keys),
         "offset": query.offset,
         "rows": rows,
-        "groups": _groups(keys, query, summaries) if query.group else None,
+        "groups": _groups(session, keys, query) if query.group else None,
         "directions": {m: metric_direction(m, declared) for m in query.metrics},
         **_suggestions(session, principal),
     }
@@ -128,48 +124,85 @@ def _sort(sort: str) -> tuple[bool, str, tuple[str, str] | None]:
 
 
 def _matching(session: Session, principal: Principal, query: RunQuery, by: str) -> list[_Key]:
-    """Every visible job the filters keep, with its sort and group keys."""
-    paths = {f"spec:{query.group}": query.group} if query.group else {}
-    if by.startswith("spec:"):
-        paths[by] = by.removeprefix("spec:")
+    """Every visible job the filters keep, with its sort key."""
     plain = {"name": Job.name, "state": Job.state, "created_at": Job.created_at}
-    extra = [plain[by]] if by in plain else []
-    columns = [Job.spec[tuple(p.split("."))] for p in paths.values()]
-    statement = select(Job.id, Job.spec["tags"], *extra, *columns)
+    extra: list[Any] = [plain[by]] if by in plain else []
+    if by.startswith("spec:"):
+        extra = [_path(by.removeprefix("spec:"))]
+    grouped = [_path(query.group)] if query.group else []
+    statement = select(Job.id, *extra, *grouped).where(*_conditions(principal, query))
+    keys = []
+    for row in session.execute(statement):
+        key = _Key(row[0])
+        if extra:
+            key.values[by] = _typed(row[1]) if by.startswith("spec:") else row[1]
+        if grouped:
+            key.values[GROUP] = _typed(row[-1])
+        keys.append(key)
+    return keys
+
+
+def _conditions(principal: Principal, query: RunQuery) -> list[ColumnElement[bool]]:
+    """The filters as SQL: visible to the caller, in a state, matching the text and tag."""
+    conditions: list[ColumnElement[bool]] = []
     if not principal.is_admin:
-        statement = statement.where(Job.owner_id == principal.user_id)
+        conditions.append(Job.owner_id == principal.user_id)
     if query.states:
-        statement = statement.where(Job.state.in_(list(query.states)))
+        conditions.append(Job.state.in_(list(query.states)))
     if query.text:
         needle = query.text.strip().lower()
         matches = [func.lower(Job.name).contains(needle, autoescape=True)]
         if needle.lstrip("#").isdigit():
             matches.append(Job.id == int(needle.lstrip("#")))
-        statement = statement.where(or_(*matches))
-    keys = []
-    for row in session.execute(statement):
-        tags = row[1] or []
-        if query.tag and query.tag not in tags:
-            continue
-        key = _Key(row[0])
-        if extra:
-            key.values[by] = row[2]
-        for name, value in zip(paths, row[2 + len(extra) :], strict=True):
-            key.values[name] = value
-        keys.append(key)
-    return keys
+        conditions.append(or_(*matches))
+    if query.tag:  # tags are plain (no quotes): '"tag"' in the list's JSON text is the tag
+        tags = Job.spec["tags"].as_string()
+        conditions.append(tags.contains(f'"{query.tag}"', autoescape=True))
+    return conditions
+
+
+def _path(path: str) -> ColumnElement[Any]:
+    """A spec path's value as the database's text (PostgreSQL) or plain value (SQLite)."""
+    return Job.spec[tuple(path.split("."))].as_string()
+
+
+def _typed(value: Any) -> Any:
+    """A number, true/false or null given as text (as PostgreSQL's #>> does) as its value."""
+    if isinstance(value, str):
+        try:
+            found = json.loads(value)
+        except ValueError:
+            return value
+        return found if found is None or isinstance(found, bool | int | float) else value
+    return value
 
 
 def _summaries(
-    session: Session, job_ids: list[int] | None, names: list[str]
+    session: Session, job_ids: list[int], names: list[str]
 ) -> dict[tuple[int, str], MetricSummary]:
-    """(job, metric) → summary, of the given jobs (None: of every job; the caller filters)."""
-    if not names or job_ids == []:
+    """(job, metric) → summary, of the page's jobs."""
+    if not names or not job_ids:
         return {}
-    statement = select(MetricSummary).where(MetricSummary.name.in_(names))
-    if job_ids is not None:
-        statement = statement.where(MetricSummary.job_id.in_(job_ids))
+    statement = select(MetricSummary).where(
+        MetricSummary.name.in_(names), MetricSummary.job_id.in_(job_ids)
+    )
     return {(s.job_id, s.name): s for s in session.scalars(statement)}
+
+
+def _values(
+    session: Session, names: str | list[str], kinds: list[str]
+) -> dict[tuple[int, str], tuple[float | None, ...]]:
+    """(job, metric) → those columns (final, best) of every job's summary of the metrics.
+
+    Plain tuples of two or three columns: 10,000 summary objects would cost more than
+    the query.
+    """
+    names = [names] if isinstance(names, str) else names
+    columns = [getattr(MetricSummary, kind) for kind in kinds]
+    statement = select(MetricSummary.job_id, MetricSummary.name, *columns).where(
+        MetricSummary.name.in_(names)
+    )
+    return {(row[0], row[1]): tuple(row[2:]) for row in session.execute(statement)}
 
 
 def _order(value: Any, descending: bool) -> tuple[int, Any]:
@@ -204,34 +237,40 @@ def _metric(summary: MetricSummary) -> dict[str, Any]:
     }
 
 
-def _groups(
-    keys: list[_Key], query: RunQuery, summaries: dict[tuple[int, str], MetricSummary]
-) -> list[dict[str, Any]]:
-    """Each value of the group setting among the matching jobs, in sort order, with spreads."""
-    by_value: dict[str, tuple[Any, list[int]]] = {}
+def _groups(session: Session, keys: list[_Key], query: RunQuery) -> list[dict[str, Any]]:
+    """Each value of the group setting among the matching jobs, with spreads of the metrics."""
+    members: dict[Any, tuple[Any, list[int]]] = {}
     for key in keys:
-        value = key.values.get(f"spec:{query.group}")
-        by_value.setdefault(json.dumps(value, sort_keys=True), (value, []))[1].append(key.id)
+        value = key.values[GROUP]
+        hashable = ("json", json.dumps(value)) if isinstance(value, dict | list) else value
+        members.setdefault(hashable, (value, []))[1].append(key.id)
+    values = _values(session, list(query.metrics), list(KINDS)) if query.metrics else {}
     groups = []
-    for value, ids in list(by_value.values())[:MAX_GROUPS]:
+    for value, ids in members.values():
         spreads: dict[str, dict[str, Any]] = {}
         for name in query.metrics:
-            for kind in ("final", "best"):
-                found = [getattr(summaries[(i, name)], kind) for i in ids if (i, name) in summaries]
-                numbers = [v for v in found if v is not None and math.isfinite(v)]
-                if numbers:
-                    spreads.setdefault(name, {})[kind] = _spread(numbers)
-        groups.append({"value": value, "count": len(ids), "job_ids": ids, "metrics": spreads})
-    return groups
+            found = np.array([values.get((i, name), (None, None)) for i in ids], dtype=float)
+            for index, kind in enumerate(KINDS):
+                spread = _spread(found[:, index])
+                if spread is not None:
+                    spreads.setdefault(name, {})[kind] = spread
+        groups.append({"value": value, "count": len(ids), "metrics": spreads})
+    groups.sort(key=lambda g: (g["value"] is None, _order(g["value"], False)))
+    return groups[:MAX_GROUPS]
 
 
-def _spread(values: list[float]) -> dict[str, Any]:
+def _spread(column: np.ndarray) -> dict[str, Any] | None:
+    """Mean ± sample standard deviation (0 for one value), min and max of the finite values."""
+    finite = column[np.isfinite(column)]
+    if not len(finite):
+        return None
+    std = float(finite.std(ddof=1)) if len(finite) > 1 else 0.0
     return {
-        "mean": statistics.fmean(values),
-        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-        "min": min(values),
-        "max": max(values),
-        "n": len(values),
+        "mean": float(finite.mean()),
+        "std": std,
+        "min": float(finite.min()),
+        "max": float(finite.max()),
+        "n": len(finite),
     }
 
 
@@ -241,11 +280,11 @@ def _suggestions(session: Session, principal: Principal) -> dict[str, list[str]]
     if not principal.is_admin:
         newest = newest.where(Job.owner_id == principal.user_id)
     found = session.execute(newest).all()
-    differ, same = spec_diff([spec for _, spec in found]) if found else ({}, {})
+    paths = sorted({path for _, spec in found for path in flatten(spec)})
     names = session.scalars(
         select(MetricSummary.name)
         .where(MetricSummary.job_id.in_([job_id for job_id, _ in found]))
         .distinct()
         .order_by(MetricSummary.name)
     )
-    return {"metric_names": list(names), "setting_paths": sorted({*differ, *same})}
+    return {"metric_names": list(names), "setting_paths": paths}

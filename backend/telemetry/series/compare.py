@@ -99,7 +99,7 @@ def _xs(curve: Curve, x: XAxis) -> np.ndarray:
 
 def spec_diff(specs: Sequence[dict[str, Any]]) -> tuple[dict[str, list[Any]], dict[str, Any]]:
     """Differing dotted spec keys (a value per spec, None: absent) and same ones (the value)."""
-    flat = [_flatten(spec) for spec in specs]
+    flat = [flatten(spec) for spec in specs]
     keys = sorted({k for f in flat for k in f} - IDENTITY_KEYS)
     differ: dict[str, list[Any]] = {}
     same: dict[str, Any] = {}
@@ -113,11 +113,11 @@ def spec_diff(specs: Sequence[dict[str, Any]]) -> tuple[dict[str, list[Any]], di
     return differ, same
 
 
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(value, dict) and value:
         out: dict[str, Any] = {}
         for key, inner in value.items():
-            out.update(_flatten(inner, f"{prefix}.{key}" if prefix else str(key)))
+            out.update(flatten(inner, f"{prefix}.{key}" if prefix else str(key)))
         return out
     return {prefix: value} if prefix else {}
 
