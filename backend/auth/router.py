@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, HTTPException, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
 
 from backend.auth import service, tokens, users
 from backend.auth.models import ApiToken, User
@@ -10,6 +10,7 @@ from backend.auth.schemas import (
     LoginIn,
     Me,
     PasswordIn,
+    SessionOut,
     TokenCreated,
     TokenIn,
     TokenOut,
@@ -24,6 +25,7 @@ from backend.deps import (
     ReaderDep,
     SessionDep,
     SettingsDep,
+    credentials_from,
     refuse_cross_site,
 )
 from backend.security.ratelimit import MintingDep
@@ -68,6 +70,15 @@ def logout(principal: ReaderDep, session: SessionDep, response: Response) -> Res
 @router.get("/me", response_model=Me)
 def me(principal: ReaderDep) -> Me:
     return _me(principal)
+
+
+@router.get("/session", response_model=SessionOut)
+def current_session(request: Request, session: SessionDep) -> SessionOut:
+    """Who is signed in, or nobody: 200 either way, so a signed-out page logs no 401."""
+    secret, _ = credentials_from(request.headers, request.cookies)
+    principal = service.authenticate(session, secret) if secret else None
+    signed_in = principal is not None and "read" in principal.scopes
+    return SessionOut(user=_me(principal) if principal is not None and signed_in else None)
 
 
 @router.post("/users", status_code=status.HTTP_201_CREATED, response_model=UserOut)

@@ -46,6 +46,10 @@ class Me(BaseModel):
     scopes: list[str]
 
 
+class SessionOut(BaseModel):
+    user: Me | None = Field(description="who this browser is signed in as; None: nobody")
+
+
 class UserIn(Closed):
     username: str = Field(pattern=USERNAME, description="letters, digits and _.- (max 64)")
     password: str = Field(min_length=10, max_length=1024)

@@ -27,8 +27,11 @@ export function App() {
 
   useEffect(() => {
     if (route.name === "login" || me) return;
-    ok(client.GET("/api/me"))
-      .then((user) => {
+    // /api/session answers 200 naming nobody when signed out: /api/me's 401 would be
+    // logged in the console of the login page it leads to
+    ok(client.GET("/api/session"))
+      .then(({ user }) => {
+        if (!user) return toLogin();
         setMe(user);
         setLoadError(null);
         live.reopen();

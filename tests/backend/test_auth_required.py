@@ -10,7 +10,7 @@ from backend.app import create_app
 from backend.config import Settings
 from tests.backend.conftest import bearer, ws_refusal
 
-PUBLIC = {("GET", "/api/health"), ("POST", "/api/login")}
+PUBLIC = {("GET", "/api/health"), ("POST", "/api/login"), ("GET", "/api/session")}
 
 
 def _operations(api: TestClient) -> list[tuple[str, str]]:
@@ -34,6 +34,19 @@ def test_every_private_route_answers_401_without_credentials(api: TestClient) ->
 def test_public_routes_answer(api: TestClient) -> None:
     assert api.get("/api/health").json() == {"status": "ok", "database": "ok"}
     assert api.post("/api/login", json={"token": "tb_wrong"}).status_code == 401
+    # the app asks this before anyone logged in: a 200 naming nobody, not a 401 in the console
+    assert api.get("/api/session").json() == {"user": None}
+    assert api.get("/api/session", headers=bearer("tb_not-a-real-token")).json() == {"user": None}
+
+
+def test_the_session_route_names_the_signed_in_user(
+    api: TestClient, tokens: dict[str, str]
+) -> None:
+    login = api.post("/api/login", json={"token": tokens["alice"]})
+    assert login.status_code == 200
+    assert api.get("/api/session").json()["user"]["username"] == "alice"  # by its cookie
+    api.post("/api/logout")
+    assert api.get("/api/session").json() == {"user": None}
 
 
 def test_websocket_without_credentials_is_refused(api: TestClient) -> None:

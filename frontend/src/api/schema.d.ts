@@ -44,6 +44,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/attempts/{attempt_id}/rendezvous": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Attempt Rendezvous
+         * @description Where a gang meets: the port the node hosting rank 0 chose when it claimed.
+         */
+        get: operations["nodes-attempt_rendezvous"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/health": {
         parameters: {
             query?: never;
@@ -88,6 +108,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/jobs/bulk": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Bulk Action
+         * @description Cancel, archive or restore several jobs; each id answers for itself.
+         */
+        post: operations["jobs-bulk_action"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/jobs/{job_id}": {
         parameters: {
             query?: never;
@@ -102,7 +142,11 @@ export interface paths {
         delete?: never;
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Edit Job
+         * @description Rename, set notes (markdown) or tags, archive or restore; fields left out stay.
+         */
+        patch: operations["jobs-edit_job"];
         trace?: never;
     };
     "/api/jobs/{job_id}/attempts": {
@@ -136,6 +180,47 @@ export interface paths {
          * @description Cancel: at once when queued, else its ranks checkpoint and stop (state cancelling).
          */
         post: operations["jobs-cancel_job"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/jobs/{job_id}/checkpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Checkpoints
+         * @description The job's complete checkpoints on disk, oldest step first, with their sizes.
+         */
+        get: operations["checkpoints-list_checkpoints"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/jobs/{job_id}/checkpoints/{step}/download": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Download Checkpoint
+         * @description The checkpoint's model weights as one file for `torch.load(path, weights_only=True)`
+         *     (the job's owner only: to anyone else the job does not exist).
+         */
+        get: operations["checkpoints-download_checkpoint"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -433,6 +518,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Run Table
+         * @description A page of jobs as rows of settings and final/best metrics, sorted, filtered, grouped.
+         */
+        get: operations["runs-run_table"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/series/attempts/{name}": {
         parameters: {
             query?: never;
@@ -533,6 +638,90 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/session": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Current Session
+         * @description Who is signed in, or nobody: 200 either way, so a signed-out page logs no 401.
+         */
+        get: operations["auth-current_session"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/sweeps": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Sweeps
+         * @description Sweeps the caller may see, newest first.
+         */
+        get: operations["sweeps-list_sweeps"];
+        put?: never;
+        /**
+         * Create Sweep
+         * @description Start a sweep; 422 names the field when the search or any trial's spec is refused.
+         */
+        post: operations["sweeps-create_sweep"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/sweeps/{sweep_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Sweep
+         * @description The sweep's trials table and its best trial so far.
+         */
+        get: operations["sweeps-get_sweep"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/sweeps/{sweep_id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel Sweep
+         * @description Cancel: no more trials start and every live trial is cancelled.
+         */
+        post: operations["sweeps-cancel_sweep"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/templates": {
         parameters: {
             query?: never;
@@ -597,6 +786,47 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Usage
+         * @description Device-seconds allocated and busy in [from, to), per user, job or node (yours only
+         *     unless you are an admin).
+         */
+        get: operations["usage-get_usage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/usage/daily": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Daily Usage
+         * @description Per user and UTC day: allocated against busy device-seconds (the usage view).
+         */
+        get: operations["usage-get_daily_usage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/users": {
         parameters: {
             query?: never;
@@ -612,6 +842,26 @@ export interface paths {
          * @description Create a user (admins only); 409 when the username is taken.
          */
         post: operations["auth-create_user"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/users/limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Limits
+         * @description Admin: every user's fair-share weight and quotas, with current use.
+         */
+        get: operations["usage-list_limits"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -636,6 +886,26 @@ export interface paths {
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/api/users/{username}/limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Set Limits
+         * @description Admin: set a user's share (default 1) and quotas (null: none).
+         */
+        patch: operations["usage-set_limits"];
         trace?: never;
     };
     "/api/webhooks": {
@@ -731,6 +1001,8 @@ export interface components {
             devices: number[];
             /** Exit Reason */
             exit_reason: string | null;
+            /** @description what its engine reported it uses */
+            facts?: components["schemas"]["RunFacts"] | null;
             /** Finished At */
             finished_at: string | null;
             /** Id */
@@ -770,6 +1042,12 @@ export interface components {
              */
             outcome: "succeeded" | "failed" | "stopped";
             /**
+             * Pause
+             * @description a stopped attempt whose ranks paused the job by its own policy (a checkpoint found no space, `checkpoint.on_disk_full: pause`): the job becomes paused with the reason, resumable, spending no restart
+             * @default false
+             */
+            pause: boolean;
+            /**
              * Platform Fault
              * @description the ranks failed for the platform's sake (a rendezvous that could not complete): the restart does not spend the job's max_restarts
              * @default false
@@ -799,6 +1077,42 @@ export interface components {
          * @enum {string}
          */
         AttemptState: "scheduled" | "running" | "succeeded" | "failed" | "stopped" | "lost" | "withdrawn";
+        /** BulkIn */
+        BulkIn: {
+            /**
+             * Action
+             * @enum {string}
+             */
+            action: "cancel" | "archive" | "unarchive";
+            /** Ids */
+            ids: number[];
+        };
+        /** BulkResult */
+        BulkResult: {
+            /**
+             * Detail
+             * @default
+             */
+            detail: string;
+            /** Id */
+            id: number;
+            /** Ok */
+            ok: boolean;
+        };
+        /** CheckpointOut */
+        CheckpointOut: {
+            /** Attempt */
+            attempt: number;
+            /**
+             * Saved At
+             * Format: date-time
+             */
+            saved_at: string;
+            /** Size Bytes */
+            size_bytes: number;
+            /** Step */
+            step: number;
+        };
         /** Checkpointing */
         Checkpointing: {
             /** Every Minutes */
@@ -810,6 +1124,21 @@ export interface components {
              * @default 3
              */
             keep_last: number;
+            /**
+             * On Disk Full
+             * @description a checkpoint that finds no space: train on and retry at the next interval (continue), or pause the job, resumable from its last checkpoint (pause)
+             * @default continue
+             * @enum {string}
+             */
+            on_disk_full: "continue" | "pause";
+        };
+        /**
+         * Choice
+         * @description Values to try, as given (numbers, strings, booleans).
+         */
+        Choice: {
+            /** Values */
+            values: unknown[];
         };
         /** ClaimIn */
         ClaimIn: {
@@ -818,6 +1147,11 @@ export interface components {
              * @description the claiming worker process: only the node's current incarnation wins
              */
             instance?: string | null;
+            /**
+             * Master Port
+             * @description the node hosting rank 0: the rendezvous port it chose, free there now (refused from any other node)
+             */
+            master_port?: number | null;
             /** Node */
             node: string;
         };
@@ -825,6 +1159,11 @@ export interface components {
         ClaimOut: {
             /** Claimed */
             claimed: boolean;
+            /**
+             * Master Port
+             * @description the attempt's rendezvous port; None until the node hosting rank 0 has claimed (then ask GET /api/attempts/{id}/rendezvous)
+             */
+            master_port?: number | null;
         };
         /**
          * Comparison
@@ -837,6 +1176,13 @@ export interface components {
              */
             curves: {
                 [key: string]: components["schemas"]["AlignedCurves"];
+            };
+            /**
+             * Directions
+             * @description metric → its best end (curves.direction: declared, else by name)
+             */
+            directions: {
+                [key: string]: ("min" | "max") | null;
             };
             /**
              * Jobs
@@ -883,6 +1229,35 @@ export interface components {
             time: number[];
             /** Value */
             value: number[];
+        };
+        /** DailyUsageOut */
+        DailyUsageOut: {
+            /**
+             * From
+             * Format: date-time
+             */
+            from: string;
+            /** Rows */
+            rows: components["schemas"]["DailyUsageRow"][];
+            /**
+             * To
+             * Format: date-time
+             */
+            to: string;
+        };
+        /** DailyUsageRow */
+        DailyUsageRow: {
+            /** Allocated Device Seconds */
+            allocated_device_seconds: number;
+            /** Busy Device Seconds */
+            busy_device_seconds: number;
+            /**
+             * Day
+             * Format: date
+             */
+            day: string;
+            /** User */
+            user: string;
         };
         /** DeliveryOut */
         DeliveryOut: {
@@ -974,6 +1349,39 @@ export interface components {
             total: number;
         };
         /**
+         * EarlyStopping
+         * @description Stop poor trials at rungs (steps), judged on the sweep's metric against the others'.
+         *
+         *     asha: at each rung a trial goes on only if its value is in the best 1/reduction_factor
+         *     of the values recorded at that rung so far (itself included). median: it goes on only
+         *     if its value is no worse than the median of the other trials' values at that rung.
+         *     Either judges only once `min_trials` trials (itself included) have reached the rung.
+         */
+        EarlyStopping: {
+            /**
+             * Min Trials
+             * @description trials that must have reached a rung before it judges
+             * @default 2
+             */
+            min_trials: number;
+            /**
+             * Reduction Factor
+             * @description asha: keep the best 1/this
+             * @default 3
+             */
+            reduction_factor: number;
+            /**
+             * Rule
+             * @enum {string}
+             */
+            rule: "asha" | "median";
+            /**
+             * Rungs
+             * @description steps
+             */
+            rungs: number[];
+        };
+        /**
          * Entrypoint
          * @description A user's own torchrun-style program: a script path or a module, with arguments.
          */
@@ -1041,12 +1449,25 @@ export interface components {
              */
             hang_timeout_s?: number | null;
             /**
+             * Max Oom Reductions
+             * @description most micro-batch halvings under on_oom reduce_microbatch
+             * @default 2
+             */
+            max_oom_reductions: number;
+            /**
              * On Hang
              * @description restart: stop the attempt and restart from its newest checkpoint
              * @default notify
              * @enum {string}
              */
             on_hang: "notify" | "restart";
+            /**
+             * On Oom
+             * @description reduce_microbatch (templates only): after an out-of-memory failure, restart from the newest checkpoint with half the micro-batch and twice the accumulation (same global batch)
+             * @default fail
+             * @enum {string}
+             */
+            on_oom: "fail" | "reduce_microbatch";
             /**
              * Straggler Factor
              * @description a rank whose median step time exceeds the others' by this
@@ -1177,6 +1598,23 @@ export interface components {
          * @enum {string}
          */
         JobAction: "cancel" | "pause" | "resume" | "clone";
+        /**
+         * JobEdit
+         * @description What may change after submit; fields left out stay as they are.
+         */
+        JobEdit: {
+            /** Archived */
+            archived?: boolean | null;
+            /** Name */
+            name?: string | null;
+            /**
+             * Notes
+             * @description markdown
+             */
+            notes?: string | null;
+            /** Tags */
+            tags?: string[] | null;
+        };
         /** JobList */
         JobList: {
             /** Jobs */
@@ -1189,6 +1627,12 @@ export interface components {
              * @description what this job accepts now (from its state)
              */
             actions: components["schemas"]["JobAction"][];
+            /**
+             * Archived
+             * @description hidden from the board unless asked for
+             * @default false
+             */
+            archived: boolean;
             /** Attempt */
             attempt: number;
             /**
@@ -1201,6 +1645,13 @@ export interface components {
              * @description devices on the node of rank 0
              */
             devices: number[];
+            /**
+             * Early Stop
+             * @description why the sweep's rule stopped it
+             */
+            early_stop?: string | null;
+            /** @description what the current attempt's engine uses (its start event): global batch, world size, accumulation, data-parallel degree; None before it started */
+            facts?: components["schemas"]["RunFacts"] | null;
             /** Finished At */
             finished_at: string | null;
             /** Id */
@@ -1213,6 +1664,12 @@ export interface components {
              * @description the node of rank 0
              */
             node: string | null;
+            /**
+             * Notes
+             * @description markdown, as the owner wrote it
+             * @default
+             */
+            notes: string;
             /** Owner */
             owner: string;
             /** Parent Id */
@@ -1224,6 +1681,11 @@ export interface components {
             placement: components["schemas"]["SliceOut"][];
             /** Priority */
             priority: string;
+            /**
+             * Queue Position
+             * @description a queued job's place in the queue (1: placed next; docs/scheduler.md)
+             */
+            queue_position?: number | null;
             /** Reason */
             reason: string | null;
             /**
@@ -1239,6 +1701,16 @@ export interface components {
             state: components["schemas"]["JobState"];
             /** Step */
             step: number;
+            /**
+             * Sweep Id
+             * @description the sweep this job is a trial of
+             */
+            sweep_id?: number | null;
+            /**
+             * Sweep Trial
+             * @description its trial number in that sweep
+             */
+            sweep_trial?: number | null;
             /** Tags */
             tags: string[];
             /** Total Steps */
@@ -1294,6 +1766,12 @@ export interface components {
             parallelism?: components["schemas"]["Parallelism"];
             /** @default fp32 */
             precision: components["schemas"]["Precision"];
+            /**
+             * Preemptible
+             * @description false: never preempted for a higher-priority job (docs/scheduler.md)
+             * @default true
+             */
+            preemptible: boolean;
             /** @default normal */
             priority: components["schemas"]["Priority"];
             /** Tags */
@@ -1305,7 +1783,7 @@ export interface components {
          * JobState
          * @enum {string}
          */
-        JobState: "queued" | "scheduled" | "running" | "succeeded" | "failed" | "cancelled" | "paused" | "cancelling" | "pausing" | "restarting";
+        JobState: "queued" | "scheduled" | "running" | "succeeded" | "failed" | "cancelled" | "paused" | "cancelling" | "pausing" | "restarting" | "stopped";
         /** LRSchedule */
         LRSchedule: {
             /**
@@ -1324,6 +1802,45 @@ export interface components {
              * @default 0
              */
             warmup_steps: number;
+        };
+        /**
+         * LimitsIn
+         * @description Any field left out keeps its value; null removes a quota.
+         */
+        LimitsIn: {
+            /**
+             * Max Device Hours
+             * @description device-hours per rolling 7 days
+             */
+            max_device_hours?: number | null;
+            /**
+             * Max Devices
+             * @description devices at once
+             */
+            max_devices?: number | null;
+            /**
+             * Share
+             * @description fair-share weight (default 1)
+             */
+            share?: number | null;
+        };
+        /** LimitsOut */
+        LimitsOut: {
+            /**
+             * Device Hours 7D
+             * @description allocated in the last 7 days
+             */
+            device_hours_7d: number;
+            /** Devices In Use */
+            devices_in_use: number;
+            /** Max Device Hours */
+            max_device_hours: number | null;
+            /** Max Devices */
+            max_devices: number | null;
+            /** Share */
+            share: number;
+            /** User */
+            user: string;
         };
         /** LogList */
         LogList: {
@@ -1377,11 +1894,16 @@ export interface components {
         MetricSummary: {
             /**
              * Best
-             * @description min where curves.lower_is_better(name), else max
+             * @description the best end by `direction` (curves.direction); null without one
              */
             best: number | null;
             /** Best Step */
             best_step: number | null;
+            /**
+             * Direction
+             * @description min: lower is better; max: higher is better; null: neither
+             */
+            direction?: ("min" | "max") | null;
             /** Final */
             final: number | null;
             /** Final Step */
@@ -1585,6 +2107,32 @@ export interface components {
          */
         Priority: "high" | "normal" | "low";
         /**
+         * Range
+         * @description A numeric range: `steps` evenly spaced values in a grid, uniform draws at random.
+         */
+        Range: {
+            /**
+             * Integer
+             * @default false
+             */
+            integer: boolean;
+            /**
+             * Log
+             * @description space values evenly in log scale (min > 0)
+             * @default false
+             */
+            log: boolean;
+            /** Max */
+            max: number;
+            /** Min */
+            min: number;
+            /**
+             * Steps
+             * @description grid points (grid only)
+             */
+            steps?: number | null;
+        };
+        /**
          * RegisteredOut
          * @description A node as registered, with the id of the deployment it joined.
          */
@@ -1635,6 +2183,19 @@ export interface components {
              */
             storage?: string | null;
         };
+        /** RendezvousOut */
+        RendezvousOut: {
+            /**
+             * Live
+             * @description False once the attempt has ended: start no ranks for it
+             */
+            live: boolean;
+            /**
+             * Master Port
+             * @description the port rank 0 listens on; None until its node has claimed
+             */
+            master_port: number | null;
+        };
         /** ResumeIn */
         ResumeIn: {
             /**
@@ -1642,6 +2203,133 @@ export interface components {
              * @description a new gang size (elastic)
              */
             devices?: number | null;
+        };
+        /**
+         * RunFacts
+         * @description What an attempt's ranks actually use, from the engine's start event (not the spec).
+         *
+         *     After an elastic resume they differ from a spec recomputed on the new device count:
+         *     the engine keeps the checkpoint's global batch (more accumulation on fewer replicas).
+         */
+        RunFacts: {
+            /**
+             * Accumulation
+             * @description micro-steps per optimizer step
+             */
+            accumulation: number;
+            /**
+             * Batch Size
+             * @description samples per replica per micro-step
+             */
+            batch_size: number;
+            /**
+             * Data Parallel
+             * @description replicas of the model
+             */
+            data_parallel: number;
+            /**
+             * Global Batch
+             * @description samples per optimizer step, all replicas together
+             */
+            global_batch: number;
+            /** Pipeline Stages */
+            pipeline_stages: number;
+            /**
+             * World Size
+             * @description ranks, one per device
+             */
+            world_size: number;
+        };
+        /** RunGroup */
+        RunGroup: {
+            /** Count */
+            count: number;
+            /**
+             * Metrics
+             * @description metric → final / best → its spread over the group's jobs that have it
+             */
+            metrics: {
+                [key: string]: {
+                    [key: string]: components["schemas"]["Spread"];
+                };
+            };
+            /**
+             * Value
+             * @description the grouping setting's value (null: absent)
+             */
+            value: unknown;
+        };
+        /**
+         * RunMetric
+         * @description A job's metric summarised over every step (compare's summary, from metric_summaries).
+         */
+        RunMetric: {
+            /**
+             * Best
+             * @description by the metric's direction; null without one
+             */
+            best: number | null;
+            /** Best Step */
+            best_step: number | null;
+            /** Final */
+            final: number | null;
+            /** Final Step */
+            final_step: number | null;
+        };
+        /** RunRow */
+        RunRow: {
+            job: components["schemas"]["JobOut"];
+            /**
+             * Metrics
+             * @description metric → summary (absent: none yet)
+             */
+            metrics: {
+                [key: string]: components["schemas"]["RunMetric"];
+            };
+            /**
+             * Settings
+             * @description spec path → the job's value (null: absent)
+             */
+            settings: {
+                [key: string]: unknown;
+            };
+        };
+        /**
+         * RunTable
+         * @description A page of the run table; everything is computed by the server from stored summaries.
+         */
+        RunTable: {
+            /**
+             * Directions
+             * @description metric → its best end (declared, else by name)
+             */
+            directions: {
+                [key: string]: ("min" | "max") | null;
+            };
+            /**
+             * Groups
+             * @description with group=: every group of the match
+             */
+            groups: components["schemas"]["RunGroup"][] | null;
+            /**
+             * Metric Names
+             * @description metrics the newest visible jobs reported
+             */
+            metric_names: string[];
+            /** Offset */
+            offset: number;
+            /** Rows */
+            rows: components["schemas"]["RunRow"][];
+            /**
+             * Setting Paths
+             * @description spec paths of the newest visible jobs
+             */
+            setting_paths: string[];
+            /**
+             * Total
+             * @description rows matching the filters
+             */
+            total: number;
         };
         /**
          * Series
@@ -1655,6 +2343,11 @@ export interface components {
             /** Value */
             value: number[];
         };
+        /** SessionOut */
+        SessionOut: {
+            /** @description who this browser is signed in as; None: nobody */
+            user: components["schemas"]["Me"] | null;
+        };
         /** SliceOut */
         SliceOut: {
             /** Devices */
@@ -1663,10 +2356,128 @@ export interface components {
             node: string;
         };
         /**
+         * Spread
+         * @description A value across a group's jobs: mean ± std (sample; 0 for one job), min, max, count.
+         */
+        Spread: {
+            /** Max */
+            max: number;
+            /** Mean */
+            mean: number;
+            /** Min */
+            min: number;
+            /** N */
+            n: number;
+            /** Std */
+            std: number;
+        };
+        /**
          * Strategy
          * @enum {string}
          */
         Strategy: "data" | "model" | "hybrid";
+        /** SweepIn */
+        SweepIn: {
+            /**
+             * Base
+             * @description the JobSpec every trial starts from
+             */
+            base: {
+                [key: string]: unknown;
+            };
+            early_stopping?: components["schemas"]["EarlyStopping"] | null;
+            /**
+             * Max Concurrency
+             * @description trials running at once
+             * @default 2
+             */
+            max_concurrency: number;
+            /**
+             * Method
+             * @default grid
+             * @enum {string}
+             */
+            method: "grid" | "random";
+            /**
+             * Metric
+             * @description what 'best' means
+             * @default loss
+             */
+            metric: string;
+            /**
+             * Mode
+             * @description min: lower is better
+             * @default min
+             * @enum {string}
+             */
+            mode: "min" | "max";
+            /** Name */
+            name: string;
+            /**
+             * Parameters
+             * @description spec path → values to try
+             */
+            parameters: {
+                [key: string]: components["schemas"]["Choice"] | components["schemas"]["Range"];
+            };
+            /**
+             * Seed
+             * @default 0
+             */
+            seed: number;
+            /**
+             * Trials
+             * @description random: how many; grid: a cap
+             */
+            trials?: number | null;
+        };
+        /** SweepList */
+        SweepList: {
+            /** Sweeps */
+            sweeps: components["schemas"]["SweepOut"][];
+        };
+        /** SweepOut */
+        SweepOut: {
+            /** @description the best trial so far by the metric */
+            best: components["schemas"]["TrialOut"] | null;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            early_stopping: components["schemas"]["EarlyStopping"] | null;
+            /** Finished At */
+            finished_at: string | null;
+            /** Id */
+            id: number;
+            /** Max Concurrency */
+            max_concurrency: number;
+            /**
+             * Method
+             * @enum {string}
+             */
+            method: "grid" | "random";
+            /** Metric */
+            metric: string;
+            /**
+             * Mode
+             * @enum {string}
+             */
+            mode: "min" | "max";
+            /** Name */
+            name: string;
+            /** Owner */
+            owner: string;
+            /** Parameters */
+            parameters: string[];
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "running" | "finished" | "cancelled";
+            /** Trials */
+            trials: components["schemas"]["TrialOut"][];
+        };
         /** TemplateOut */
         TemplateOut: {
             /** Hyperparameters */
@@ -1754,6 +2565,76 @@ export interface components {
             /** Scopes */
             scopes: string[];
         };
+        /** TrialOut */
+        TrialOut: {
+            /** Early Stop */
+            early_stop: string | null;
+            /**
+             * Job Id
+             * @description None until it is launched
+             */
+            job_id: number | null;
+            /** Number */
+            number: number;
+            /**
+             * Rungs
+             * @description rung step → the value it was judged on
+             */
+            rungs: {
+                [key: string]: number;
+            };
+            /** Setting */
+            setting: {
+                [key: string]: unknown;
+            };
+            /** State */
+            state: components["schemas"]["JobState"] | "pending";
+            /** Step */
+            step: number;
+            /**
+             * Value
+             * @description the newest value of the sweep's metric
+             */
+            value: number | null;
+        };
+        /** UsageOut */
+        UsageOut: {
+            /**
+             * By
+             * @enum {string}
+             */
+            by: "user" | "job" | "node";
+            /**
+             * From
+             * Format: date-time
+             */
+            from: string;
+            /** Rows */
+            rows: components["schemas"]["UsageRow"][];
+            /**
+             * To
+             * Format: date-time
+             */
+            to: string;
+            total: components["schemas"]["UsageRow"];
+        };
+        /** UsageRow */
+        UsageRow: {
+            /** Allocated Device Seconds */
+            allocated_device_seconds: number;
+            /** Attempts */
+            attempts: number;
+            /**
+             * Busy Device Seconds
+             * @description allocated, weighted by sampled utilization
+             */
+            busy_device_seconds: number;
+            /**
+             * Key
+             * @description the user name, job id or node name
+             */
+            key: string;
+        };
         /** UserIn */
         UserIn: {
             /** Password */
@@ -1808,6 +2689,8 @@ export interface components {
             created_at: string;
             /** Events */
             events: string[];
+            /** Format */
+            format: string;
             /** Id */
             id: number;
             /** Owner */
@@ -1829,7 +2712,14 @@ export interface components {
              */
             all_jobs: boolean;
             /** Events */
-            events?: ("succeeded" | "failed" | "hung" | "straggler" | "nan_stop")[];
+            events?: ("succeeded" | "failed" | "preempted" | "hung" | "straggler" | "nan_stop" | "oom_remediation")[];
+            /**
+             * Format
+             * @description slack: a {"text": ...} body (still signed)
+             * @default json
+             * @enum {string}
+             */
+            format: "json" | "slack";
             /**
              * Url
              * @description http(s) URL the POSTs go to
@@ -1847,6 +2737,8 @@ export interface components {
             created_at: string;
             /** Events */
             events: string[];
+            /** Format */
+            format: string;
             /** Id */
             id: number;
             /** Owner */
@@ -1935,6 +2827,38 @@ export interface operations {
             };
         };
     };
+    "nodes-attempt_rendezvous": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a row id */
+                attempt_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RendezvousOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
     "meta-health": {
         parameters: {
             query?: never;
@@ -1960,6 +2884,8 @@ export interface operations {
             query?: {
                 state?: string | null;
                 limit?: number;
+                /** @description archived jobs: hidden by default */
+                archived?: "hide" | "only" | "all";
             };
             header?: never;
             path?: never;
@@ -2020,6 +2946,39 @@ export interface operations {
             };
         };
     };
+    "jobs-bulk_action": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BulkIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BulkResult"][];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
     "jobs-get_job": {
         parameters: {
             query?: never;
@@ -2031,6 +2990,42 @@ export interface operations {
             cookie?: never;
         };
         requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "jobs-edit_job": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a row id */
+                job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["JobEdit"];
+            };
+        };
         responses: {
             /** @description Successful Response */
             200: {
@@ -2103,6 +3098,71 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["JobOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "checkpoints-list_checkpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a row id */
+                job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CheckpointOut"][];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "checkpoints-download_checkpoint": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a row id */
+                job_id: number;
+                step: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": unknown;
                 };
             };
             /** @description Validation Error */
@@ -2576,6 +3636,51 @@ export interface operations {
             };
         };
     };
+    "runs-run_table": {
+        parameters: {
+            query?: {
+                /** @description spec paths, e.g. hyperparameters.lr */
+                column?: string[] | null;
+                /** @description metrics */
+                metric?: string[] | null;
+                /** @description [-]id|name|state|created_at|spec:<path>|final:<m>|best:<m> */
+                sort?: string;
+                /** @description keep these states (any of them) */
+                state?: components["schemas"]["JobState"][] | null;
+                tag?: string | null;
+                /** @description in the name, or #id */
+                q?: string | null;
+                /** @description a spec path */
+                group?: string | null;
+                limit?: number;
+                offset?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunTable"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
     "series-attempt_series": {
         parameters: {
             query: {
@@ -2756,6 +3861,154 @@ export interface operations {
             };
         };
     };
+    "auth-current_session": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionOut"];
+                };
+            };
+        };
+    };
+    "sweeps-list_sweeps": {
+        parameters: {
+            query?: {
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SweepList"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "sweeps-create_sweep": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SweepIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SweepOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "sweeps-get_sweep": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a row id */
+                sweep_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SweepOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "sweeps-cancel_sweep": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a row id */
+                sweep_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SweepOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
     "meta-templates": {
         parameters: {
             query?: never;
@@ -2859,6 +4112,75 @@ export interface operations {
             };
         };
     };
+    "usage-get_usage": {
+        parameters: {
+            query?: {
+                /** @description default: 7 days before to */
+                from?: string | null;
+                /** @description default: now */
+                to?: string | null;
+                by?: "user" | "job" | "node";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UsageOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "usage-get_daily_usage": {
+        parameters: {
+            query?: {
+                /** @description default: 7 days before to */
+                from?: string | null;
+                /** @description default: now */
+                to?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DailyUsageOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
     "auth-list_users": {
         parameters: {
             query?: never;
@@ -2912,6 +4234,26 @@ export interface operations {
             };
         };
     };
+    "usage-list_limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LimitsOut"][];
+                };
+            };
+        };
+    };
     "auth-reset_password": {
         parameters: {
             query?: never;
@@ -2934,6 +4276,41 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "usage-set_limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                username: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LimitsIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LimitsOut"];
+                };
             };
             /** @description Validation Error */
             422: {

@@ -2,7 +2,8 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { LogTail } from "../lib/stores";
 
-export function LogView({ tail }: { tail: LogTail }) {
+/** `ranks`: every rank of the current attempt (listed in the filter before it has printed). */
+export function LogView({ tail, ranks: attempt = [] }: { tail: LogTail; ranks?: number[] }) {
   const box = useRef<HTMLPreElement>(null);
   const stick = useRef(true);
   const [query, setQuery] = useState("");
@@ -10,7 +11,7 @@ export function LogView({ tail }: { tail: LogTail }) {
   useEffect(() => {
     if (box.current && stick.current) box.current.scrollTop = box.current.scrollHeight;
   });
-  const ranks = [...new Set(tail.lines.map((l) => l.rank))].sort((a, b) => a - b);
+  const ranks = [...new Set([...attempt, ...tail.lines.map((l) => l.rank)])].sort((a, b) => a - b);
   const needle = query.trim().toLowerCase();
   const lines = tail.lines.filter((l) => (rank === "" || l.rank === Number(rank)) && (!needle || l.line.toLowerCase().includes(needle)));
   return (

@@ -1,13 +1,14 @@
 /** One job: status, live loss and metric charts, its devices, events, log tail, cancel. */
 import { useEffect, useRef, useState } from "preact/hooks";
 import { ApiError, client, ok } from "../api/http";
-import type { Job, JobEvent, JobSpec, JobTopicData, MetricPoint, SnapshotSeries } from "../api/types";
+import type { Job, JobEvent, JobTopicData, MetricPoint, SnapshotSeries } from "../api/types";
 import { JobDevices, Progress, StateBadge } from "../components/bits";
 import { useCluster } from "../data";
 import { DeviceCharts } from "../components/DeviceCharts";
 import { MetricCharts } from "../components/MetricCharts";
 import { restartIn, formatPercent, formatTime } from "../lib/format";
 import { readImplications } from "../lib/implications";
+import { attemptRanks, globalBatchText, runShape, strategyText } from "../lib/runShape";
 import { MetricStore } from "../lib/series";
 import { LogTail, upsertJob } from "../lib/stores";
 import { LogView } from "../components/LogView";
@@ -99,7 +100,7 @@ export function JobView({ id }: { id: number }) {
       )}
       <div class="two-col">
         <EventList events={events} />
-        <LogView tail={logs} />
+        <LogView tail={logs} ranks={attemptRanks(job)} />
       </div>
       <JobAttempts job={job} eventsVersion={eventsVersion} />
     </section>
@@ -118,7 +119,8 @@ function LiveProgress({ job, store, changed }: { job: Job; store: MetricStore; c
 
 function JobFacts({ job, store, changed }: { job: Job; store: MetricStore; changed: Signal<Set<string>> }) {
   const imp = readImplications(job.implications);
-  const par = (job.spec as JobSpec).parallelism;
+  const shape = runShape(job); // what the current attempt's engine uses, else the spec's plan
+  const planned = shape.planned ? <span class="muted"> (planned)</span> : null;
   return (
     <dl class="facts">
       <dt>Progress</dt>
@@ -135,11 +137,15 @@ function JobFacts({ job, store, changed }: { job: Job; store: MetricStore; chang
         <JobDevices job={job} />
       </dd>
       <dt>Strategy</dt>
-      <dd>
-        {par?.strategy ?? "data"} · {par?.devices ?? 1} devices · dp {imp.data_parallel_degree} · stages {imp.pipeline_stages}
+      <dd data-testid="job-strategy">
+        {strategyText(shape)}
+        {planned}
       </dd>
       <dt>Global batch</dt>
-      <dd>{imp.global_batch ?? "—"}</dd>
+      <dd data-testid="job-global-batch">
+        {globalBatchText(shape)}
+        {planned}
+      </dd>
       <dt>Bubble</dt>
       <dd>{formatPercent(imp.bubble_fraction, 1)}</dd>
       <dt>Owner</dt>

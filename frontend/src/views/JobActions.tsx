@@ -3,6 +3,7 @@ import type { ComponentChildren } from "preact";
 import { useState } from "preact/hooks";
 import { client, ok } from "../api/http";
 import type { Job } from "../api/types";
+import { resumeText } from "../lib/runShape";
 import { Link } from "../router";
 
 type Asking = "cancel" | "pause" | "resume" | null;
@@ -94,7 +95,8 @@ export function JobActions({ job, onChanged }: { job: Job; onChanged: (job: Job)
             value={devices}
             onInput={(e) => setDevices(e.currentTarget.value)}
           />{" "}
-          devices{wanted !== current && validDevices ? ` (was ${current}; the checkpoint is resharded)` : ""}
+          devices.{" "}
+          <span data-testid="resume-summary">{resumeText(wanted, current)}</span>
         </>
       ),
       label: busy ? "Resuming…" : "Resume",
