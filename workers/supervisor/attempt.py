@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.25
 #: after asking hung ranks for their stacks, how long they get to write them before a kill
-STOP_REQUESTS = ("cancel", "pause")
+STOP_REQUESTS = ("cancel", "pause", "preempt")
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
@@ -311,7 +311,11 @@ class Supervisor:
                 if self._stop_reason is not None:
                     log.info("attempt %d: %s requested", self.order.attempt_id, self._stop_reason)
                     self._signal(signal.SIGTERM)
-                    kill_at = time.monotonic() + self.settings.stop_grace_seconds
+                    kill_at = time.monotonic() + (
+                        self.settings.preempt_grace_seconds  # a longer final checkpoint
+                        if self._stop_reason == "preempt"
+                        else self.settings.stop_grace_seconds
+                    )
             elif kill_at is not None and time.monotonic() >= kill_at:
                 log.warning("attempt %d: ranks ignored SIGTERM; killing", self.order.attempt_id)
                 self._signal(signal.SIGKILL)
