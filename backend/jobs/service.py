@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from backend.auth.service import Principal
 from backend.jobs.attempts import newest_checkpoint
+from backend.jobs.capacity import never_fits
 from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
 from backend.jobs.run_states import AttemptState, SliceState
 from backend.jobs.states import (
@@ -53,6 +54,13 @@ def check_entrypoint(spec: JobSpec, roots: Sequence[Path]) -> None:
         raise SpecRefused(("entrypoint", field), str(err)) from None
 
 
+def check_capacity(session: Session, spec: JobSpec) -> None:
+    """Refuse a gang no registered node could ever hold, unless it may wait for capacity."""
+    too_big = None if spec.wait_for_capacity else never_fits(session, spec)
+    if too_big is not None:
+        raise SpecRefused(("parallelism", "devices"), too_big)
+
+
 def submit(
     session: Session,
     client: redis.Redis,
@@ -69,6 +77,7 @@ def submit(
     reason = unsupported_reason(spec)
     if reason is not None:
         raise SpecRefused((), reason)
+    check_capacity(session, spec)
     job = Job(
         name=spec.name,
         owner_id=principal.user_id,
@@ -206,6 +215,7 @@ def resume(
         raise NothingToResume(f"job {job.id} has no checkpoint to resume from; clone it instead")
     if devices is not None and devices != job.devices_requested:
         spec = respec(job.spec, {"parallelism": {"devices": devices}})
+        check_capacity(session, spec)
         job.spec = spec.model_dump(mode="json")
         job.devices_requested = devices
     how = f" on {job.devices_requested} devices" if devices is not None else ""

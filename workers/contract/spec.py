@@ -86,6 +86,11 @@ class JobSpec(Strict):
         True,
         description="false: never preempted for a higher-priority job (docs/scheduler.md)",
     )
+    wait_for_capacity: StrictBool = Field(
+        False,
+        description="true: queue it even if no registered node could hold its gang (it waits "
+        "until one registers); false: such a job is refused with 422",
+    )
     max_restarts: StrictInt = Field(2, ge=0, le=100)
     nan_policy: NanPolicy = Field(default_factory=NanPolicy)
     health: Health = Field(default_factory=Health)
