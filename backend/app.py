@@ -25,6 +25,7 @@ from backend.db import Database
 from backend.db_health import install as install_db_health
 from backend.deployment_keys import attach
 from backend.errors import install as install_errors
+from backend.health import router as health_router
 from backend.health.stragglers import run_stragglers
 from backend.jobs import edit_router as job_edit_router
 from backend.jobs import router as jobs_router
@@ -112,6 +113,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         sweeps_router,
         runs_router,
         webhooks_router,
+        health_router,
         usage_router,
         prometheus,
         ws,

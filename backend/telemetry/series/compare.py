@@ -13,11 +13,13 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
+from backend.health.efficiency import device_hours_at, job_efficiency
 from backend.jobs.models import Job
 from backend.telemetry.series import directions, reads
 from backend.telemetry.series.cache import SeriesCache
 from backend.telemetry.series.curves import Curve, Direction, XAxis, direction
 from backend.telemetry.series.queries import job_view
+from backend.usage.accounting import AttemptUsage, attempt_usage
 
 #: spec keys that name a run rather than change how it trains
 IDENTITY_KEYS = frozenset({"name"})
@@ -42,6 +44,7 @@ def compare(
     declared = directions.declared(session, job_ids=ids)
     summaries: dict[str, dict[str, Any]] = {}
     curves: dict[str, dict[str, Any]] = {}
+    usages = _usages(session, ids) if x == "device_hours" else {}
     for name in metrics:
         views = {
             i: job_view(
@@ -56,7 +59,7 @@ def compare(
             for i in ids
         }
         summaries[name] = {str(i): views[i][1] for i in ids}
-        curves[name] = aligned({i: views[i][0] for i in ids}, x)
+        curves[name] = aligned({i: views[i][0] for i in ids}, x, usages)
     differ, same = spec_diff([j.spec for j in jobs])
     return {
         "metrics": list(metrics),
@@ -65,7 +68,16 @@ def compare(
         "spec_same": same,
         "summary": summaries,
         "curves": curves,
+        "efficiency": {str(j.id): job_efficiency(session, j).as_dict() for j in jobs},
     }
+
+
+def _usages(session: Session, job_ids: list[int]) -> dict[int, list[AttemptUsage]]:
+    """Each job's attempts with their devices and run spans (the device-hours axis)."""
+    usages: dict[int, list[AttemptUsage]] = {i: [] for i in job_ids}
+    for usage in attempt_usage(session, job_ids=job_ids):
+        usages[usage.job_id].append(usage)
+    return usages
 
 
 def metric_direction(name: str, declared: dict[int, dict[str, str]]) -> Direction:
@@ -74,9 +86,12 @@ def metric_direction(name: str, declared: dict[int, dict[str, str]]) -> Directio
     return direction(name, said)
 
 
-def aligned(curves: dict[int, Curve], x: XAxis) -> dict[str, Any]:
+def aligned(
+    curves: dict[int, Curve], x: XAxis, usages: dict[int, list[AttemptUsage]] | None = None
+) -> dict[str, Any]:
     """One shared x column and per job a value column (null: no point there)."""
-    xs_of = {job_id: _xs(curve, x) for job_id, curve in curves.items()}
+    used = usages or {}
+    xs_of = {job_id: _xs(curve, x, used.get(job_id, [])) for job_id, curve in curves.items()}
     xs = np.unique(np.concatenate(list(xs_of.values()))) if xs_of else np.empty(0)
     columns: dict[str, list[float | None]] = {}
     for job_id, curve in curves.items():
@@ -88,12 +103,15 @@ def aligned(curves: dict[int, Curve], x: XAxis) -> dict[str, Any]:
     return {"x": xs.tolist(), "values": columns}
 
 
-def _xs(curve: Curve, x: XAxis) -> np.ndarray:
-    # by time, seconds since the job's own first point (to the ms): runs started apart overlay
+def _xs(curve: Curve, x: XAxis, usages: list[AttemptUsage]) -> np.ndarray:
+    # by time, seconds since the job's own first point (to the ms): runs started apart overlay;
+    # by device-hours, what the job had used by each point (a wide run's x grows faster)
     if x == "step":
         return curve.step
     if not len(curve.time):
         return curve.time
+    if x == "device_hours":
+        return np.round(np.array(device_hours_at(usages, curve.time.tolist())), 6)
     return np.round(curve.time - curve.time.min(), 3)
 
 
@@ -127,10 +145,12 @@ def csv_lines(
 ) -> Iterator[str]:
     """One metric of (job id, job name)s at every step, aligned on x, as CSV: x, a column each."""
     views = {i: job_view(session, cache, job_id=i, name=name, points=0, x=x)[0] for i, _ in jobs}
-    table = aligned(views, x)
+    usages = _usages(session, [i for i, _ in jobs]) if x == "device_hours" else {}
+    table = aligned(views, x, usages)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")  # None is written as an empty cell
-    writer.writerow(["step" if x == "step" else "seconds", *(f"#{i} {n}" for i, n in jobs)])
+    axis = {"step": "step", "time": "seconds", "device_hours": "device_hours"}[x]
+    writer.writerow([axis, *(f"#{i} {n}" for i, n in jobs)])
     rows = zip(table["x"], *(table["values"][str(i)] for i, _ in jobs), strict=True)
     while chunk := list(itertools.islice(rows, 10_000)):
         writer.writerows(chunk)

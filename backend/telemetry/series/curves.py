@@ -10,7 +10,8 @@ from tsdownsample import LTTBDownsampler
 
 from backend.telemetry.series.cache import Raw
 
-XAxis = Literal["step", "time"]
+#: step; time: wall seconds since the job's first point; device_hours: what the job had used
+XAxis = Literal["step", "time", "device_hours"]
 #: which end of a metric is best: its minimum, its maximum, or neither (None)
 Direction = Literal["min", "max"] | None
 #: a metric whose name contains one of these is best when lowest (compare's "best")
@@ -83,7 +84,7 @@ def merge_attempts(curves: list[Curve]) -> Curve:
 
 def downsample(curve: Curve, points: int, x: XAxis = "step") -> Curve:
     """At most `points` points chosen by LTTB along x (0: every point)."""
-    if x == "time" and len(curve.time) and np.any(np.diff(curve.time) < 0):
+    if x != "step" and len(curve.time) and np.any(np.diff(curve.time) < 0):
         order = np.argsort(curve.time, kind="stable")
         curve = Curve(curve.step[order], curve.time[order], curve.value[order])
     if points <= 0 or len(curve.step) <= points:

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from backend.health.schemas import EfficiencyOut
 from backend.jobs.schemas import JobOut
 
 
@@ -38,7 +39,8 @@ class MetricSummary(BaseModel):
 
 
 class AlignedCurves(BaseModel):
-    """Shared x (steps, or seconds since each job's first point); per job id, null: no point."""
+    """Shared x (steps, seconds since each job's first point, or the device-hours each job had
+    used by then); per job id, null: no point."""
 
     x: list[float]
     values: dict[str, list[float | None]]
@@ -58,3 +60,6 @@ class Comparison(BaseModel):
     )
     summary: dict[str, dict[str, MetricSummary]] = Field(description="metric → job id → summary")
     curves: dict[str, AlignedCurves] = Field(description="metric → aligned curves")
+    efficiency: dict[str, EfficiencyOut] = Field(
+        description="job id → device-hours, throughput per device, MFU (side by side)"
+    )

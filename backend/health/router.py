@@ -1,0 +1,42 @@
+"""Run-health routes: the pre-launch memory estimate and a job's efficiency."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.exceptions import RequestValidationError
+
+from backend.deps import ObjectId, ReaderDep, SessionDep
+from backend.health.efficiency import job_efficiency
+from backend.health.memory import memory_fit
+from backend.health.schemas import EfficiencyOut, MemoryEstimateOut
+from backend.jobs import service as jobs
+from workers.contract.spec import JobSpec
+
+router = APIRouter(prefix="/api", tags=["health"])
+
+
+@router.post("/estimate/memory", response_model=MemoryEstimateOut)
+def estimate_memory(spec: JobSpec, principal: ReaderDep, session: SessionDep) -> dict[str, Any]:
+    """Memory per device of a template spec and which devices hold it; 422 for a script job."""
+    del principal  # any signed-in reader may ask
+    if spec.template is None:
+        raise RequestValidationError(
+            [
+                {
+                    "type": "value_error",
+                    "loc": ("body", "template"),
+                    "msg": "a memory estimate needs a template job (a script's model is unknown)",
+                    "input": None,
+                }
+            ]
+        )
+    return memory_fit(session, spec=spec)
+
+
+@router.get("/jobs/{job_id}/efficiency", response_model=EfficiencyOut)
+def efficiency(job_id: ObjectId, principal: ReaderDep, session: SessionDep) -> dict[str, Any]:
+    """Device-hours, throughput per device and MFU (templates) of a job the caller may read."""
+    job = jobs.get_job(session, principal=principal, job_id=job_id)
+    return job_efficiency(session, job).as_dict()

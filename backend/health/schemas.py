@@ -1,0 +1,47 @@
+"""Response models of the health routes: the memory estimate and a job's efficiency."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class DeviceFit(BaseModel):
+    """One device of a node and whether the estimate fits its memory."""
+
+    node: str
+    index: int
+    kind: str
+    name: str
+    memory_total: int | None = Field(description="bytes; a CPU slot's is the host's RAM")
+    fits: bool | None = Field(description="None: the device's memory is unknown")
+    note: str
+
+
+class MemoryEstimateOut(BaseModel):
+    """Bytes per device of a template job before launch, and where it fits."""
+
+    parameter_count: int
+    parameters: int
+    gradients: int
+    optimizer_state: int
+    activations: int
+    runtime: int = Field(description="a GPU rank's CUDA context and allocator slack")
+    total: int = Field(description="per device, on a GPU (runtime included)")
+    note: str = Field(description="which micro-batches the activations are for")
+    devices: list[DeviceFit]
+    warnings: list[str]
+
+
+class EfficiencyOut(BaseModel):
+    """How much a job cost and how well it used its devices."""
+
+    device_hours: float = Field(description="devices x time claimed, over all attempts")
+    busy_device_hours: float | None = Field(description="weighted by sampled utilization")
+    run_seconds: float = Field(description="wall seconds its attempts ran")
+    devices: int
+    samples_per_s_per_device: float | None
+    tokens_per_s_per_device: float | None
+    flops_per_sample: float | None = Field(description="template jobs: training FLOPs a sample")
+    mfu: float | None = Field(description="model FLOPs utilization 0..1; None: see mfu_note")
+    mfu_note: str
+    device_names: list[str]
