@@ -46,6 +46,19 @@ def fill(filesystem: Path) -> Path:
     return ballast
 
 
+def fill_leaving(filesystem: Path, free: int) -> Path:
+    """Write a ballast file that leaves `free` bytes, never filling the disk on the way.
+
+    For a disk that a running Trainboard writes to (its database): it never sees ENOSPC.
+    """
+    ballast = filesystem / BALLAST
+    chunk = b"\0" * (1 << 20)
+    with open(ballast, "ab", buffering=0) as file:
+        while (room := free_bytes(filesystem) - free) > 0:
+            file.write(chunk[:room])
+    return ballast
+
+
 def free_bytes(filesystem: Path) -> int:
     """Bytes an unprivileged writer may still use on the filesystem at path."""
     stats = os.statvfs(filesystem)

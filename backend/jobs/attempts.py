@@ -213,6 +213,8 @@ def _advance_job(session: Session, job: Job, attempt: Attempt, outcome: AttemptO
         move(JobState.paused, f"attempt {attempt.number} paused", reason="paused by user")
     elif job.stop_request == PREEMPT:
         requeue_preempted(session, job, attempt_id=attempt.id, number=attempt.number)
+    elif outcome.outcome == "stopped" and outcome.pause:  # its policy on a full disk
+        move(JobState.paused, f"attempt {attempt.number} paused", reason=outcome.reason)
     else:
         restart_or_fail(
             session,

@@ -42,7 +42,8 @@ TRANSITIONS: dict[JobState, frozenset[JobState]] = {
             S.queued,
         }
     ),
-    S.running: frozenset({S.succeeded, S.failed, S.cancelling, S.pausing, S.restarting}),
+    # paused: its ranks paused it by the job's own policy (a checkpoint found a full disk)
+    S.running: frozenset({S.succeeded, S.failed, S.cancelling, S.pausing, S.restarting, S.paused}),
     S.cancelling: frozenset({S.cancelled, S.stopped, S.succeeded, S.failed}),
     # queued: a preempted job's attempt ended (`backend.jobs.preempt`)
     S.pausing: frozenset({S.paused, S.cancelling, S.succeeded, S.failed, S.queued}),

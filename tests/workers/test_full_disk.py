@@ -105,6 +105,12 @@ def test_a_printing_job_keeps_running_through_a_full_disk_and_says_why_once(
     assert "lines not written to disk]" in on_disk and "step 40:" in on_disk
 
 
+def disk_events(redis_url: str) -> list[tuple[str, int, str]]:
+    """The attempt's checkpoint and warning events: (kind, step, message)."""
+    events = read_items(redis_url, EVENTS_STREAM)
+    return [(e["kind"], e["step"], e["message"]) for e in events if e["kind"] != "started"]
+
+
 def leave_free(ballast: Path, free: int) -> None:
     """Give `free` bytes of a filled filesystem back by shortening its ballast."""
     size = ballast.stat().st_size
@@ -152,7 +158,7 @@ def test_a_checkpointing_job_on_a_full_disk_warns_keeps_its_last_checkpoint_and_
 
     assert outcome.outcome == "succeeded", outcome.reason
     assert outcome.last_checkpoint is not None and outcome.last_checkpoint.endswith("step-10")
-    events = [(e["kind"], e["step"], e["message"]) for e in read_items(redis_url, EVENTS_STREAM)]
+    events = disk_events(redis_url)
     assert [(kind, step) for kind, step, _ in events] == [
         ("checkpoint", 10),
         ("warning", 20),
@@ -203,3 +209,31 @@ def test_an_mlp_job_on_a_full_disk_trains_to_the_end_with_every_point_stored_onc
     events = [(e["kind"], e["message"]) for e in read_items(redis_url, EVENTS_STREAM)]
     assert ("warning", "logs not written to disk: no space on node test-node") in events
     assert [m for k, m in events if k == "warning" and m.startswith("checkpoint step 40 not saved")]
+
+
+def test_a_job_whose_policy_says_pause_stops_at_a_full_disk_naming_it(
+    small_data_disk: Path, supervisor_settings: SupervisorSettings, redis_url: str
+) -> None:
+    checkpoint = {"every_steps": 10, "on_disk_full": "pause"}
+    spec = mlp_spec(devices=2, hyperparameters={"steps": 30, **WIDE}, checkpoint=checkpoint)
+    settings = dataclasses.replace(
+        supervisor_settings, data_dir=reachable(small_data_disk / "data")
+    )
+    leave_free(fill(small_data_disk), 2 * MIB + MIB // 2)  # step-10 fits, step-20 does not
+
+    outcome = Supervisor(attempt_order(spec), settings).run()
+
+    assert (outcome.outcome, outcome.pause, outcome.platform_fault) == ("stopped", True, False)
+    assert outcome.reason is not None
+    assert outcome.reason.startswith("no space left on node test-node (")
+    assert outcome.reason.endswith(
+        " MB free): checkpoint step 20 not saved; paused at the last"
+        " checkpoint (checkpoint.on_disk_full: pause)"
+    )
+    assert outcome.last_checkpoint is not None and outcome.last_checkpoint.endswith("step-10")
+    assert [p.name for p in Path(outcome.last_checkpoint).parent.iterdir()] == ["step-10"]
+    events = disk_events(redis_url)
+    assert [(kind, step) for kind, step, _ in events] == [("checkpoint", 10), ("warning", 20)]
+    assert events[1][2].endswith("the previous checkpoint stays the newest, pausing the job")
+    points = {p["step"] for p in read_items(redis_url, METRICS_STREAM) if p["name"] == "loss"}
+    assert max(points) == 20  # it stopped there, not trained on to 30

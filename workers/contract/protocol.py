@@ -276,5 +276,11 @@ class AttemptOutcome(BaseModel):
         description="the ranks failed for the platform's sake (a rendezvous that could "
         "not complete): the restart does not spend the job's max_restarts",
     )
+    pause: bool = Field(
+        False,
+        description="a stopped attempt whose ranks paused the job by its own policy (a "
+        "checkpoint found no space, `checkpoint.on_disk_full: pause`): the job becomes "
+        "paused with the reason, resumable, spending no restart",
+    )
     exit_codes: list[int] = Field(default_factory=list)
     last_checkpoint: str | None = None

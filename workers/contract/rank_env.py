@@ -14,6 +14,9 @@ EXIT_EXPLAINED = 3
 #: like EXIT_EXPLAINED, for a platform fault (a rendezvous that could not complete): the
 #: attempt's restart does not spend the job's max_restarts
 EXIT_PLATFORM = 4
+#: like EXIT_EXPLAINED, for a job its own policy pauses (`checkpoint.on_disk_full: pause`):
+#: the job becomes paused with the reason, resumable, no restart spent
+EXIT_PAUSE = 5
 
 
 def failure_file(run_dir: Path, rank: int) -> Path:

@@ -157,6 +157,11 @@ class Checkpointing(Strict):
     every_steps: StrictInt | None = Field(None, ge=1, le=10_000_000)
     every_minutes: Number | None = Field(None, gt=0, le=7 * 24 * 60)
     keep_last: StrictInt = Field(3, ge=1, le=1000)
+    on_disk_full: Literal["continue", "pause"] = Field(
+        "continue",
+        description="a checkpoint that finds no space: train on and retry at the next "
+        "interval (continue), or pause the job, resumable from its last checkpoint (pause)",
+    )
 
 
 class LRSchedule(Strict):

@@ -5,11 +5,17 @@ from __future__ import annotations
 import os
 import sys
 
-from workers.contract.rank_env import EXIT_EXPLAINED, EXIT_PLATFORM, RankEnv, failure_file
+from workers.contract.rank_env import (
+    EXIT_EXPLAINED,
+    EXIT_PAUSE,
+    EXIT_PLATFORM,
+    RankEnv,
+    failure_file,
+)
 from workers.rank import sdk
 from workers.rank.engine import distributed
 from workers.rank.engine.config import load_config
-from workers.rank.engine.errors import EngineFailure
+from workers.rank.engine.errors import EngineFailure, PauseForDiskFull
 from workers.rank.engine.facts import report_start
 from workers.rank.engine.templates import build_task
 from workers.rank.engine.train import Trainer
@@ -72,6 +78,8 @@ def explain(env: RankEnv | None, failure: EngineFailure) -> int:
     print(f"trainboard: {failure.reason}", file=sys.stderr, flush=True)
     if env is not None:
         failure_file(env.run_dir, env.rank).write_text(failure.reason)
+    if isinstance(failure, PauseForDiskFull):
+        return EXIT_PAUSE
     return EXIT_PLATFORM if getattr(failure, "platform_fault", False) else EXIT_EXPLAINED
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from workers.contract.checkpoints import checkpoint_path, complete_checkpoints
+from workers.contract.spec_parts import Checkpointing
+from workers.rank import sdk
 from workers.rank.engine.dcp_storage import (
     JsonLoadPlanner,
     JsonReader,
@@ -26,7 +29,7 @@ from workers.rank.engine.dcp_storage import (
     JsonWriter,
     unwrap,
 )
-from workers.rank.engine.errors import CheckpointIncomplete, CheckpointNoSpace
+from workers.rank.engine.errors import CheckpointIncomplete, CheckpointNoSpace, PauseForDiskFull
 
 #: numbers saved beside the weights: step, epoch, global_batch, data_offset, lr_scale, ...
 Progress = dict[str, float]
@@ -108,6 +111,26 @@ def save(
         for old in complete_checkpoints(checkpoint_dir)[:-keep_last] if keep_last else []:
             shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def no_space(full: CheckpointNoSpace, *, spec: Checkpointing, step: int, leader: bool) -> None:
+    """Warn that a checkpoint found no space; raise PauseForDiskFull if the policy says pause.
+
+    Every rank gets here together (DCP gathers the ranks' write results), so with `pause`
+    they all leave, explained; with `continue` training goes on and the previous checkpoint
+    stays the newest until the next interval saves.
+    """
+    pause = spec.on_disk_full == "pause"
+    then = "pausing the job" if pause else "retrying later"
+    if leader:
+        message = f"{full}; the previous checkpoint stays the newest, {then}"
+        sdk.event("warning", message=message, step=step)
+        print(message, file=sys.stderr, flush=True)
+    if pause:
+        raise PauseForDiskFull(
+            f"checkpoint step {step} not saved; paused at the last checkpoint "
+            "(checkpoint.on_disk_full: pause)"
+        )
 
 
 def read_progress(path: Path) -> Progress:

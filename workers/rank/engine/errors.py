@@ -32,6 +32,13 @@ class CheckpointIncomplete(EngineFailure):
     """A checkpoint's shards are not all where rank 0 sees them: it is never recorded."""
 
 
+class PauseForDiskFull(EngineFailure):
+    """A checkpoint found no space and the spec says `on_disk_full: pause`: pause the job.
+
+    Its reason names the node and the space left; the job resumes from its last checkpoint.
+    """
+
+
 class CheckpointNoSpace(Exception):
     """A checkpoint could not be written for lack of space; its partial folder is gone.
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -237,12 +236,10 @@ class Trainer:
                 keep_last=self.spec.checkpoint.keep_last if self.prune else 0,
                 tag=self.tag,
             )
-        except CheckpointNoSpace as full:
-            # a full disk costs this checkpoint, not the run: the previous one stays newest
-            if self.ctx.is_leader:
-                message = f"{full}; the previous checkpoint stays the newest, retrying later"
-                sdk.event("warning", message=message, step=self.step)
-                print(message, file=sys.stderr, flush=True)
+        except CheckpointNoSpace as full:  # costs this checkpoint, or pauses the job
+            checkpoint.no_space(
+                full, spec=self.spec.checkpoint, step=self.step, leader=self.ctx.is_leader
+            )
             return None
         finally:
             sdk.phase("train")
