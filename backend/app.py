@@ -20,6 +20,7 @@ from fastapi.staticfiles import StaticFiles
 
 from backend import meta_router
 from backend.auth import router as auth_router
+from backend.checkpoint import router as checkpoints_router
 from backend.config import Settings, get_settings
 from backend.db import Database
 from backend.db_health import install as install_db_health
@@ -108,6 +109,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         auth_router,
         jobs_router,
         job_edit_router,
+        checkpoints_router,
         nodes_router,
         series_router,
         sweeps_router,
@@ -148,6 +150,8 @@ def _start_loops(
             ),
         )
         loops.append(("scheduler", lambda: scheduler.run(stop)))
+        roots = settings.script_root_paths
+        loops.append(("sweeps", lambda: run_sweeps(db, client, stop, script_roots=roots)))
     if settings.run_ingest:
         consumer = f"{socket.gethostname()}-{os.getpid()}"
         ingest = Ingest(db=db, client=client, consumer=consumer)
@@ -155,8 +159,6 @@ def _start_loops(
         hours, bucket = settings.device_raw_retention_hours, settings.device_rollup_seconds
         loops.append(
             (
-        roots = settings.script_root_paths
-        loops.append(("sweeps", lambda: run_sweeps(db, client, stop, script_roots=roots)))
                 "retention",
                 lambda: run_retention(db=db, retention_hours=hours, bucket=bucket, stop=stop),
             )

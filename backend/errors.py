@@ -12,6 +12,8 @@ from starlette.responses import JSONResponse
 
 from backend.auth.tokens import NodeNameRequired, ScopeRefused, TokenNotFound
 from backend.auth.users import UserExists, UserNotFound
+from backend.checkpoint.consolidate import ConsolidationFailed
+from backend.checkpoint.service import CheckpointNotFound
 from backend.jobs.attempts import AttemptNotFound, PortRefused
 from backend.jobs.service import JobNotFound, NothingToResume, SpecRefused
 from backend.jobs.states import IllegalTransition
@@ -29,6 +31,8 @@ STATUS_OF: dict[type[Exception], int] = {
     TokenNotFound: status.HTTP_404_NOT_FOUND,
     WebhookNotFound: status.HTTP_404_NOT_FOUND,
     SweepNotFound: status.HTTP_404_NOT_FOUND,
+    CheckpointNotFound: status.HTTP_404_NOT_FOUND,
+    ConsolidationFailed: status.HTTP_422_UNPROCESSABLE_CONTENT,
     WebhookRefused: status.HTTP_422_UNPROCESSABLE_CONTENT,
     IllegalTransition: status.HTTP_409_CONFLICT,
     NothingToResume: status.HTTP_409_CONFLICT,

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from backend.auth.service import Principal
+from backend.checkpoint import service as checkpoints
 from backend.deps import ObjectId, ReaderDep, SessionDep, SettingsDep, SubmitterDep
 from backend.jobs import service
 from backend.jobs.models import Job
@@ -129,9 +130,18 @@ def clone_job(
         dict[str, Any], Body(description="a partial JobSpec merged over the parent's")
     ]
     | None = None,
+    from_step: Annotated[
+        int | None,
+        Query(ge=0, le=10**15, description="start from the parent's checkpoint of this step"),
+    ] = None,
 ) -> JobOut:
-    """A new job from this one's spec with changes (hyperparameters, devices, ...)."""
+    """A new job from this one's spec with changes (hyperparameters, devices, ...); with
+    from_step, it starts from that checkpoint of the parent (its owner's only)."""
     parent = _job(session, principal, job_id)
+    seed = None
+    if from_step is not None:
+        owned = checkpoints.owned_job(session, principal=principal, job_id=job_id)
+        seed = checkpoints.at_step(session, job=owned, step=from_step)
     with _spec_errors():
         job = service.clone(
             session,
@@ -140,6 +150,7 @@ def clone_job(
             parent=parent,
             changes=changes or {},
             script_roots=settings.script_root_paths,
+            start=(seed.step, seed.path) if seed else None,
         )
     return describe_job(session, job)
 

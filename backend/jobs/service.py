@@ -70,6 +70,7 @@ def submit(
     script_roots: Sequence[Path],
     parent_id: int | None = None,
     sweep: tuple[int, int] | None = None,
+    start_checkpoint: str | None = None,
 ) -> Job:
     """Validate what the engine can run, store the job as queued and wake the scheduler
     (`sweep`: the sweep id and trial number it is a trial of)."""
@@ -89,6 +90,7 @@ def submit(
         total_steps=spec.total_steps,
         sweep_id=sweep[0] if sweep else None,
         sweep_trial=sweep[1] if sweep else None,
+        start_checkpoint=start_checkpoint,
     )
     session.add(job)
     session.flush()
@@ -235,9 +237,12 @@ def clone(
     parent: Job,
     changes: dict[str, Any],
     script_roots: Sequence[Path],
+    start: tuple[int, str] | None = None,
 ) -> Job:
-    """A new job from the parent's spec with changes merged over it, linked to the parent."""
-    changes = {"name": f"{parent.name} (clone)", **changes}
+    """A new job from the parent's spec with changes merged over it, linked to the parent
+    (`start`: the step and path of the parent's checkpoint it starts from)."""
+    suffix = f"from step {start[0]}" if start else "clone"
+    changes = {"name": f"{parent.name} ({suffix})", **changes}
     spec = respec(parent.spec, changes)
     return submit(
         session,
@@ -246,6 +251,7 @@ def clone(
         spec=spec,
         script_roots=script_roots,
         parent_id=parent.id,
+        start_checkpoint=start[1] if start else None,
     )
 
 

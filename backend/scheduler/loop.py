@@ -224,7 +224,8 @@ class Scheduler:
                 devices=list(p.slices[0][1]),
                 state=AttemptState.scheduled,
                 master_port=0,  # chosen by the node of rank 0 when it claims
-                resume_from=resume.get(p.job_id),
+                # its own newest checkpoint, else the one it was cloned from (if any)
+                resume_from=resume.get(p.job_id) or jobs[p.job_id].start_checkpoint,
                 owner_id=jobs[p.job_id].owner_id,  # accounting (backend.usage)
                 device_count=sum(len(devices) for _, devices in p.slices),
             )

@@ -35,7 +35,7 @@ from workers.contract.rank_env import (
     failure_file,
 )
 from workers.devices.registry import DeviceRegistry, Occupant
-from workers.supervisor import run_dirs
+from workers.supervisor import run_dirs, seed
 from workers.supervisor.disk_notice import LogLossNotice, free_mib
 from workers.supervisor.disk_pause import paused_for_disk
 from workers.supervisor.hang_watch import HangWatch, flag_hang
@@ -229,6 +229,8 @@ class Supervisor:
         if self.order.resume_from:
             keep.add(Path(self.order.resume_from).parent.name)
         run_dirs.prune_checkpoints(dirs.checkpoints.parent, keep=keep)
+        # a clone from another job's checkpoint resumes from this job's own copy of it
+        self.order = seed.adopt(self.order, self.settings.data_dir, self.identity)
         for rank in self.rank_envs():
             run_dirs.remove_file(dirs.run, failure_file(dirs.run, rank.rank).name)
         argv, paths, cwd = self._command()

@@ -1,0 +1,1 @@
+"""A job's checkpoints as users see them: listed, downloaded as one state dict, cloned from."""
