@@ -122,6 +122,8 @@ def transition(
     if to in STOPPED:
         job.finished_at = now
         job.stop_request = None
+    if to is S.succeeded:  # an earlier attempt's failure is no reason of a job that succeeded
+        job.reason = reason
     elif to is S.queued:
         job.finished_at = None
         job.reason = reason
