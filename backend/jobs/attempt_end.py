@@ -15,6 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.db import utcnow
+from backend.health.oom import remediate
 from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.jobs.preempt import PREEMPT, requeue_preempted
 from backend.jobs.run_states import LIVE_SLICE, AttemptState, SliceState
@@ -114,7 +115,13 @@ def restart_or_fail(
     attempt_id: int | None,
     platform_fault: bool = False,
 ) -> None:
-    """Restart from the newest checkpoint after a back-off while allowed, else fail."""
+    """Restart from the newest checkpoint after a back-off while allowed, else fail.
+
+    An out-of-memory failure under `health.on_oom: reduce_microbatch` restarts with half
+    the micro-batch instead (backend.health.oom), while its reductions last.
+    """
+    if remediate(session, job, reason=reason, attempt_id=attempt_id):
+        return
     max_restarts = int(job.spec.get("max_restarts", 0))
     if not platform_fault and job.restarts >= max_restarts:
         session.add(

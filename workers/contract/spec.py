@@ -62,6 +62,15 @@ class Health(Strict):
     straggler_factor: Number = Field(
         1.5, gt=1, le=100, description="a rank whose median step time exceeds the others' by this"
     )
+    on_oom: Literal["fail", "reduce_microbatch"] = Field(
+        "fail",
+        description="reduce_microbatch (templates only): after an out-of-memory failure, "
+        "restart from the newest checkpoint with half the micro-batch and twice the "
+        "accumulation (same global batch)",
+    )
+    max_oom_reductions: StrictInt = Field(
+        2, ge=1, le=10, description="most micro-batch halvings under on_oom reduce_microbatch"
+    )
 
 
 class JobSpec(Strict):
@@ -128,6 +137,8 @@ class JobSpec(Strict):
     def _target_and_combinations(self) -> JobSpec:
         if (self.template is None) == (self.entrypoint is None):
             raise ValueError("give exactly one of template or entrypoint")
+        if self.template is None and self.health.on_oom == "reduce_microbatch":
+            raise ValueError("health.on_oom reduce_microbatch applies to template jobs only")
         if self.template is not None:
             units = self.hyperparameters[PIPELINE_UNITS[self.template]]
             if self.parallelism.stages > units:

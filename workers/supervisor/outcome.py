@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from workers.contract.checkpoints import newest_checkpoint
+from workers.contract.oom import recognise
 from workers.contract.protocol import AttemptOutcome
 
 
@@ -28,6 +29,8 @@ def attempt_outcome(
     elif stop_reason == "shutdown":
         failed = failed or "the worker node shut down while the attempt ran"
     if failed is not None:
+        # a user script's MemoryError, too, reads "out of memory: ..." (the prefix fits 4096)
+        failed = recognise(failed[-4000:])
         outcome = AttemptOutcome(outcome="failed", reason=failed[-4096:], exit_codes=codes)
         outcome.platform_fault = platform_fault and fenced is None
     elif stop_reason is not None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
+import torch
+
 from workers.contract.rank_env import (
     EXIT_EXPLAINED,
     EXIT_PAUSE,
@@ -17,6 +19,7 @@ from workers.rank.engine import distributed
 from workers.rank.engine.config import load_config
 from workers.rank.engine.errors import EngineFailure, PauseForDiskFull
 from workers.rank.engine.facts import report_start
+from workers.rank.engine.memory_guard import inject_host_oom, out_of_memory
 from workers.rank.engine.templates import build_task
 from workers.rank.engine.train import Trainer
 
@@ -57,7 +60,12 @@ def main() -> int:
         if ctx.is_leader:  # what it uses, for the job page (not the spec's arithmetic)
             report_start(trainer, ctx)
         _kept.append(trainer)
-        result = trainer.run()
+        if config.oom_hook is not None:
+            inject_host_oom(trainer, *config.oom_hook)
+        try:
+            result = trainer.run()
+        except (torch.cuda.OutOfMemoryError, MemoryError) as err:
+            raise out_of_memory(err, trainer, rank=ctx.rank) from err
         if ctx.is_leader:
             how = "stopped" if result.stopped else "finished"
             print(

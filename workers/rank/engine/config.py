@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
+from workers.contract.oom import TEST_OOM_VARIABLE, parse_test_hook
 from workers.contract.rank_env import RankEnv
 from workers.contract.spec import JobSpec, unsupported_reason
 from workers.rank.engine.errors import EngineFailure
@@ -15,6 +17,8 @@ class EngineConfig:
 
     env: RankEnv
     spec: JobSpec
+    #: the test hook's (step, max micro-batch): a host MemoryError injected there (tests only)
+    oom_hook: tuple[int, int] | None = None
 
     @property
     def template(self) -> str:
@@ -33,4 +37,5 @@ def load_config() -> EngineConfig:
         reason = "entrypoint jobs run the user's program, not the engine"
     if reason is not None:
         raise EngineFailure(reason)
-    return EngineConfig(env=env, spec=spec)
+    hook = parse_test_hook(os.environ.get(TEST_OOM_VARIABLE))
+    return EngineConfig(env=env, spec=spec, oom_hook=hook)

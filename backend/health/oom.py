@@ -1,0 +1,72 @@
+"""Out-of-memory remediation: restart with half the micro-batch, same global batch (on_oom)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from backend.db import utcnow
+from backend.jobs.models import Job, JobEvent
+from backend.jobs.states import JobState, transition
+from workers.contract.oom import is_oom, shape_after
+
+#: the job event (and webhook event) of one remediation
+KIND = "oom_remediation"
+#: seconds before the smaller attempt is placed (not a crash loop: the shape changed)
+RESTART_SECONDS = 1.0
+
+
+def reductions(session: Session, job_id: int) -> int:
+    """Micro-batch halvings already made for the job (its oom_remediation events)."""
+    count = session.scalar(
+        select(func.count()).where(JobEvent.job_id == job_id, JobEvent.kind == KIND)
+    )
+    return int(count or 0)
+
+
+def reductions_of(session: Session, job_ids: list[int]) -> dict[int, int]:
+    """reductions() of several jobs in one query (jobs without any are absent)."""
+    rows = session.execute(
+        select(JobEvent.job_id, func.count())
+        .where(JobEvent.job_id.in_(job_ids), JobEvent.kind == KIND)
+        .group_by(JobEvent.job_id)
+    ).all()
+    return {int(job_id): int(n) for job_id, n in rows}
+
+
+def remediate(session: Session, job: Job, *, reason: str, attempt_id: int | None) -> bool:
+    """Restart an out-of-memory job with half the micro-batch, when its spec asks and can.
+
+    True when it did (a `oom_remediation` event saying what changed, then `restarting`;
+    not counted against max_restarts: the spec's max_oom_reductions bounds it).
+    """
+    health = job.spec.get("health", {})
+    if not is_oom(reason) or health.get("on_oom") != "reduce_microbatch":
+        return False
+    done, limit = reductions(session, job.id), int(health.get("max_oom_reductions", 2))
+    before, after = shape_after(job.spec, done), shape_after(job.spec, done + 1)
+    if done >= limit or before is None or after is None:
+        return False
+    par = job.spec.get("parallelism", {})
+    replicas = int(par.get("devices", 1)) // int(par.get("pipeline_stages") or 1)
+    global_batch = after.batch_size * after.grad_accum * replicas
+    message = (
+        f"out of memory: restarting from the newest checkpoint with micro-batch "
+        f"{after.batch_size} (was {before.batch_size}) x accumulation {after.grad_accum} "
+        f"(was {before.grad_accum}), global batch {global_batch} kept "
+        f"(reduction {done + 1} of {limit})"
+    )
+    session.add(JobEvent(job_id=job.id, attempt_id=attempt_id, kind=KIND, message=message))
+    job.restart_at = utcnow() + timedelta(seconds=RESTART_SECONDS)
+    session.add(
+        transition(
+            job,
+            JobState.restarting,
+            message=f"{message}; after: {reason}",
+            reason=reason,
+            attempt_id=attempt_id,
+        )
+    )
+    return True
