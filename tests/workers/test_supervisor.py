@@ -87,6 +87,10 @@ def test_two_rank_attempt_succeeds_and_publishes_every_point_once(
     assert any(line.startswith("finished at step 40/40") for line in lines)
     logs = log_dir(supervisor_settings.data_dir, job_id=1, number=1)
     assert "finished at step 40/40" in (logs / "rank-0.stdout.log").read_text()
+    # every rank writes its log, not only rank 0
+    rank1 = [item["line"] for item in read_items(redis_url, LOGS_STREAM) if item["rank"] == 1]
+    assert any(line.startswith("rank 1 step 40/40 local loss") for line in rank1)
+    assert "rank 1 finished at step 40/40" in (logs / "rank-1.stdout.log").read_text()
     events = read_items(redis_url, EVENTS_STREAM)
     assert [(e["kind"], e["step"]) for e in events] == [("checkpoint", 40)]
     assert registry.snapshot() == {}

@@ -66,8 +66,10 @@ def main() -> int:
             result = trainer.run()
         except (torch.cuda.OutOfMemoryError, MemoryError) as err:
             raise out_of_memory(err, trainer, rank=ctx.rank) from err
-        if ctx.is_leader:
-            how = "stopped" if result.stopped else "finished"
+        how = "stopped" if result.stopped else "finished"
+        if not ctx.is_leader:  # every rank says how it ended, in its own log
+            print(f"rank {ctx.rank} {how} at step {result.step}/{trainer.total_steps}", flush=True)
+        else:
             print(
                 f"{how} at step {result.step}/{trainer.total_steps} "
                 f"(training loop {trainer.loop_seconds:.3f} s, of which checkpoints "

@@ -272,11 +272,17 @@ class Trainer:
         if any_bad:
             self._on_nonfinite(int(_NO_STEP - earliest))
             return False, stop_vote > 0, False
-        if self.ctx.is_leader and rows:
-            print(
-                f"step {self.step}/{self.total_steps} loss {loss:.4f} lr {rows[-1][1]['lr']:.4g}",
-                flush=True,
-            )
+        if rows:  # every rank logs (its own log on the job page); the leader's has the loss
+            last = rows[-1][1]
+            if self.ctx.is_leader:
+                line = f"step {self.step}/{self.total_steps} loss {loss:.4f} lr {last['lr']:.4g}"
+            else:
+                own = f" local loss {last['loss']:.4f}" if "loss" in last else ""
+                line = (
+                    f"rank {self.ctx.rank} step {self.step}/{self.total_steps}{own} "
+                    f"step time {last['step_time']:.4f} s"
+                )
+            print(line, flush=True)
         return True, stop_vote > 0, time_vote > 0
 
     def _on_nonfinite(self, bad_step: int) -> None:
