@@ -2,57 +2,34 @@
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import logging
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
-from time import time as now
-
-import redis
 
 from workers.contract import entrypoints, run_layout
-from workers.contract.keys import Keys
-from workers.contract.protocol import (
-    EVENTS_STREAM,
-    LOGS_STREAM,
-    METRICS_STREAM,
-    AttemptOrder,
-    AttemptOutcome,
-    MetricPoint,
-)
-from workers.contract.rank_env import (
-    EXIT_EXPLAINED,
-    EXIT_PAUSE,
-    EXIT_PLATFORM,
-    RankEnv,
-    failure_file,
-)
+from workers.contract.protocol import AttemptOrder, AttemptOutcome
+from workers.contract.rank_env import EXIT_EXPLAINED, EXIT_PLATFORM, RankEnv, failure_file
 from workers.devices.registry import DeviceRegistry, Occupant
-from workers.supervisor import run_dirs, seed
-from workers.supervisor.disk_notice import LogLossNotice, free_mib
-from workers.supervisor.disk_pause import paused_for_disk
+from workers.supervisor import run_dirs
+from workers.supervisor.attempt_streams import AttemptStreams, ControlKey
+from workers.supervisor.disk_notice import LogLossNotice, disk_full
 from workers.supervisor.hang_watch import HangWatch, flag_hang
 from workers.supervisor.outcome import attempt_outcome
-from workers.supervisor.rank_launch import free_port, start_rank
-from workers.supervisor.rank_output import OutputForwarder
+from workers.supervisor.rank_environment import local_rank_envs
+from workers.supervisor.rank_group import RankGroup
+from workers.supervisor.rank_launch import free_port, rank_command, start_rank
 from workers.supervisor.relay import TelemetryRelay
 from workers.supervisor.settings import SupervisorSettings
-from workers.supervisor.stdout_metrics import StdoutMetrics
-from workers.telemetry import StreamPublisher, producer_name
+from workers.supervisor.stdout_metrics import StdoutMetrics, metric_sink
+from workers.telemetry import StreamPublisher
 
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.25
-#: after asking hung ranks for their stacks, how long they get to write them before a kill
-STOP_REQUESTS = ("cancel", "pause", "preempt")
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 class Supervisor:
@@ -69,17 +46,12 @@ class Supervisor:
         lease: Callable[[], bool] = lambda: True,
     ) -> None:
         self.order, self.settings, self.use_gpus = order, settings, use_gpus
-        self.keys = Keys(order.deployment)  # this deployment's names in Redis
         # a gang on this node alone takes a port free here now: on a busy host the
         # scheduler's fixed 29500 + id collides with other Trainboards' and torchrun jobs
         self.master_port = free_port() if order.nnodes == 1 else order.master_port
         self.registry = registry or DeviceRegistry()
-        self._own_publisher = publisher is None
-        self.publisher = publisher or StreamPublisher(
-            settings.redis_url,
-            self.keys.stream(LOGS_STREAM),
-            producer_name(order.node, f"attempt-{order.attempt_id}"),
-        )
+        self.streams = AttemptStreams(order, settings.redis_url, logs=publisher)
+        self._control = ControlKey(order, settings.redis_url)
         self.identity = settings.isolation.identity(order.job_id)
         self.run_dir = run_layout.attempt_dir(settings.data_dir, order.job_id, order.number)
         # per attempt: a fenced attempt that trains on can never touch its successor's files
@@ -88,34 +60,24 @@ class Supervisor:
         )
         self.dirs: run_dirs.AttemptDirs | None = None
         self._relays: list[TelemetryRelay] = []
-        self._metrics = StreamPublisher(
-            settings.redis_url,
-            self.keys.stream(METRICS_STREAM),
-            producer_name(order.node, f"attempt-{order.attempt_id}-metrics"),
+        self._log_loss = LogLossNotice(
+            self.streams.events, attempt_id=order.attempt_id, node=order.node
         )
-        self._events = StreamPublisher(
-            settings.redis_url,
-            self.keys.stream(EVENTS_STREAM),
-            producer_name(order.node, f"attempt-{order.attempt_id}-events"),
-        )
-        self._log_loss = LogLossNotice(self._events, attempt_id=order.attempt_id, node=order.node)
-        self.processes: list[subprocess.Popen[bytes]] = []
-        self._forwarders: list[OutputForwarder] = []
-        self._stderr: list[OutputForwarder] = []
-        self._pgid: int | None = None
+        self.ranks = RankGroup()
         self._stop_reason: str | None = None
         self._shutdown = threading.Event()
         self._fenced: str | None = None
         #: whether this node still holds its lease with the control plane (see heartbeat)
         self._lease = lease
         self._platform_fault = False  # a rank exited EXIT_PLATFORM (its rendezvous failed)
-        self._pause = False  # a rank exited EXIT_PAUSE (its checkpoint found a full disk)
-        self._redis = redis.Redis.from_url(settings.redis_url, socket_timeout=2.0)
-        #: metric points parsed from a user program's stdout (entrypoint jobs only)
-        self._stdout_metrics: StreamPublisher | None = None
         self._hangs = HangWatch(
             (env.rank for env in self.rank_envs()), timeout=order.spec.health.hang_timeout_s
         )
+
+    @property
+    def processes(self) -> list[subprocess.Popen[bytes]]:
+        """The rank processes started so far, in local rank order."""
+        return self.ranks.processes
 
     def _retain(self) -> None:
         """Keep the newest `keep_last` checkpoints of this attempt, only while we own it.
@@ -131,7 +93,7 @@ class Supervisor:
         """Kill the ranks now: this node no longer owns the attempt (no checkpoint, no grace)."""
         self._fenced = reason
         self._shutdown.set()
-        self._signal(signal.SIGKILL)
+        self.ranks.signal(signal.SIGKILL)
 
     def shutdown(self) -> None:
         """Stop the ranks because this node agent is going away (the attempt counts as failed)."""
@@ -152,10 +114,9 @@ class Supervisor:
         except Exception as err:
             log.exception("attempt %d: supervisor error", self.order.attempt_id)
             failed = f"supervisor error: {type(err).__name__}: {err}"
-            if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+            if (full := disk_full(err, self.settings.data_dir)) is not None:
                 # the node's disk, not the job: restarted without spending max_restarts
                 self._platform_fault = True
-                full = f"no space left on device ({free_mib(self.settings.data_dir)} MiB free)"
                 failed = f"node {self.order.node}: {full}; {failed}"
         finally:
             self._cleanup()
@@ -163,98 +124,79 @@ class Supervisor:
 
     def rank_envs(self) -> list[RankEnv]:
         """The environment of each local rank, exactly as torchrun would set it."""
-        order, local = self.order, len(self.order.devices)
-        visible = ",".join(map(str, order.devices)) if self.use_gpus else None
-        resume = Path(order.resume_from) if order.resume_from else None
-        return [
-            RankEnv(
-                rank=order.node_rank * local + i,
-                local_rank=i,
-                world_size=order.nnodes * local,
-                local_world_size=local,
-                group_rank=order.node_rank,
-                master_addr=order.master_addr,
-                master_port=self.master_port,
-                run_id=f"trainboard-job{order.job_id}-attempt{order.attempt_id}",
-                attempt_id=order.attempt_id,
-                job_id=order.job_id,
-                spec_file=(self.run_dir / "spec.json").resolve(),
-                run_dir=self.run_dir.resolve(),
-                checkpoint_dir=self.checkpoint_dir.resolve(),
-                resume_from=resume,
-                cuda_visible_devices=visible,
-            )
-            for i in range(local)
-        ]
-
-    def _command(self) -> tuple[list[str], list[str], Path | None]:
-        """argv, PYTHONPATH entries to prepend and working directory of every rank."""
-        entry = self.order.spec.entrypoint
-        if entry is None:
-            return [sys.executable, "-m", "workers.rank.engine"], [], None
-        # resolved again here: the API's check ran on another machine, maybe long ago
-        launch = entrypoints.resolve(entry, self.settings.script_roots)
-        self._stdout_metrics = StreamPublisher(
-            self.settings.redis_url,
-            self.keys.stream(METRICS_STREAM),
-            producer_name(self.order.node, f"attempt-{self.order.attempt_id}-stdout"),
+        return local_rank_envs(
+            self.order,
+            master_port=self.master_port,
+            run_dir=self.run_dir,
+            checkpoint_dir=self.checkpoint_dir,
+            use_gpus=self.use_gpus,
         )
-        return launch.argv, [str(launch.root)], self.run_dir
 
     def _metric_sink(self, rank: int) -> Callable[[str], None] | None:
         """What turns a rank's stdout lines into metric points (entrypoint jobs only)."""
-        publisher = self._stdout_metrics
+        publisher = self.streams.stdout_metrics
         if publisher is None:
             return None
         parser = StdoutMetrics(self.settings.metric_patterns, self.settings.metric_step_pattern)
-        attempt = self.order.attempt_id
-
-        def sink(line: str) -> None:
-            for step, name, value in parser.parse(line):
-                point = MetricPoint(
-                    attempt_id=attempt, rank=rank, step=step, name=name, value=value, time=now()
-                )
-                publisher.add(point)
-                self._hangs.steps(rank, (step,))
-
-        return sink
+        return metric_sink(
+            parser,
+            publisher,
+            attempt_id=self.order.attempt_id,
+            rank=rank,
+            on_step=lambda step: self._hangs.steps(rank, (step,)),
+        )
 
     def _start(self) -> None:
-        self.dirs = dirs = run_dirs.prepare(
-            self.settings.data_dir, self.order.job_id, self.order.number, self.identity
+        ranks = [env.rank for env in self.rank_envs()]
+        self.dirs = dirs = run_dirs.prepare_attempt(
+            self.settings.data_dir, self.order, self.identity, ranks
         )
-        run_dirs.write_file(dirs.run, "spec.json", self.order.spec.model_dump_json(indent=2))
-        # earlier attempts' checkpoints go, except the one this attempt resumes from
-        keep = {dirs.checkpoints.name}
-        if self.order.resume_from:
-            keep.add(Path(self.order.resume_from).parent.name)
-        run_dirs.prune_checkpoints(dirs.checkpoints.parent, keep=keep)
-        # a clone from another job's checkpoint resumes from this job's own copy of it
-        self.order = seed.adopt(self.order, self.settings.data_dir, self.identity)
-        for rank in self.rank_envs():
-            run_dirs.remove_file(dirs.run, failure_file(dirs.run, rank.rank).name)
-        argv, paths, cwd = self._command()
-        python_paths = [*paths, _PACKAGE_ROOT]
+        entry = self.order.spec.entrypoint
+        argv, python_paths, cwd = rank_command(
+            entry, script_roots=self.settings.script_roots, run_dir=self.run_dir
+        )
+        if entry is not None:
+            self.streams.open_stdout_metrics()
         for env, slot in zip(self.rank_envs(), self.order.devices, strict=True):
             read_fd, write_fd = os.pipe()
             try:
-                process = self._spawn(argv, cwd, env, python_paths, write_fd)
+                process = start_rank(
+                    argv,
+                    cwd=cwd,
+                    rank_vars=RankEnv(**{**env.__dict__, "telemetry_fd": write_fd}).to_env(),
+                    spec_env=self.order.spec.env,
+                    python_paths=python_paths,
+                    dirs=dirs,
+                    identity=self.identity,
+                    interface=self.settings.interface,
+                    telemetry_fd=write_fd,
+                    process_group=self.ranks.pgid,
+                )
             finally:
                 os.close(write_fd)  # the rank holds the only writing end now
+            self.ranks.add(process)
             self._relays.append(
                 TelemetryRelay(
                     read_fd,
                     attempt_id=self.order.attempt_id,
                     rank=env.rank,
-                    metrics=self._metrics,
-                    events=self._events,
+                    metrics=self.streams.metrics,
+                    events=self.streams.events,
                     checkpoint_dir=dirs.checkpoints,
                     on_checkpoint=self._retain,
                     watch=self._hangs,
                 )
             )
             self.registry.assign(slot, Occupant(self.order.attempt_id, env.rank, process.pid))
-            self._forward_output(process, env.rank, dirs.logs)
+            self.ranks.forward_output(
+                process,
+                attempt_id=self.order.attempt_id,
+                rank=env.rank,
+                logs=dirs.logs,
+                publisher=self.streams.logs,
+                on_stdout_line=self._metric_sink(env.rank),
+                on_write_error=self._log_loss,
+            )
         log.info(
             "attempt %d: started %d ranks as %s",
             self.order.attempt_id,
@@ -262,57 +204,16 @@ class Supervisor:
             self.identity.name,
         )
 
-    def _spawn(
-        self, argv: list[str], cwd: Path | None, env: RankEnv, python_paths: list[str], fd: int
-    ) -> subprocess.Popen[bytes]:
-        """Start one rank as the job's user, with an allow-listed environment and its pipe."""
-        assert self.dirs is not None
-        process = start_rank(
-            argv,
-            cwd=cwd,
-            rank_vars=RankEnv(**{**env.__dict__, "telemetry_fd": fd}).to_env(),
-            spec_env=self.order.spec.env,
-            python_paths=python_paths,
-            dirs=self.dirs,
-            identity=self.identity,
-            interface=self.settings.interface,
-            telemetry_fd=fd,
-            process_group=self._pgid,
-        )
-        if self._pgid is None:
-            self._pgid = process.pid  # the first rank leads the attempt's process group
-        self.processes.append(process)
-        return process
-
-    def _forward_output(self, process: subprocess.Popen[bytes], rank: int, logs: Path) -> None:
-        for stream, pipe in (("stdout", process.stdout), ("stderr", process.stderr)):
-            assert pipe is not None
-            forwarder = OutputForwarder(
-                pipe,
-                attempt_id=self.order.attempt_id,
-                rank=rank,
-                stream=stream,  # type: ignore[arg-type]
-                log_file=logs / f"rank-{rank}.{stream}.log",
-                publisher=self.publisher,
-                on_line=self._metric_sink(rank) if stream == "stdout" else None,
-                on_write_error=self._log_loss,
-            )
-            self._forwarders.append(forwarder)
-            if stream == "stderr":
-                self._stderr.append(forwarder)
-
     def _watch(self) -> str | None:
         """Poll ranks and the control key until all ranks exit; return a failure, if any."""
         kill_at: float | None = None
         while True:
             if self._fenced is not None:
-                self._signal(signal.SIGKILL)  # not ours any more: no grace, no checkpoint
-            codes = [p.poll() for p in self.processes]
+                self.ranks.signal(signal.SIGKILL)  # not ours any more: no grace, no checkpoint
+            codes = self.ranks.codes()
             bad = next((i for i, c in enumerate(codes) if c not in (None, 0)), None)
             if bad is not None and self._stop_reason is None:
-                self._signal(signal.SIGKILL)  # the gang cannot go on without one of its ranks
-                for p in self.processes:
-                    p.wait()
+                self.ranks.kill()  # the gang cannot go on without one of its ranks
                 return self._failure(bad)
             if all(code is not None for code in codes):
                 return None
@@ -320,7 +221,7 @@ class Supervisor:
                 self._stop_reason = self._stop_request()
                 if self._stop_reason is not None:
                     log.info("attempt %d: %s requested", self.order.attempt_id, self._stop_reason)
-                    self._signal(signal.SIGTERM)
+                    self.ranks.signal(signal.SIGTERM)
                     kill_at = time.monotonic() + (
                         self.settings.preempt_grace_seconds  # a longer final checkpoint
                         if self._stop_reason == "preempt"
@@ -328,12 +229,10 @@ class Supervisor:
                     )
             elif kill_at is not None and time.monotonic() >= kill_at:
                 log.warning("attempt %d: ranks ignored SIGTERM; killing", self.order.attempt_id)
-                self._signal(signal.SIGKILL)
+                self.ranks.signal(signal.SIGKILL)
                 kill_at = None
             if self._stop_reason is None and (hung := self._check_hang(codes)) is not None:
-                self._signal(signal.SIGKILL)  # on_hang restart: a hung rank honours no SIGTERM
-                for p in self.processes:
-                    p.wait()
+                self.ranks.kill()  # on_hang restart: a hung rank honours no SIGTERM
                 return hung
             time.sleep(POLL_SECONDS)
 
@@ -345,47 +244,29 @@ class Supervisor:
             ranks=ranks,
             codes=codes,
             attempt_id=self.order.attempt_id,
-            events=self._events,
+            events=self.streams.events,
             restart=self.order.spec.health.on_hang == "restart",
         )
 
     def _stop_request(self) -> str | None:
         if self._shutdown.is_set():
             return "shutdown"
-        try:
-            value = self._redis.get(self.keys.control(self.order.attempt_id))
-        except redis.RedisError as err:
-            log.warning("attempt %d: cannot read control key: %s", self.order.attempt_id, err)
-            return None
-        request = value.decode() if isinstance(value, bytes) else value
-        return request if request in STOP_REQUESTS else None
+        return self._control.request()
 
     def _failure(self, index: int) -> str:
         code = self.processes[index].returncode
-        if code in (EXIT_EXPLAINED, EXIT_PLATFORM, EXIT_PAUSE):  # the engine wrote why
+        if code in (EXIT_EXPLAINED, EXIT_PLATFORM):  # the engine wrote the reason to read
             rank = self.rank_envs()[index].rank
             reason = run_dirs.read_job_file(failure_file(self.run_dir, rank), self.identity)
             self._platform_fault = code == EXIT_PLATFORM
-            self._pause = code == EXIT_PAUSE
             if reason is not None:
                 return f"node {self.order.node}: {reason}" if self._platform_fault else reason
-        how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with {code}"
-        self._stderr[index].join(timeout=2.0)
-        tail = "\n".join(self._stderr[index].tail)
-        return f"rank {index} {how}" + (f"; last stderr lines:\n{tail}" if tail else "")
-
-    def _signal(self, signum: int) -> None:
-        if self._pgid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._pgid, signum)
+        return self.ranks.exit_reason(index)
 
     def _cleanup(self) -> None:
         """Kill whatever is left of the group (no orphan survives), drain output, free slots."""
-        self._signal(signal.SIGKILL)
-        for process in self.processes:
-            process.wait()
-        for forwarder in self._forwarders:
-            forwarder.join(timeout=5.0)
+        self.ranks.kill()
+        self.ranks.drain()
         for relay in self._relays:
             relay.join(timeout=5.0)
         for slot, process in zip(self.order.devices, self.processes, strict=False):
@@ -393,23 +274,15 @@ class Supervisor:
         self._close_connections()
 
     def _close_connections(self) -> None:
-        if self._own_publisher:
-            self.publisher.close()
-        self._metrics.close()
-        self._events.close()
-        if self._stdout_metrics is not None:
-            self._stdout_metrics.close()
-        self._redis.close()
+        self.streams.close()
+        self._control.close()
 
     def _outcome(self, failed: str | None) -> AttemptOutcome:
-        outcome = attempt_outcome(
+        return attempt_outcome(
             failed=failed,
             stop_reason=self._stop_reason,
             fenced=self._fenced,
             platform_fault=self._platform_fault,
-            codes=[p.returncode for p in self.processes if p.returncode is not None],
+            codes=self.ranks.exit_codes(),
             checkpoint_dir=self.checkpoint_dir,
         )
-        if self._pause and self._fenced is None and self._stop_reason is None:
-            return paused_for_disk(outcome, node=self.order.node, data_dir=self.settings.data_dir)
-        return outcome

@@ -24,6 +24,13 @@ def free_mib(path: Path) -> int | str:
     return stats.f_bavail * stats.f_frsize >> 20
 
 
+def disk_full(error: BaseException, data_dir: Path) -> str | None:
+    """What to say when error is a full disk under data_dir; None for any other error."""
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+        return f"no space left on device ({free_mib(data_dir)} MiB free)"
+    return None
+
+
 class LogLossNotice:
     """Tells a job once that its logs miss lines on disk (they still reach the board)."""
 

@@ -13,6 +13,9 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from workers.contract.protocol import AttemptOrder
+from workers.contract.rank_env import RankEnv
+
 #: worker variables passed through as they are
 PASSED = frozenset({"LANG", "LANGUAGE", "TZ", "TERM"})
 #: worker variables passed through by prefix (operator settings of the hosts' GPUs/network)
@@ -63,3 +66,32 @@ def rank_environment(
     )
     env.update(rank_vars)  # torchrun's variables and this attempt's own: nothing overrides them
     return env
+
+
+def local_rank_envs(
+    order: AttemptOrder, *, master_port: int, run_dir: Path, checkpoint_dir: Path, use_gpus: bool
+) -> list[RankEnv]:
+    """torchrun's variables and the attempt's own for each local rank of this node."""
+    local = len(order.devices)
+    visible = ",".join(map(str, order.devices)) if use_gpus else None
+    resume = Path(order.resume_from) if order.resume_from else None
+    return [
+        RankEnv(
+            rank=order.node_rank * local + i,
+            local_rank=i,
+            world_size=order.nnodes * local,
+            local_world_size=local,
+            group_rank=order.node_rank,
+            master_addr=order.master_addr,
+            master_port=master_port,
+            run_id=f"trainboard-job{order.job_id}-attempt{order.attempt_id}",
+            attempt_id=order.attempt_id,
+            job_id=order.job_id,
+            spec_file=(run_dir / "spec.json").resolve(),
+            run_dir=run_dir.resolve(),
+            checkpoint_dir=checkpoint_dir.resolve(),
+            resume_from=resume,
+            cuda_visible_devices=visible,
+        )
+        for i in range(local)
+    ]

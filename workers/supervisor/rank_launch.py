@@ -6,13 +6,29 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from workers.contract import entrypoints
+from workers.contract.spec_parts import Entrypoint
 from workers.supervisor.job_user import JobIdentity
 from workers.supervisor.orphan_guard import guarded
 from workers.supervisor.rank_environment import rank_environment
 from workers.supervisor.run_dirs import AttemptDirs
+
+#: where the `workers` package lives: the engine and the SDK are imported from here
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def rank_command(
+    entry: Entrypoint | None, *, script_roots: Sequence[Path], run_dir: Path
+) -> tuple[list[str], list[str], Path | None]:
+    """argv, PYTHONPATH and working directory of every rank: the engine's, or the job's script."""
+    if entry is None:
+        return [sys.executable, "-m", "workers.rank.engine"], [PACKAGE_ROOT], None
+    # resolved again here: the API's check ran on another machine, maybe long ago
+    launch = entrypoints.resolve(entry, script_roots)
+    return launch.argv, [str(launch.root), PACKAGE_ROOT], run_dir
 
 
 def start_rank(

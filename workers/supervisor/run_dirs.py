@@ -13,11 +13,13 @@ import os
 import secrets
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from workers.contract import run_layout
+from workers.contract.protocol import AttemptOrder
+from workers.contract.rank_env import failure_file
 from workers.supervisor.job_user import JobIdentity
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -61,6 +63,22 @@ def prepare(data_dir: Path, job_id: int, number: int, identity: JobIdentity) -> 
     logs.mkdir(parents=True, exist_ok=True)  # service only: the job cannot plant links here
     os.chmod(data_dir / run_layout.LOGS, 0o700)
     return AttemptDirs(job, run, checkpoints, job / "home", job / "tmp", logs)
+
+
+def prepare_attempt(
+    data_dir: Path, order: AttemptOrder, identity: JobIdentity, ranks: Iterable[int]
+) -> AttemptDirs:
+    """An attempt's directories made, its spec.json written, no stale checkpoint or failure."""
+    dirs = prepare(data_dir, order.job_id, order.number, identity)
+    write_file(dirs.run, "spec.json", order.spec.model_dump_json(indent=2))
+    # earlier attempts' checkpoints go, except the one this attempt resumes from
+    keep = {dirs.checkpoints.name}
+    if order.resume_from:
+        keep.add(Path(order.resume_from).parent.name)
+    prune_checkpoints(dirs.checkpoints.parent, keep=keep)
+    for rank in ranks:
+        remove_file(dirs.run, failure_file(dirs.run, rank).name)
+    return dirs
 
 
 def prune_steps(directory: Path, *, keep_last: int) -> None:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from time import time as now
+
+from workers.contract.protocol import MetricPoint
+from workers.telemetry import StreamPublisher
 
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)"
 
@@ -47,3 +51,25 @@ class StdoutMetrics:
             step = int(stated["step"]) if stated else self._counts[name]
             points.append((step, name, value))
         return points
+
+
+def metric_sink(
+    parser: StdoutMetrics,
+    publisher: StreamPublisher,
+    *,
+    attempt_id: int,
+    rank: int,
+    on_step: Callable[[int], None],
+) -> Callable[[str], None]:
+    """What turns one rank's stdout lines into published metric points (each step is progress)."""
+
+    def sink(line: str) -> None:
+        for step, name, value in parser.parse(line):
+            publisher.add(
+                MetricPoint(
+                    attempt_id=attempt_id, rank=rank, step=step, name=name, value=value, time=now()
+                )
+            )
+            on_step(step)
+
+    return sink

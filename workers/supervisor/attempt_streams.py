@@ -1,0 +1,74 @@
+"""One attempt's Redis traffic: the streams it writes (logs, metrics, events), its control key."""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+
+from workers.contract.keys import Keys
+from workers.contract.protocol import EVENTS_STREAM, LOGS_STREAM, METRICS_STREAM, AttemptOrder
+from workers.telemetry import StreamPublisher, producer_name
+
+log = logging.getLogger(__name__)
+
+#: what the control plane may ask of a running attempt through its control key
+STOP_REQUESTS = ("cancel", "pause", "preempt")
+
+
+class AttemptStreams:
+    """The publishers of one attempt, each a producer named for the node and attempt."""
+
+    def __init__(
+        self, order: AttemptOrder, redis_url: str, *, logs: StreamPublisher | None = None
+    ) -> None:
+        self._order, self._redis_url = order, redis_url
+        self._keys = Keys(order.deployment)  # this deployment's names in Redis
+        self._own_logs = logs is None
+        self.logs = logs or self._publisher(LOGS_STREAM, "")
+        self.metrics = self._publisher(METRICS_STREAM, "-metrics")
+        self.events = self._publisher(EVENTS_STREAM, "-events")
+        #: metric points parsed from a user program's stdout (entrypoint jobs only)
+        self.stdout_metrics: StreamPublisher | None = None
+
+    def _publisher(self, stream: str, suffix: str) -> StreamPublisher:
+        producer = producer_name(self._order.node, f"attempt-{self._order.attempt_id}{suffix}")
+        return StreamPublisher(self._redis_url, self._keys.stream(stream), producer)
+
+    def open_stdout_metrics(self) -> StreamPublisher:
+        """The publisher of the metric points parsed from the ranks' stdout."""
+        if self.stdout_metrics is None:
+            self.stdout_metrics = self._publisher(METRICS_STREAM, "-stdout")
+        return self.stdout_metrics
+
+    def close(self) -> None:
+        """Close every publisher this attempt opened (a logs publisher it was given stays)."""
+        if self._own_logs:
+            self.logs.close()
+        self.metrics.close()
+        self.events.close()
+        if self.stdout_metrics is not None:
+            self.stdout_metrics.close()
+
+
+class ControlKey:
+    """The stop request (cancel, pause) the control plane left for one attempt, if any."""
+
+    def __init__(self, order: AttemptOrder, redis_url: str) -> None:
+        self._attempt_id = order.attempt_id
+        self._key = Keys(order.deployment).control(order.attempt_id)
+        self._redis = redis.Redis.from_url(redis_url, socket_timeout=2.0)
+
+    def request(self) -> str | None:
+        """The request now; None when there is none or Redis does not answer (asked again)."""
+        try:
+            value = self._redis.get(self._key)
+        except redis.RedisError as err:
+            log.warning("attempt %d: cannot read control key: %s", self._attempt_id, err)
+            return None
+        request = value.decode() if isinstance(value, bytes) else value
+        return request if request in STOP_REQUESTS else None
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._redis.close()
