@@ -33,6 +33,7 @@ from backend.jobs import router as jobs_router
 from backend.migrate import upgrade
 from backend.nodes import router as nodes_router
 from backend.nodes.deployment import deployment_id, mark_broker
+from backend.provenance import router as provenance_router
 from backend.runtable import router as runs_router
 from backend.scheduler.inputs import SharingSettings
 from backend.scheduler.loop import Scheduler
@@ -110,6 +111,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         jobs_router,
         job_edit_router,
         checkpoints_router,
+        provenance_router,
         nodes_router,
         series_router,
         sweeps_router,

@@ -15,6 +15,7 @@ from workers.contract.protocol import (
     HeartbeatReply,
     NodeRegistration,
 )
+from workers.contract.provenance import ProvenanceIn
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,10 @@ class NodeApiClient:
         answer = self._send("GET", f"/api/attempts/{attempt_id}/rendezvous", None, retry_for=30.0)
         body = answer.json()
         return body.get("master_port"), bool(body.get("live"))
+
+    def provenance(self, attempt_id: int, body: ProvenanceIn) -> None:
+        """Record what an attempt runs (sent once by the node of rank 0; not retried long)."""
+        self._post(f"/api/attempts/{attempt_id}/provenance", body.as_json(), retry_for=10.0)
 
     def finish(self, attempt_id: int, outcome: AttemptOutcome, *, retry_for: float = 60.0) -> Any:
         """Report how an attempt ended; retried for up to retry_for seconds so it is not lost."""

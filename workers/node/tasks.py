@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from workers.contract.protocol import RUN_ATTEMPT_TASK, AttemptOrder, AttemptOutcome
 from workers.devices.registry import DeviceRegistry
 from workers.node.api_client import NodeApiClient
+from workers.node.provenance import send_provenance
 from workers.node.rendezvous import PortUnknown, await_port, claim_attempt
 from workers.node.settings import WorkerSettings
 from workers.supervisor.attempt import Supervisor
@@ -93,6 +94,13 @@ def run_attempt(
         log.info("attempt %d: claim refused (stale, duplicate or cancelled)", order.attempt_id)
         return "refused"
     order = order.model_copy(update={"master_port": claim.master_port or 0})
+    if order.node_rank == 0:  # what it runs, recorded beside the ranks' start
+        threading.Thread(
+            target=send_provenance,
+            args=(api, order, supervisor_settings, settings.node_name),
+            name=f"provenance-{order.attempt_id}",
+            daemon=True,
+        ).start()
     supervisor = Supervisor(
         order, supervisor_settings, registry=registry, use_gpus=use_gpus, lease=lease
     )
