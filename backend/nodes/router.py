@@ -79,6 +79,8 @@ def heartbeat(
     view = service.host_view(node) if node is not None and not reply.reregister else None
     if node is not None and view is not None:
         update = {"node": name, "time": node.last_heartbeat.timestamp(), **view.model_dump()}
+        disk = service.disk_view(node)  # free space changes with every beat: shown live too
+        update["disk"] = disk.model_dump() if disk is not None else None
         publish_live(client, "cluster", {"hosts": [update]})
     return reply
 

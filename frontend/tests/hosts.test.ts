@@ -28,6 +28,17 @@ describe("withHosts", () => {
     expect(gotB).toBe(b);
   });
 
+  it("takes the data disk a heartbeat reports, and keeps the known one when it says nothing", () => {
+    const low = { free: 1 << 20, total: 64 << 20, low: true, reason: "disk low (1 MiB free)" };
+    const load = { cpu_percent: 1, cpus: 1, memory_used: 1, memory_total: 2 };
+    const [full] = withHosts([node("a")], [{ node: "a", time: 1, ...load, disk: low }]);
+    expect(full!.disk).toEqual(low);
+    const [kept] = withHosts([full!], [{ node: "a", time: 2, ...load }]);
+    expect(kept!.disk).toEqual(low);
+    const [freed] = withHosts([full!], [{ node: "a", time: 3, ...load, disk: { ...low, free: 60 << 20, low: false, reason: null } }]);
+    expect(freed!.disk?.low).toBe(false);
+  });
+
   it("ignores heartbeats of nodes it does not list", () => {
     const a = node("a");
     expect(withHosts([a], [{ node: "zz", time: 1, cpu_percent: 1, cpus: 1, memory_used: 1, memory_total: 2 }])).toEqual([a]);

@@ -76,8 +76,8 @@ export interface JobTopicData {
   logs?: LogLine[];
   events?: AttemptEvent[];
 }
-/** A node's machine load from one heartbeat, live on `cluster`. */
-export type HostUpdate = Schemas["HostOut"] & { node: string; time: number };
+/** A node's machine load and data disk from one heartbeat, live on `cluster`. */
+export type HostUpdate = Schemas["HostOut"] & { node: string; time: number; disk?: Schemas["DiskOut"] | null };
 export interface ClusterData {
   nodes?: Node[];
   samples?: DeviceSample[];

@@ -77,13 +77,14 @@ export class LogTail {
   }
 }
 
-/** Nodes with each heartbeat's machine load (and its time) applied. */
+/** Nodes with each heartbeat's machine load, data disk (when it says) and time applied. */
 export function withHosts(nodes: Node[], hosts: HostUpdate[]): Node[] {
   const latest = new Map(hosts.map((h) => [h.node, h]));
   return nodes.map((node) => {
     const update = latest.get(node.name);
     if (!update) return node;
-    const { node: _name, time, ...host } = update;
-    return { ...node, host, last_heartbeat: new Date(time * 1000).toISOString() };
+    const { node: _name, time, disk, ...host } = update;
+    const seen = disk === undefined ? {} : { disk };
+    return { ...node, host, ...seen, last_heartbeat: new Date(time * 1000).toISOString() };
   });
 }

@@ -35,12 +35,18 @@ export function ClusterView({ me }: { me: Me }) {
                 drained
               </span>
             )}
+            {node.disk?.low && (
+              <span class="badge disk-low" data-testid={`disk-low-${node.name}`} title={node.disk.reason ?? undefined}>
+                disk low
+              </span>
+            )}
             {me.role === "admin" && <DrainControl node={node} onChanged={cluster.replaceNode} />}
           </h2>
           <p class="muted small">
             {node.hostname} · {node.address} · last heartbeat {formatTime(node.last_heartbeat)}
           </p>
           <HostLoad node={node} />
+          <DataDisk node={node} />
           <table>
             <thead>
               <tr>
@@ -142,6 +148,25 @@ function HostLoad({ node }: { node: Node }) {
         Machine memory <Meter percent={memory} /> {formatBytes(host.memory_used)}
         {host.memory_total ? ` / ${formatBytes(host.memory_total)}` : ""}
       </span>
+    </p>
+  );
+}
+
+/** The node's data dir (database, runs, checkpoints): free of total; why it takes no new work when low. */
+function DataDisk({ node }: { node: Node }) {
+  const disk = node.disk;
+  if (!disk) return null;
+  const used = disk.total ? (100 * (disk.total - disk.free)) / disk.total : null;
+  return (
+    <p class={`host-load small${disk.low ? " disk-low-line" : ""}`} data-testid={`disk-${node.name}`}>
+      <span>
+        Data disk <Meter percent={used} /> {formatBytes(disk.free)} free of {formatBytes(disk.total)}
+      </span>
+      {disk.low && (
+        <span class="error" data-testid={`disk-low-reason-${node.name}`}>
+          {disk.reason ?? "disk low"}: no new work is placed on this node until space is freed
+        </span>
+      )}
     </p>
   );
 }
