@@ -227,9 +227,9 @@ def _spin(seconds: float) -> float:
 
 def report_every_for(step_seconds: float) -> int:
     """The engine's cadence for steps this long (its `train` module: about every 0.25 s)."""
-    from workers.rank.engine.train import REPORT_EVERY, REPORT_SECONDS
+    from workers.rank.engine.report import steps_between_reports
 
-    return max(1, min(REPORT_EVERY, int(REPORT_SECONDS / max(step_seconds, 1e-9))))
+    return steps_between_reports(step_seconds)
 
 
 def alternating_blocks(sides: Sides, *, block: int, blocks: int) -> dict[str, list[float]]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,17 +21,9 @@ from workers.rank.engine.metrics import MetricBuffer, StepClock, Value, peak_mem
 from workers.rank.engine.optim import build_optimizer, lr_at
 from workers.rank.engine.parallelize import parallelize
 from workers.rank.engine.precision import MixedPrecision
+from workers.rank.engine.report import agree, progress_line
 from workers.rank.engine.reshape import batch_for
 from workers.rank.engine.templates import Task
-
-#: most steps between reports: metric read-back (one device sync), NaN check, stop vote
-REPORT_EVERY = 100
-#: a report about this often (fewer steps between reports when steps are slow): live charts
-#: lag by about this, and a stop is honoured within it. Each report costs a collective, a
-#: progress line and a device read-back, too many on fast steps (docs/benchmarks.md)
-REPORT_SECONDS = 0.25
-#: encodes "the earliest bad step" into a MAX all-reduce (larger = earlier)
-_NO_STEP = 2**40
 
 
 @dataclass
@@ -256,34 +247,16 @@ class Trainer:
         Returns (healthy, stop, time_due); not healthy means it rolled back.
         """
         rows = self.metrics.flush(peak_mem=peak_memory_bytes(self.ctx.device))
-        bad = next((s for s, r in rows if not all(map(math.isfinite, r.values()))), None)
-        designated = self.runner.has_loss and self.ctx.dp_rank == 0 and bool(rows)
-        loss = rows[-1][1].get("loss", -math.inf) if designated else -math.inf
-        step_time = max((r["step_time"] for _, r in rows), default=0.0)
-        any_bad, earliest, loss, stop_vote, time_vote, step_time = self.ctx.max_all(
-            float(bad is not None),
-            _NO_STEP - bad if bad is not None else 0.0,
-            loss,
-            float(stop),
-            float(time_due),
-            step_time,
-        )
-        self.report_every = max(1, min(REPORT_EVERY, int(REPORT_SECONDS / max(step_time, 1e-9))))
-        if any_bad:
-            self._on_nonfinite(int(_NO_STEP - earliest))
-            return False, stop_vote > 0, False
+        votes = agree(self.ctx, rows, has_loss=self.runner.has_loss, stop=stop, time_due=time_due)
+        self.report_every = votes.report_every
+        if votes.bad_step is not None:
+            self._on_nonfinite(votes.bad_step)
+            return False, votes.stop, False
         if rows:  # every rank logs (its own log on the job page); the leader's has the loss
-            last = rows[-1][1]
-            if self.ctx.is_leader:
-                line = f"step {self.step}/{self.total_steps} loss {loss:.4f} lr {last['lr']:.4g}"
-            else:
-                own = f" local loss {last['loss']:.4f}" if "loss" in last else ""
-                line = (
-                    f"rank {self.ctx.rank} step {self.step}/{self.total_steps}{own} "
-                    f"step time {last['step_time']:.4f} s"
-                )
+            row, total = rows[-1][1], self.total_steps
+            line = progress_line(self.ctx, step=self.step, total=total, row=row, loss=votes.loss)
             print(line, flush=True)
-        return True, stop_vote > 0, time_vote > 0
+        return True, votes.stop, votes.time_due
 
     def _on_nonfinite(self, bad_step: int) -> None:
         policy = self.spec.nan_policy
