@@ -90,7 +90,10 @@ def list_jobs(
     for job in jobs:
         step = f"{job['step']}/{job['total_steps'] or '?'}"
         devices = ",".join(map(str, job["devices"])) or "-"
-        typer.echo(f"{job['id']:>5}  {job['state']:<11} {step:>13}  {devices:<10} {job['name']}")
+        line = f"{job['id']:>5}  {job['state']:<11} {step:>13}  {devices:<10} {job['name']}"
+        if job["state"] == "queued" and job.get("queue_position"):
+            line += f"  [#{job['queue_position']} in queue: {job['wait_reason'] or 'placing'}]"
+        typer.echo(line)
 
 
 @app.command()
@@ -121,3 +124,4 @@ from backend.cli import admin as _admin  # noqa: E402, F401
 from backend.cli import backup as _backup  # noqa: E402, F401
 from backend.cli import jobs as _jobs  # noqa: E402, F401
 from backend.cli import sweeps as _sweeps  # noqa: E402, F401
+from backend.cli import usage as _usage  # noqa: E402, F401

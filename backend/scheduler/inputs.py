@@ -139,3 +139,11 @@ def number_queue(jobs: Mapping[int, Job], ordered: Sequence[QueuedJob]) -> set[i
             job.queue_position = position
             changed.add(job.id)
     return changed
+
+
+def explain_preempted(jobs: Mapping[int, Job], waiting: dict[int, str]) -> None:
+    """A preempted job waiting to resume says so before the policy's reason."""
+    for job_id, reason in waiting.items():
+        job = jobs[job_id]
+        if job.preempted_by is not None and job.reason == f"preempted by job {job.preempted_by}":
+            waiting[job_id] = f"{job.reason}; {reason}"[:256]

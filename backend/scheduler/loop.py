@@ -32,6 +32,7 @@ from backend.nodes.fencing import end_node_attempts, repair_bookings
 from backend.nodes.models import Node
 from backend.scheduler.inputs import (
     SharingSettings,
+    explain_preempted,
     fair_shares,
     number_queue,
     quotas,
@@ -196,6 +197,7 @@ class Scheduler:
         limits = quotas(session, running, now=utcnow())
         result = plan(queue, capacities(session), running=running, quotas=limits)
         explain_disk_low(session, queue, result.waiting)
+        explain_preempted(jobs, result.waiting)
         pairs = [(p.victim, p.by) for p in result.preemptions]
         self._preempting, preempted = apply_preemptions(session, pairs)
         waiting_changed = number_queue(jobs, queue_order(queue)) | preempted

@@ -11,6 +11,7 @@ import { CompareView } from "./views/Compare";
 import { JobView } from "./views/Job";
 import { LoginView } from "./views/Login";
 import { SubmitView } from "./views/Submit";
+import { UsageView } from "./views/Usage";
 
 function toLogin(): void {
   const here = currentPath();
@@ -77,6 +78,8 @@ function View({ route, me }: { route: Route; me: Me }) {
       return <JobView key={route.id} id={route.id} />;
     case "cluster":
       return <ClusterView me={me} />;
+    case "usage":
+      return <UsageView />;
     default:
       return (
         <section>
@@ -119,6 +122,9 @@ function Header({ me, route, onLogout }: { me: Me | null; route: Route; onLogout
         </Link>
         <Link href="/compare" data-testid="nav-compare" aria-current={current("compare")}>
           Compare
+        </Link>
+        <Link href="/usage" data-testid="nav-usage" aria-current={current("usage")}>
+          Usage
         </Link>
       </nav>
       <span class="spacer" />

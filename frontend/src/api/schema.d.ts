@@ -44,6 +44,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/attempts/{attempt_id}/provenance": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Post Provenance
+         * @description The node of rank 0 records what the attempt runs (only for its own attempts).
+         */
+        post: operations["provenance-post_provenance"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/attempts/{attempt_id}/rendezvous": {
         parameters: {
             query?: never;
@@ -58,6 +78,26 @@ export interface paths {
         get: operations["nodes-attempt_rendezvous"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/estimate/memory": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Estimate Memory
+         * @description Memory per device of a template spec and which devices hold it; 422 for a script job.
+         */
+        post: operations["health-estimate_memory"];
         delete?: never;
         options?: never;
         head?: never;
@@ -238,9 +278,30 @@ export interface paths {
         put?: never;
         /**
          * Clone Job
-         * @description A new job from this one's spec with changes (hyperparameters, devices, ...).
+         * @description A new job from this one's spec with changes (hyperparameters, devices, ...); with
+         *     from_step, it starts from that checkpoint of the parent (its owner's only).
          */
         post: operations["jobs-clone_job"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/jobs/{job_id}/efficiency": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Efficiency
+         * @description Device-hours, throughput per device and MFU (templates) of a job the caller may read.
+         */
+        get: operations["health-efficiency"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -335,6 +396,26 @@ export interface paths {
          * @description Pause: its ranks save a checkpoint and stop (state pausing → paused); resume later.
          */
         post: operations["jobs-pause_job"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/jobs/{job_id}/provenance": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Provenance
+         * @description What the job ran (None until its first attempt started).
+         */
+        get: operations["provenance-get_provenance"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -512,6 +593,26 @@ export interface paths {
          * @description Admin: accept new jobs on this node again.
          */
         post: operations["nodes-undrain_node"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/provenance/diff": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Diff Provenance
+         * @description The jobs' provenance side by side, and the fields that differ.
+         */
+        get: operations["provenance-diff_provenance"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -978,7 +1079,8 @@ export interface components {
     schemas: {
         /**
          * AlignedCurves
-         * @description Shared x (steps, or seconds since each job's first point); per job id, null: no point.
+         * @description Shared x (steps, seconds since each job's first point, or the device-hours each job had
+         *     used by then); per job id, null: no point.
          */
         AlignedCurves: {
             /** Values */
@@ -1185,6 +1287,13 @@ export interface components {
                 [key: string]: ("min" | "max") | null;
             };
             /**
+             * Efficiency
+             * @description job id → device-hours, throughput per device, MFU (side by side)
+             */
+            efficiency: {
+                [key: string]: components["schemas"]["EfficiencyOut"];
+            };
+            /**
              * Jobs
              * @description the compared jobs, in the order asked
              */
@@ -1289,6 +1398,32 @@ export interface components {
             /** Tries */
             tries: number;
         };
+        /**
+         * DeviceFit
+         * @description One device of a node and whether the estimate fits its memory.
+         */
+        DeviceFit: {
+            /**
+             * Fits
+             * @description None: the device's memory is unknown
+             */
+            fits: boolean | null;
+            /** Index */
+            index: number;
+            /** Kind */
+            kind: string;
+            /**
+             * Memory Total
+             * @description bytes; a CPU slot's is the host's RAM
+             */
+            memory_total: number | null;
+            /** Name */
+            name: string;
+            /** Node */
+            node: string;
+            /** Note */
+            note: string;
+        };
         /** DeviceOut */
         DeviceOut: {
             /** Index */
@@ -1382,6 +1517,47 @@ export interface components {
             rungs: number[];
         };
         /**
+         * EfficiencyOut
+         * @description How much a job cost and how well it used its devices.
+         */
+        EfficiencyOut: {
+            /**
+             * Busy Device Hours
+             * @description weighted by sampled utilization
+             */
+            busy_device_hours: number | null;
+            /**
+             * Device Hours
+             * @description devices x time claimed, over all attempts
+             */
+            device_hours: number;
+            /** Device Names */
+            device_names: string[];
+            /** Devices */
+            devices: number;
+            /**
+             * Flops Per Sample
+             * @description template jobs: training FLOPs a sample
+             */
+            flops_per_sample: number | null;
+            /**
+             * Mfu
+             * @description model FLOPs utilization 0..1; None: see mfu_note
+             */
+            mfu: number | null;
+            /** Mfu Note */
+            mfu_note: string;
+            /**
+             * Run Seconds
+             * @description wall seconds its attempts ran
+             */
+            run_seconds: number;
+            /** Samples Per S Per Device */
+            samples_per_s_per_device: number | null;
+            /** Tokens Per S Per Device */
+            tokens_per_s_per_device: number | null;
+        };
+        /**
          * Entrypoint
          * @description A user's own torchrun-style program: a script path or a module, with arguments.
          */
@@ -1415,6 +1591,28 @@ export interface components {
         FinishOut: {
             /** State */
             state: string;
+        };
+        /** GitState */
+        GitState: {
+            /** Branch */
+            branch?: string | null;
+            /** Commit */
+            commit: string;
+            /**
+             * Diff
+             * @description git diff HEAD, capped
+             * @default
+             */
+            diff: string;
+            /**
+             * Diff Truncated
+             * @default false
+             */
+            diff_truncated: boolean;
+            /** Dirty */
+            dirty: boolean;
+            /** Toplevel */
+            toplevel: string;
         };
         /** HParamOut */
         HParamOut: {
@@ -1778,6 +1976,12 @@ export interface components {
             tags?: string[];
             /** Template */
             template?: ("mlp" | "cnn" | "gpt") | null;
+            /**
+             * Wait For Capacity
+             * @description true: queue it even if no registered node could hold its gang (it waits until one registers); false: such a job is refused with 422
+             * @default false
+             */
+            wait_for_capacity: boolean;
         };
         /**
          * JobState
@@ -1884,6 +2088,41 @@ export interface components {
             scopes: string[];
             /** Username */
             username: string;
+        };
+        /**
+         * MemoryEstimateOut
+         * @description Bytes per device of a template job before launch, and where it fits.
+         */
+        MemoryEstimateOut: {
+            /** Activations */
+            activations: number;
+            /** Devices */
+            devices: components["schemas"]["DeviceFit"][];
+            /** Gradients */
+            gradients: number;
+            /**
+             * Note
+             * @description which micro-batches the activations are for
+             */
+            note: string;
+            /** Optimizer State */
+            optimizer_state: number;
+            /** Parameter Count */
+            parameter_count: number;
+            /** Parameters */
+            parameters: number;
+            /**
+             * Runtime
+             * @description a GPU rank's CUDA context and allocator slack
+             */
+            runtime: number;
+            /**
+             * Total
+             * @description per device, on a GPU (runtime included)
+             */
+            total: number;
+            /** Warnings */
+            warnings: string[];
         };
         /** MetricNames */
         MetricNames: {
@@ -2106,6 +2345,44 @@ export interface components {
          * @enum {string}
          */
         Priority: "high" | "normal" | "low";
+        /** ProvenanceDiff */
+        ProvenanceDiff: {
+            /**
+             * Differences
+             * @description fields whose values differ
+             */
+            differences: {
+                [key: string]: unknown;
+            }[];
+            /** Jobs */
+            jobs: components["schemas"]["ProvenanceOut"][];
+        };
+        /** ProvenanceIn */
+        ProvenanceIn: {
+            recorded: components["schemas"]["Recorded"];
+            reported?: components["schemas"]["Reported"] | null;
+            /** Reported Error */
+            reported_error?: string | null;
+        };
+        /** ProvenanceOut */
+        ProvenanceOut: {
+            /** Job Id */
+            job_id: number;
+            /**
+             * Recorded
+             * @description read by the node: script tree hash, git commit and diff, template
+             */
+            recorded: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Reported
+             * @description as reported by the job: its interpreter's python, torch and packages
+             */
+            reported: {
+                [key: string]: unknown;
+            } | null;
+        };
         /**
          * Range
          * @description A numeric range: `steps` evenly spaced values in a grid, uniform draws at random.
@@ -2131,6 +2408,22 @@ export interface components {
              * @description grid points (grid only)
              */
             steps?: number | null;
+        };
+        /**
+         * Recorded
+         * @description Read by the node (as root, no user code run): what was handed to the ranks.
+         */
+        Recorded: {
+            /** Node */
+            node: string;
+            script?: components["schemas"]["ScriptTree"] | null;
+            /** Template */
+            template?: string | null;
+            /**
+             * Trainboard
+             * @description the worker's git commit
+             */
+            trainboard?: string | null;
         };
         /**
          * RegisteredOut
@@ -2195,6 +2488,22 @@ export interface components {
              * @description the port rank 0 listens on; None until its node has claimed
              */
             master_port: number | null;
+        };
+        /**
+         * Reported
+         * @description Printed by the ranks' interpreter, run as the job's user: as reported by the job.
+         */
+        Reported: {
+            /** Cuda */
+            cuda?: string | null;
+            /** Executable */
+            executable: string;
+            /** Packages */
+            packages?: string[];
+            /** Python */
+            python: string;
+            /** Torch */
+            torch?: string | null;
         };
         /** ResumeIn */
         ResumeIn: {
@@ -2330,6 +2639,31 @@ export interface components {
              * @description rows matching the filters
              */
             total: number;
+        };
+        /** ScriptTree */
+        ScriptTree: {
+            /** Bytes */
+            bytes: number;
+            /**
+             * Complete
+             * @description False when the tree was larger than the cap
+             */
+            complete: boolean;
+            /** Entrypoint */
+            entrypoint: string;
+            /** Files */
+            files: number;
+            git?: components["schemas"]["GitState"] | null;
+            /**
+             * Root
+             * @description the script root on the node's PYTHONPATH
+             */
+            root: string;
+            /**
+             * Sha256
+             * @description over every file's path and bytes, sorted
+             */
+            sha256: string;
         };
         /**
          * Series
@@ -2827,6 +3161,40 @@ export interface operations {
             };
         };
     };
+    "provenance-post_provenance": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a row id */
+                attempt_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ProvenanceIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
     "nodes-attempt_rendezvous": {
         parameters: {
             query?: never;
@@ -2846,6 +3214,39 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RendezvousOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "health-estimate_memory": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["JobSpec"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryEstimateOut"];
                 };
             };
             /** @description Validation Error */
@@ -3178,7 +3579,10 @@ export interface operations {
     };
     "jobs-clone_job": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description start from the parent's checkpoint of this step */
+                from_step?: number | null;
+            };
             header?: never;
             path: {
                 /** @description a row id */
@@ -3201,6 +3605,38 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["JobOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "health-efficiency": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a row id */
+                job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EfficiencyOut"];
                 };
             };
             /** @description Validation Error */
@@ -3366,6 +3802,38 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["JobOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "provenance-get_provenance": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a row id */
+                job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProvenanceOut"];
                 };
             };
             /** @description Validation Error */
@@ -3636,6 +4104,37 @@ export interface operations {
             };
         };
     };
+    "provenance-diff_provenance": {
+        parameters: {
+            query: {
+                ids: number[];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProvenanceDiff"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
     "runs-run_table": {
         parameters: {
             query?: {
@@ -3688,7 +4187,7 @@ export interface operations {
                 /** @description LTTB point budget; 0 = raw */
                 points?: number;
                 /** @description x axis the downsampling follows */
-                x?: "step" | "time";
+                x?: "step" | "time" | "device_hours";
                 /** @description one rank; default: mean */
                 rank?: number | null;
             };
@@ -3729,7 +4228,7 @@ export interface operations {
                 /** @description LTTB point budget; 0 = raw */
                 points?: number;
                 /** @description x axis the downsampling follows */
-                x?: "step" | "time";
+                x?: "step" | "time" | "device_hours";
             };
             header?: never;
             path?: never;
@@ -3763,7 +4262,7 @@ export interface operations {
                 job: number[];
                 metric: string;
                 /** @description x axis the downsampling follows */
-                x?: "step" | "time";
+                x?: "step" | "time" | "device_hours";
             };
             header?: never;
             path?: never;
@@ -3827,7 +4326,7 @@ export interface operations {
                 /** @description LTTB point budget; 0 = raw */
                 points?: number;
                 /** @description x axis the downsampling follows */
-                x?: "step" | "time";
+                x?: "step" | "time" | "device_hours";
                 /** @description one rank; default: mean */
                 rank?: number | null;
             };
