@@ -10,6 +10,7 @@ import { ClusterView } from "./views/Cluster";
 import { CompareView } from "./views/Compare";
 import { JobView } from "./views/Job";
 import { LoginView } from "./views/Login";
+import { RunsView } from "./views/Runs";
 import { SubmitView } from "./views/Submit";
 import { UsageView } from "./views/Usage";
 
@@ -78,6 +79,8 @@ function View({ route, me }: { route: Route; me: Me }) {
       return <JobView key={route.id} id={route.id} />;
     case "cluster":
       return <ClusterView me={me} />;
+    case "runs":
+      return <RunsView />;
     case "usage":
       return <UsageView />;
     default:
@@ -113,6 +116,9 @@ function Header({ me, route, onLogout }: { me: Me | null; route: Route; onLogout
       <nav aria-label="Main">
         <Link href="/" data-testid="nav-board" aria-current={current("board")}>
           Board
+        </Link>
+        <Link href="/runs" data-testid="nav-runs" aria-current={current("runs")}>
+          Runs
         </Link>
         <Link href="/submit" data-testid="nav-submit" aria-current={current("submit")}>
           Submit

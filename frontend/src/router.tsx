@@ -8,6 +8,7 @@ export type Route =
   | { name: "compare"; ids: number[] }
   | { name: "job"; id: number }
   | { name: "cluster" }
+  | { name: "runs" }
   | { name: "usage" }
   | { name: "login"; next: string }
   | { name: "notfound"; path: string };
@@ -23,6 +24,7 @@ export function parseRoute(path: string, search = ""): Route {
   }
   if (clean === "/compare") return { name: "compare", ids: parseIds(query.get("jobs")) };
   if (clean === "/cluster") return { name: "cluster" };
+  if (clean === "/runs") return { name: "runs" };
   if (clean === "/usage") return { name: "usage" };
   if (clean === "/login") {
     const next = query.get("next");

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { restartIn, formatBytes, formatMetric, formatTick, isBytesMetric } from "../src/lib/format";
+import { restartIn, formatByteTicks, formatBytes, formatMetric, formatTick, isBytesMetric } from "../src/lib/format";
 
 describe("byte metrics", () => {
   it("peak_mem and *_bytes are drawn in bytes, other metrics as numbers", () => {
@@ -51,5 +51,19 @@ describe("restartIn", () => {
   it("says nothing for other states or without a time", () => {
     expect(restartIn("running", "2026-11-25T10:00:07Z", now)).toBe("");
     expect(restartIn("restarting", null, now)).toBe("");
+  });
+});
+
+describe("byte axis ticks", () => {
+  it("never repeats a label on an idle device's axis", () => {
+    const idle = formatByteTicks([0, 0.2, 0.4, 0.6, 0.8, 1]);
+    expect(idle).toEqual(["0 B", "", "", "", "", "1 B"]);
+    expect(formatByteTicks([0, 256, 512, 768, 1024])).toEqual(["0.00 KiB", "0.25 KiB", "0.50 KiB", "0.75 KiB", "1.00 KiB"]);
+    const gib = formatByteTicks([0, 2 ** 30, 2 * 2 ** 30, 3 * 2 ** 30]);
+    expect(gib).toEqual(["0 GiB", "1 GiB", "2 GiB", "3 GiB"]);
+    for (const labels of [idle, gib]) {
+      const shown = labels.filter(Boolean);
+      expect(new Set(shown).size).toBe(shown.length);
+    }
   });
 });

@@ -118,3 +118,16 @@ describe("routes", () => {
     expect(parseRoute("/nope").name).toBe("notfound");
   });
 });
+
+describe("the form's env and wait_for_capacity", () => {
+  it("sends the variables and the choice to wait only when given, and reads them back from a spec", () => {
+    const template = { name: "mlp", hyperparameters: [] } as unknown as Template;
+    const form = { ...initialForm(template), name: "e", env: "NCCL_DEBUG=INFO\nSEED_NOTE=a=b", waitForCapacity: true };
+    const spec = toSpec(form, template);
+    expect(spec.env).toEqual({ NCCL_DEBUG: "INFO", SEED_NOTE: "a=b" });
+    expect(spec.wait_for_capacity).toBe(true);
+    expect("env" in toSpec(initialForm(template), template)).toBe(false);
+    const back = formFromSpec(spec, initialForm(template));
+    expect([back.env, back.waitForCapacity]).toEqual(["NCCL_DEBUG=INFO\nSEED_NOTE=a=b", true]);
+  });
+});

@@ -7,7 +7,8 @@ import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 import type { AlignedData } from "../lib/series";
 import { countPoints } from "../lib/series";
-import { cssVar, useTheme } from "../lib/theme";
+import { PALETTE } from "../lib/palette";
+import { cssVar, effectiveTheme, useTheme } from "../lib/theme";
 
 export interface ChartProps {
   testId: string;
@@ -35,7 +36,7 @@ function colors(): ChartColors {
     fg: cssVar("--fg"),
     muted: cssVar("--muted"),
     grid: cssVar("--grid"),
-    series: [1, 2, 3, 4, 5, 6, 7, 8].map((i) => cssVar(`--series-${i}`)),
+    series: [...PALETTE[effectiveTheme()]], // 20 distinct (lib/palette.ts); the first 8 are --series-1..8
   };
 }
 

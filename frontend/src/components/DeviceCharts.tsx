@@ -6,7 +6,7 @@
 import { useEffect, useState } from "preact/hooks";
 import type uPlot from "uplot";
 import type { Device } from "../api/types";
-import { formatBytes } from "../lib/format";
+import { formatByteTicks, formatBytes } from "../lib/format";
 import { deviceLabel } from "./bits";
 import { axis, Chart, type ChartColors } from "./Chart";
 import type { Cluster } from "../data";
@@ -21,7 +21,8 @@ function deviceOptions(kind: string | undefined, memoryTotal: number | null | un
       util: { range: [0, 100] },
       // A GPU's memory is drawn against its capacity; a CPU slot's RSS against its own peak
       // (the "total" of a CPU slot is the whole host's memory, which would flatten the line).
-      mem: { range: (_u, _min, max) => [0, !cpu && memoryTotal ? memoryTotal : Math.max(max * 1.1, 1)] },
+      // at least 1 KiB: an idle slot's 0-byte line gets a readable axis, not 0–1 byte
+      mem: { range: (_u, _min, max) => [0, !cpu && memoryTotal ? memoryTotal : Math.max(max * 1.1, 1024)] },
     },
     axes: [
       axis(c),
@@ -32,7 +33,7 @@ function deviceOptions(kind: string | undefined, memoryTotal: number | null | un
         size: 92,
         label: cpu ? "RSS (bytes)" : "memory (bytes)",
         grid: { show: false },
-        values: (_u, ticks) => ticks.map((t) => formatBytes(t)),
+        values: (_u, ticks) => formatByteTicks(ticks),
       }),
     ],
     series: [

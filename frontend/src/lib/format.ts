@@ -13,6 +13,21 @@ export function formatBytes(bytes: number | null | undefined): string {
   return `${value.toFixed(unit === 0 || value >= 100 ? 0 : 1)} ${BYTE_UNITS[unit]}`;
 }
 
+/**
+ * Byte axis ticks in one unit (the largest tick's), with as few decimals as keep them apart:
+ * an idle device's 0–1 byte axis read "1 B, 1 B, 0 B" with formatBytes per tick. A tick
+ * between whole bytes gets no label.
+ */
+export function formatByteTicks(ticks: number[]): string[] {
+  const largest = Math.max(0, ...ticks.map((t) => Math.abs(t)).filter(Number.isFinite));
+  let unit = 0;
+  while (largest >= 1024 ** (unit + 1) && unit < BYTE_UNITS.length - 1) unit += 1;
+  const scale = 1024 ** unit;
+  // as many decimals as the ticks need to read exactly (0.25 KiB), at most 3
+  const decimals = unit === 0 ? 0 : Math.min(3, Math.max(0, ...ticks.map((t) => decimalsOf(Number((t / scale).toPrecision(6))))));
+  return ticks.map((t) => (unit === 0 && !Number.isInteger(t) ? "" : `${(t / scale).toFixed(decimals)} ${BYTE_UNITS[unit]}`));
+}
+
 /** Metrics counted in bytes (the engine's `peak_mem`; a script's `*_bytes`): drawn in KiB/MiB/GiB. */
 export function isBytesMetric(name: string): boolean {
   return name === "peak_mem" || name.endsWith("_bytes");

@@ -1,5 +1,6 @@
 /** The submit form's state (strings, as typed) and its conversion to a JobSpec body. */
 import type { HyperParameter, Precision, Priority, Strategy, Template } from "../api/types";
+import { formatEnv, parseEnv } from "./envVars";
 import { implications, type ParallelInput } from "./implications";
 
 /** What the job runs: one of the server's templates, or the user's own script or module. */
@@ -23,6 +24,10 @@ export interface SpecForm {
   checkpointEvery: string;
   priority: Priority;
   tags: string;
+  /** The job's own environment variables, NAME=value per line (lib/envVars.ts). */
+  env: string;
+  /** Queue it even if no registered node could hold it (spec wait_for_capacity). */
+  waitForCapacity: boolean;
   hyperparameters: Record<string, string | boolean>;
 }
 
@@ -52,6 +57,8 @@ export function initialForm(template: Template | undefined): SpecForm {
     checkpointEvery: "",
     priority: "normal",
     tags: "",
+    env: "",
+    waitForCapacity: false,
     hyperparameters: defaultHyperparameters(template),
   };
 }
@@ -139,6 +146,9 @@ export function toSpec(form: SpecForm, template: Template | undefined): Record<s
     checkpoint: { every_steps: form.checkpointEvery.trim() === "" ? null : numberOrText(form.checkpointEvery) },
     priority: form.priority,
     tags,
+    // refused variables are the server's to name (422 at env); the form checks first
+    ...(form.env.trim() ? { env: parseEnv(form.env).env } : {}),
+    ...(form.waitForCapacity ? { wait_for_capacity: true } : {}),
   };
 }
 
@@ -198,6 +208,8 @@ export function formFromSpec(spec: Record<string, unknown>, base: SpecForm): Spe
     checkpointEvery: text(checkpoint.every_steps, ""),
     priority: (spec.priority as Priority | undefined) ?? base.priority,
     tags: Array.isArray(spec.tags) ? spec.tags.join(", ") : base.tags,
+    env: spec.env && typeof spec.env === "object" ? formatEnv(spec.env as Record<string, string>) : base.env,
+    waitForCapacity: spec.wait_for_capacity === true || base.waitForCapacity,
     hyperparameters: {
       ...base.hyperparameters,
       ...Object.fromEntries(Object.entries(hps).map(([k, v]) => [k, typeof v === "boolean" ? v : String(v)])),

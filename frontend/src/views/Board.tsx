@@ -131,9 +131,11 @@ export function BoardView() {
                   <td>
                     <Progress job={job} />
                   </td>
-                  <td class="wait">{job.reason ?? ""}</td>
+                  <td class="wait">
+                    <div class="clamp" title={job.reason ?? ""}>{job.reason ?? ""}</div>
+                  </td>
                   <td>{job.owner}</td>
-                  <td>{formatTime(job.finished_at)}</td>
+                  <td data-testid={`finished-${job.id}`}>{job.state === "paused" ? `paused ${formatTime(job.finished_at)}` : formatTime(job.finished_at)}</td>
                 </tr>
               ))}
             </Section>
@@ -182,6 +184,7 @@ function Section({ title, testId, head, children }: { title: string; testId: str
   return (
     <>
       <h2>{title}</h2>
+      <div class="table-scroll">
       <table class="jobs" data-testid={testId}>
         <thead>
           <tr>
@@ -192,6 +195,7 @@ function Section({ title, testId, head, children }: { title: string; testId: str
         </thead>
         <tbody>{children}</tbody>
       </table>
+      </div>
     </>
   );
 }

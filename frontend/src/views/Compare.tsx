@@ -6,7 +6,11 @@ import { StateBadge } from "../components/bits";
 import { axis, Chart, type ChartColors } from "../components/Chart";
 import { lossMetric, metricAxis } from "../components/MetricCharts";
 import { MAX_COMPARE, useComparison, type XMode } from "../data";
+import { ParallelCoords } from "../components/ParallelCoords";
+import { type Efficiency, formatDeviceHours, formatRate, mfuText } from "../lib/efficiency";
 import { formatMetric } from "../lib/format";
+import { runColor } from "../lib/palette";
+import { useTheme } from "../lib/theme";
 import { smooth, type AlignedData } from "../lib/series";
 import { Link } from "../router";
 import { ComparePicker } from "./ComparePicker";
@@ -41,7 +45,9 @@ function JobsComparison({ ids }: { ids: number[] }) {
   const [xMode, setXMode] = useState<XMode>("step");
   const [weight, setWeight] = useState(0);
   const [logScale, setLogScale] = useState(false);
-  const { comparison, error } = useComparison(ids, xMode);
+  const { comparison, loadedX, error } = useComparison(ids, xMode);
+  const theme = useTheme();
+  const [chosen, setChosen] = useState<string | null>(null);
 
   if (error) {
     return (
@@ -71,6 +77,7 @@ function JobsComparison({ ids }: { ids: number[] }) {
         </Link>
       </div>
 
+      <div class="table-scroll">
       <table class="compare-jobs">
         <thead>
           <tr>
@@ -78,13 +85,16 @@ function JobsComparison({ ids }: { ids: number[] }) {
             <th scope="col">State</th>
             <th scope="col">Steps</th>
             <th scope="col">Owner</th>
+            <th scope="col">Device-hours</th>
+            <th scope="col">Samples/s per device</th>
+            <th scope="col">MFU</th>
           </tr>
         </thead>
         <tbody>
           {jobs.map((job, i) => (
             <tr>
               <td>
-                <span class="swatch" style={{ background: `var(--series-${(i % 8) + 1})` }} />
+                <span class="swatch" style={{ background: runColor(i, theme) }} />
                 <Link href={`/jobs/${job.id}`} data-testid={`compare-job-${job.id}`}>
                   #{job.id} {job.name}
                 </Link>
@@ -96,10 +106,12 @@ function JobsComparison({ ids }: { ids: number[] }) {
                 {job.step}/{job.total_steps ?? "?"}
               </td>
               <td>{job.owner}</td>
+              <EfficiencyCells efficiency={comparison.efficiency[String(job.id)]} jobId={job.id} />
             </tr>
           ))}
         </tbody>
       </table>
+      </div>
 
       <h2>Settings that differ</h2>
       {differing.length === 0 ? (
@@ -120,6 +132,7 @@ function JobsComparison({ ids }: { ids: number[] }) {
       {names.length === 0 ? (
         <p class="muted">None of these jobs reported metrics yet.</p>
       ) : (
+        <div class="table-scroll" data-testid="compare-summary-box">
         <table data-testid="compare-summary">
           <thead>
             <tr>
@@ -132,12 +145,15 @@ function JobsComparison({ ids }: { ids: number[] }) {
           <tbody>
             {names.map((name) => (
               <tr>
-                <th scope="row">{name}</th>
+                <th scope="row">
+                  {name} <span class="muted small" data-testid={`direction-${name}`}>{DIRECTION_TEXT[comparison.directions[name] ?? "none"]}</span>
+                </th>
                 {jobs.map((job) => {
                   const s = summary[name]![String(job.id)]!;
                   return (
                     <td data-testid={`summary-${name}-${job.id}`} title={`min ${formatMetric(name, s.min)}, max ${formatMetric(name, s.max)}`}>
-                      {formatMetric(name, s.final)} <span class="muted">({formatMetric(name, s.best)} @ {s.best_step ?? "—"})</span>
+                      {formatMetric(name, s.final)}{" "}
+                      <span class="muted">{s.best === null || s.best === undefined ? "" : `(${formatMetric(name, s.best)} @ ${s.best_step ?? "—"})`}</span>
                     </td>
                   );
                 })}
@@ -145,6 +161,30 @@ function JobsComparison({ ids }: { ids: number[] }) {
             ))}
           </tbody>
         </table>
+        </div>
+      )}
+
+      {names.length > 0 && (
+        <>
+          <h2>Settings → {chosen ?? names[0]}</h2>
+          <label class="inline">
+            metric{" "}
+            <select data-testid="parallel-metric" value={chosen ?? names[0]} onChange={(e) => setChosen(e.currentTarget.value)}>
+              {names.map((n) => (
+                <option value={n}>{n}</option>
+              ))}
+            </select>
+          </label>
+          <ParallelCoords
+            testId="parallel"
+            axes={[
+              ...Object.entries(comparison.spec_diff).map(([key, values]) => ({ label: key, values })),
+              { label: `${chosen ?? names[0]} (final)`, metric: chosen ?? names[0], values: jobs.map((job) => summary[chosen ?? names[0]!]?.[String(job.id)]?.final ?? null) },
+            ]}
+            colors={jobs.map((_, i) => runColor(i, theme))}
+            labels={jobs.map((job) => `#${job.id} ${job.name}`)}
+          />
+        </>
       )}
 
       <h2>Curves</h2>
@@ -154,6 +194,7 @@ function JobsComparison({ ids }: { ids: number[] }) {
           <select data-testid="compare-x" value={xMode} onChange={(e) => setXMode(e.currentTarget.value as XMode)}>
             <option value="step">step</option>
             <option value="time">wall time since start</option>
+            <option value="device_hours">device-hours used</option>
           </select>
         </label>
         <label class="inline">
@@ -176,17 +217,35 @@ function JobsComparison({ ids }: { ids: number[] }) {
       <div class="metric-charts">
         {names.map((name) => (
           <CompareChart
-            key={`${name}:${xMode}:${weight}:${logScale}`}
+            key={`${name}:${loadedX}:${weight}:${logScale}`}
             name={name}
             jobs={jobs}
             curves={comparison.curves[name]!}
-            xMode={xMode}
+            xMode={loadedX}
             weight={weight}
             logScale={logScale}
           />
         ))}
       </div>
     </section>
+  );
+}
+
+/** What each direction (one server-side rule, backend/telemetry/series/curves.direction) means. */
+const DIRECTION_TEXT: Record<"min" | "max" | "none", string> = {
+  min: "lower is better",
+  max: "higher is better",
+  none: "no best (neither end is better)",
+};
+
+function EfficiencyCells({ efficiency, jobId }: { efficiency: Efficiency | undefined; jobId: number }) {
+  if (!efficiency) return <td colSpan={3} class="muted">—</td>;
+  return (
+    <>
+      <td data-testid={`compare-device-hours-${jobId}`}>{formatDeviceHours(efficiency.device_hours)}</td>
+      <td data-testid={`compare-samples-${jobId}`}>{formatRate(efficiency.samples_per_s_per_device)}</td>
+      <td data-testid={`compare-mfu-${jobId}`}>{mfuText(efficiency)}</td>
+    </>
   );
 }
 
@@ -197,6 +256,7 @@ function show(value: unknown): string {
 
 function DiffTable({ jobs, rows, testId }: { jobs: Job[]; rows: DiffRow[]; testId?: string }) {
   return (
+    <div class="table-scroll">
     <table class="diff" data-testid={testId}>
       <thead>
         <tr>
@@ -217,6 +277,7 @@ function DiffTable({ jobs, rows, testId }: { jobs: Job[]; rows: DiffRow[]; testI
         ))}
       </tbody>
     </table>
+    </div>
   );
 }
 
@@ -229,6 +290,8 @@ interface ChartProps {
   logScale: boolean;
 }
 
+const X_LABELS: Record<XMode, string> = { step: "step", time: "seconds since start", device_hours: "device-hours" };
+
 function CompareChart({ name, jobs, curves, xMode, weight, logScale }: ChartProps) {
   const data = useMemo(
     (): AlignedData => [curves.x, ...jobs.map((job) => smooth(curves.values[String(job.id)]!, weight))],
@@ -236,7 +299,7 @@ function CompareChart({ name, jobs, curves, xMode, weight, logScale }: ChartProp
   );
   const options = (c: ChartColors): Omit<uPlot.Options, "width" | "height"> => ({
     scales: { x: { time: false }, y: logScale ? { distr: 3 } : {} },
-    axes: [axis(c, { label: xMode === "step" ? "step" : "seconds since start" }), axis(c, metricAxis(name, name))],
+    axes: [axis(c, { label: X_LABELS[xMode] }), axis(c, metricAxis(name, name))],
     series: [
       { label: xMode },
       ...jobs.map((job, i) => ({ label: `#${job.id} ${job.name}`, stroke: c.series[i % c.series.length], width: 1.5, spanGaps: true, points: { show: false } })),
@@ -244,7 +307,7 @@ function CompareChart({ name, jobs, curves, xMode, weight, logScale }: ChartProp
     cursor: { sync: { key: "compare" } },
   });
   return (
-    <div>
+    <div data-testid={`compare-curve-${name}`} data-x={xMode}>
       <Chart testId={`compare-chart-${name}`} title={name} options={options} data={() => data} subscribe={() => () => {}} countAttr="data-points" />
       <a class="button ghost small" data-testid={`compare-csv-${name}`} href={csvHref(jobs.map((j) => j.id), name, xMode)} download>
         Download CSV (every step, {xMode})

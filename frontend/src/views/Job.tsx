@@ -14,6 +14,7 @@ import { LogTail, upsertJob } from "../lib/stores";
 import { LogView } from "../components/LogView";
 import { StepTimes } from "../components/StepTimes";
 import { JobAttempts } from "./JobAttempts";
+import { WaitFacts } from "../components/WaitFacts";
 import { Signal, useTopic } from "../live";
 import { Link } from "../router";
 import { JobActions } from "./JobActions";
@@ -163,8 +164,9 @@ function JobFacts({ job, store, changed }: { job: Job; store: MetricStore; chang
       <dd>{formatTime(job.created_at)}</dd>
       <dt>Started</dt>
       <dd>{formatTime(job.started_at)}</dd>
-      <dt>Finished</dt>
-      <dd>{formatTime(job.finished_at)}</dd>
+      <dt>{job.state === "paused" ? "Paused" : "Finished"}</dt>
+      <dd data-testid="job-finished">{formatTime(job.finished_at)}</dd>
+      <WaitFacts job={job} />
       {job.state === "restarting" && (
         <>
           <dt>Restart</dt>

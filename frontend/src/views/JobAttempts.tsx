@@ -17,6 +17,7 @@ export function JobAttempts({ job, eventsVersion }: { job: Job; eventsVersion: n
   return (
     <div>
       <h2>Attempts and checkpoints</h2>
+      <div class="table-scroll">
       <table data-testid="job-attempts">
         <thead>
           <tr>
@@ -40,14 +41,29 @@ export function JobAttempts({ job, eventsVersion }: { job: Job; eventsVersion: n
               </td>
               <td class="path">{a.resume_from ? shortPath(a.resume_from) : <span class="muted">fresh start</span>}</td>
               <td class="path">{a.last_checkpoint ? shortPath(a.last_checkpoint) : <span class="muted">none</span>}</td>
-              <td>{a.exit_reason ?? ""}</td>
+              <td class="exit" data-testid={`attempt-exit-${a.number}`}>
+                <ExitReason text={a.exit_reason} />
+              </td>
               <td>{formatTime(a.claimed_at ?? a.created_at)}</td>
               <td>{formatTime(a.finished_at)}</td>
             </tr>
           ))}
         </tbody>
       </table>
+      </div>
     </div>
+  );
+}
+
+/** A one-line reason as it is; a traceback as its last line, the whole of it on demand. */
+function ExitReason({ text }: { text: string | null | undefined }) {
+  const lines = (text ?? "").split("\n").filter((l) => l.trim());
+  if (lines.length <= 1) return <>{text ?? ""}</>;
+  return (
+    <details>
+      <summary>{lines[lines.length - 1]}</summary>
+      <pre class="traceback">{text}</pre>
+    </details>
   );
 }
 

@@ -4,6 +4,7 @@ import { parse as parseYaml } from "yaml";
 import { ApiError, client, ok } from "../api/http";
 import type { Job, JobSpec, Node, Template } from "../api/types";
 import { FieldError } from "../components/bits";
+import { parseEnv } from "../lib/envVars";
 import { fieldErrors } from "../lib/errors";
 import {
   defaultHyperparameters,
@@ -38,6 +39,8 @@ const FIELDS = [
   "checkpoint.every_steps",
   "priority",
   "tags",
+  "env",
+  "wait_for_capacity",
 ];
 
 /** `clone`: the job whose spec fills the form; submitting then POSTs /api/jobs/{clone}/clone. */
@@ -80,6 +83,24 @@ export function SubmitView({ clone }: { clone: number | null }) {
     [template],
   );
   const implied = formImplications(form);
+  const fit = fitsCluster(nodes, Number(form.devices));
+  const waitsForever = fit !== null && fit.startsWith("no");
+
+  // a refusal may sit far above the button: bring the first one into view
+  useEffect(() => {
+    if (errors.size) document.querySelector(".submit .field-error")?.scrollIntoView({ block: "center" });
+  }, [errors]);
+
+  /** What the form refuses before asking the server (the same words the server would use). */
+  const refusals = (): Map<string, string[]> => {
+    const found = new Map<string, string[]>();
+    const env = parseEnv(form.env).problem;
+    if (env) found.set("env", [env]);
+    if (waitsForever && !form.waitForCapacity) {
+      found.set("parallelism.devices", [`${fit}. Tick "wait for capacity" to queue it anyway, or ask for fewer devices.`]);
+    }
+    return found;
+  };
   const set = <K extends keyof SpecForm>(key: K, value: SpecForm[K]) => setForm((f) => ({ ...f, [key]: value }));
 
   const post = async (body: unknown) => {
@@ -153,7 +174,9 @@ export function SubmitView({ clone }: { clone: number | null }) {
         noValidate
         onSubmit={(e) => {
           e.preventDefault();
-          void post(toSpec(form, template));
+          const refused = refusals();
+          if (refused.size) setErrors(refused);
+          else void post(toSpec(form, template));
         }}
       >
         <div class="form-grid">
@@ -218,6 +241,17 @@ export function SubmitView({ clone }: { clone: number | null }) {
             <label for="f-tags">Tags</label>
             <input id="f-tags" data-testid="submit-tags" placeholder="comma separated" value={form.tags} onInput={(e) => set("tags", e.currentTarget.value)} />
             <FieldError field="tags" errors={errors} />
+            <label for="f-env">Environment variables</label>
+            <textarea
+              id="f-env"
+              data-testid="submit-env"
+              rows={3}
+              spellcheck={false}
+              placeholder={"NAME=value, one per line\nNCCL_DEBUG=INFO"}
+              value={form.env}
+              onInput={(e) => set("env", e.currentTarget.value)}
+            />
+            <FieldError field="env" errors={errors} />
           </fieldset>
 
           <fieldset>
@@ -232,6 +266,18 @@ export function SubmitView({ clone }: { clone: number | null }) {
             <label for="f-devices">Devices</label>
             {numberInput("f-devices", "devices", "submit-devices")}
             <FieldError field="parallelism.devices" errors={errors} />
+            {(waitsForever || form.waitForCapacity) && (
+              <label class="inline wait-for-capacity">
+                <input
+                  type="checkbox"
+                  data-testid="submit-wait-for-capacity"
+                  checked={form.waitForCapacity}
+                  onChange={(e) => set("waitForCapacity", e.currentTarget.checked)}
+                />
+                wait for capacity: queue it until a node this large registers
+              </label>
+            )}
+            <FieldError field="wait_for_capacity" errors={errors} />
             <label for="f-stages">Pipeline stages</label>
             {form.strategy === "hybrid" ? (
               numberInput("f-stages", "pipelineStages", "submit-pipeline-stages")
@@ -281,7 +327,7 @@ export function SubmitView({ clone }: { clone: number | null }) {
           )}
         </div>
 
-        <Implied implied={implied} fit={fitsCluster(nodes, Number(form.devices))} script={form.mode === "script"} />
+        <Implied implied={implied} fit={fit} script={form.mode === "script"} />
         <FieldError field="" errors={errors} />
         <button type="submit" data-testid="submit-button" disabled={busy}>
           {busy ? "Submitting…" : parent ? "Submit the clone" : "Submit job"}
