@@ -91,21 +91,26 @@ export function useCluster(): Cluster {
 /** The most jobs one comparison overlays (the compare route's limit). */
 export const MAX_COMPARE = 10;
 
-export type XMode = "step" | "time";
+export type XMode = "step" | "time" | "device_hours";
 
 /** The server's comparison of the jobs (spec diff, summaries, downsampled aligned curves). */
-export function useComparison(ids: number[], x: XMode): { comparison: Comparison | null; error: string | null } {
-  const [comparison, setComparison] = useState<Comparison | null>(null);
+export function useComparison(
+  ids: number[],
+  x: XMode,
+): { comparison: Comparison | null; loadedX: XMode; error: string | null } {
+  // the x axis the shown comparison was computed for: until the new one arrives, the old one
+  // is drawn on its own axis, never under the newly chosen axis' label
+  const [loaded, setLoaded] = useState<{ comparison: Comparison; x: XMode } | null>(null);
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
     let current = true;
     ok(client.GET("/api/series/compare", { params: { query: { job: ids, x } } })).then(
-      (body) => current && setComparison(body),
+      (body) => current && setLoaded({ comparison: body, x }),
       (err: unknown) => current && setError(String(err)),
     );
     return () => {
       current = false;
     };
   }, [ids.join(","), x]);
-  return { comparison, error };
+  return { comparison: loaded?.comparison ?? null, loadedX: loaded?.x ?? x, error };
 }

@@ -5,6 +5,7 @@ import type { Job, JobEvent, JobTopicData, MetricPoint, SnapshotSeries } from ".
 import { JobDevices, Progress, StateBadge } from "../components/bits";
 import { useCluster } from "../data";
 import { DeviceCharts } from "../components/DeviceCharts";
+import { EfficiencyFacts } from "../components/Efficiency";
 import { MetricCharts } from "../components/MetricCharts";
 import { restartIn, formatPercent, formatTime } from "../lib/format";
 import { readImplications } from "../lib/implications";
@@ -90,6 +91,7 @@ export function JobView({ id }: { id: number }) {
         <JobActions job={job} onChanged={acceptJob} />
       </div>
       <JobFacts job={job} store={metrics} changed={changed} />
+      <EfficiencyFacts jobId={job.id} version={`${job.state}:${job.attempt}:${Math.floor((job.step ?? 0) / 50)}`} />
       <h2>Training</h2>
       <MetricCharts store={metrics} changed={changed} names={names} />
       <StepTimes store={metrics} changed={changed} />

@@ -18,6 +18,7 @@ import { Link, navigate } from "../router";
 import { HyperparameterFields } from "./HyperparameterFields";
 import { CloneFrom } from "./submit/CloneFrom";
 import { fitsCluster, Implied } from "./submit/Implied";
+import { MemoryFit } from "./submit/MemoryFit";
 import { ScriptFields } from "./submit/ScriptFields";
 
 const FIELDS = [
@@ -328,6 +329,7 @@ export function SubmitView({ clone }: { clone: number | null }) {
         </div>
 
         <Implied implied={implied} fit={fit} script={form.mode === "script"} />
+        {form.mode === "template" && <MemoryFit spec={implied ? toSpec(form, template) : null} />}
         <FieldError field="" errors={errors} />
         <button type="submit" data-testid="submit-button" disabled={busy}>
           {busy ? "Submitting…" : parent ? "Submit the clone" : "Submit job"}
