@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel
 from sqlalchemy import select, text, update
 from sqlalchemy.orm import Session
 
@@ -59,7 +60,7 @@ def write_batch(
     insert_ignoring_duplicates(
         session, rows.DeviceSample, [{c: s[c] for c in SAMPLE_COLUMNS} for s in samples]
     )
-    events = [e for e in items[EVENTS_STREAM] if e["attempt_id"] in attempt_jobs]
+    events = [_plain(e) for e in items[EVENTS_STREAM] if e["attempt_id"] in attempt_jobs]
     for event in events:
         _write_event(session, event, attempt_jobs[event["attempt_id"]])
     by_job: dict[int, dict[str, list[dict[str, Any]]]] = defaultdict(dict)
@@ -91,6 +92,12 @@ def _points_by_job(points: Points, attempt_jobs: dict[int, int]) -> dict[int, np
         held = by_job.get(job_id)
         by_job[job_id] = picked if held is None else np.sort(np.concatenate([held, picked]))
     return by_job
+
+
+def _plain(event: Item) -> Item:
+    """The event with its facts (validated into a model) as plain JSON for the row and delta."""
+    facts = event.get("facts")
+    return {**event, "facts": facts.model_dump()} if isinstance(facts, BaseModel) else event
 
 
 def _write_event(session: Session, event: Item, job_id: int) -> None:
