@@ -42,7 +42,6 @@ import contextlib
 import json
 import multiprocessing as mp
 import os
-import statistics
 import tempfile
 import threading
 import time
@@ -54,6 +53,7 @@ from backend.config import Settings
 from backend.db import Database
 from backend.migrate import upgrade
 from backend.nodes.deployment import deployment_id
+from benchmarks.latency_stats import percentiles, stalls
 from benchmarks.live_producers import produce_cluster, produce_metrics, produce_via_relay
 from benchmarks.own_redis import own_redis
 from benchmarks.raw_ws import Bursts, raw_client
@@ -100,19 +100,6 @@ def deployment_keys(db: Database) -> Keys:
         return Keys(deployment_id(session))
 
 
-def percentiles(latencies: list[float]) -> dict[str, float]:
-    ordered = sorted(latencies)
-    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000  # noqa: E731
-    return {
-        "n": len(ordered),
-        "p50_ms": pick(0.50),
-        "p95_ms": pick(0.95),
-        "p99_ms": pick(0.99),
-        "max_ms": ordered[-1] * 1000,
-        "mean_ms": statistics.fmean(ordered) * 1000,
-    }
-
-
 def bench_latency(rate: float, seconds: float, flush: float, via: list[str]) -> dict[str, Any]:
     """Each path of `via` in turn (a fresh attempt each) on one API server and Redis."""
     with (
@@ -150,6 +137,7 @@ def _latency_run(
     began = time.time()
     producer.start()
     latencies: list[float] = []
+    sent_at: list[float] = []  # each counted item's publish time, for `stalls`
     hops: list[float] = []  # relay: the relay's stamp − the rank's write
     received = 0
     first: float | None = None
@@ -166,6 +154,7 @@ def _latency_run(
                 first = first or sent
                 if sent - first >= WARMUP_SECONDS:
                     latencies.append(now - sent)
+                    sent_at.append(sent)
                     if via == "relay":
                         hops.append(point["time"] - sent)
     producer.join(30)
@@ -174,6 +163,7 @@ def _latency_run(
     result["expected"] = expected
     result["load_after"] = os.getloadavg()
     result["wall_s"] = time.time() - began
+    result["stalls"] = stalls(list(zip(sent_at, latencies, strict=True)))
     if via == "relay":
         result["relay_hop"] = percentiles(hops)
         stats = relay_stats.get(timeout=30)
