@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import redis
 
@@ -39,5 +40,6 @@ def test_a_start_events_facts_are_stored_on_its_attempt_and_sent_live(
         assert session.get_one(Attempt, attempt).facts == FACTS
     assert stored_steps(database, attempt) == [0, 1, 2]
     topic = f"job:{job}".encode()
-    live = [json.loads(f[b"d"]) for _, f in client.xrange(LIVE_STREAM) if f[b"t"] == topic]
+    rows: Any = client.xrange(LIVE_STREAM)
+    live = [json.loads(f[b"d"]) for _, f in rows if f[b"t"] == topic]
     assert any(e.get("facts") == FACTS for d in live for e in d.get("events", []))
