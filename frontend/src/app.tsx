@@ -12,6 +12,8 @@ import { JobView } from "./views/Job";
 import { LoginView } from "./views/Login";
 import { RunsView } from "./views/Runs";
 import { SubmitView } from "./views/Submit";
+import { SweepView } from "./views/Sweep";
+import { SweepsView } from "./views/Sweeps";
 import { UsageView } from "./views/Usage";
 
 function toLogin(): void {
@@ -83,6 +85,10 @@ function View({ route, me }: { route: Route; me: Me }) {
       return <RunsView />;
     case "usage":
       return <UsageView />;
+    case "sweeps":
+      return <SweepsView />;
+    case "sweep":
+      return <SweepView key={route.id} id={route.id} />;
     default:
       return (
         <section>
@@ -119,6 +125,9 @@ function Header({ me, route, onLogout }: { me: Me | null; route: Route; onLogout
         </Link>
         <Link href="/runs" data-testid="nav-runs" aria-current={current("runs")}>
           Runs
+        </Link>
+        <Link href="/sweeps" data-testid="nav-sweeps" aria-current={current("sweeps") ?? current("sweep")}>
+          Sweeps
         </Link>
         <Link href="/submit" data-testid="nav-submit" aria-current={current("submit")}>
           Submit

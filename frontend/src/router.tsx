@@ -10,6 +10,8 @@ export type Route =
   | { name: "cluster" }
   | { name: "runs" }
   | { name: "usage" }
+  | { name: "sweeps" }
+  | { name: "sweep"; id: number }
   | { name: "login"; next: string }
   | { name: "notfound"; path: string };
 
@@ -31,6 +33,9 @@ export function parseRoute(path: string, search = ""): Route {
     // Only same-app paths: never bounce to another origin after login.
     return { name: "login", next: next && next.startsWith("/") && !next.startsWith("//") ? next : "/" };
   }
+  if (clean === "/sweeps") return { name: "sweeps" };
+  const sweep = /^\/sweeps\/(\d+)$/.exec(clean);
+  if (sweep) return { name: "sweep", id: Number(sweep[1]) };
   const job = /^\/jobs\/(\d+)$/.exec(clean);
   if (job) return { name: "job", id: Number(job[1]) };
   return { name: "notfound", path: clean };

@@ -38,7 +38,7 @@ export const NO_FILTERS: Filters = { state: "", owner: "", tag: "", q: "" };
 /** "active" and "finished" are groups; any other non-empty state matches exactly. */
 export function matches(job: Job, f: Filters): boolean {
   if (f.state === "active" && !ACTIVE_STATES.has(job.state)) return false;
-  if (f.state === "finished" && !["succeeded", "failed", "cancelled"].includes(job.state)) return false;
+  if (f.state === "finished" && !["succeeded", "failed", "cancelled", "stopped"].includes(job.state)) return false;
   if (f.state && f.state !== "active" && f.state !== "finished" && job.state !== f.state) return false;
   if (f.owner && job.owner !== f.owner) return false;
   if (f.tag && !job.tags.includes(f.tag)) return false;

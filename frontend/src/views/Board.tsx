@@ -6,6 +6,7 @@ import type { ComponentChildren } from "preact";
 import { useMemo, useState } from "preact/hooks";
 import type { Job } from "../api/types";
 import { JobDevices, Progress, StateBadge } from "../components/bits";
+import { BulkActions, useArchivedJobs } from "../components/BulkActions";
 import { ClusterSummary } from "../components/ClusterSummary";
 import { Sparkline } from "../components/Sparkline";
 import { etaSeconds, filtersFromQuery, filtersToQuery, matches, NO_FILTERS, sections, type Filters } from "../lib/board";
@@ -17,7 +18,10 @@ import { Link, navigate } from "../router";
 export function BoardView() {
   const jobs = useJobs();
   const cluster = useCluster();
-  const all = useMemo(() => (jobs ? sortedJobs(jobs) : []), [jobs]);
+  const [showArchived, setShowArchived] = useState(false);
+  const [bulkVersion, setBulkVersion] = useState(0);
+  const archived = useArchivedJobs(showArchived, bulkVersion);
+  const all = useMemo(() => withArchived(jobs, archived, showArchived), [jobs, archived, showArchived]);
   const busy = useMemo(() => busyDevices(all), [all]);
   const [filters, setFilters] = useState<Filters>(() => filtersFromQuery(window.location.search));
   const [picked, setPicked] = useState<number[]>([]);
@@ -41,6 +45,7 @@ export function BoardView() {
       <div class="view-head">
         <h1>Jobs</h1>
         <span class="spacer" />
+        <BulkActions picked={picked} onDone={() => (setPicked([]), setBulkVersion((v) => v + 1))} />
         {picked.length > 0 && (
           <button type="button" class="secondary" data-testid="compare-selected" disabled={picked.length < 2} onClick={() => navigate(`/compare?jobs=${picked.join(",")}`)}>
             Compare {picked.length} selected
@@ -63,6 +68,9 @@ export function BoardView() {
             <FilterSelect label="State" field="state" filters={filters} set={setFilter} any="all" choices={STATE_FILTERS} />
             <FilterSelect label="Owner" field="owner" filters={filters} set={setFilter} any="anyone" choices={owners} />
             <FilterSelect label="Tag" field="tag" filters={filters} set={setFilter} any="any" choices={tags} />
+            <label class="inline">
+              <input type="checkbox" data-testid="show-archived" checked={showArchived} onChange={(e) => setShowArchived(e.currentTarget.checked)} /> archived
+            </label>
             <input type="search" placeholder="Search by name or #id" aria-label="Search jobs" data-testid="filter-search" value={filters.q} onInput={(e) => setFilter("q", e.currentTarget.value)} />
             {(filters.state || filters.owner || filters.tag || filters.q) && (
               <button type="button" class="ghost" onClick={() => (setFilters(NO_FILTERS), history.replaceState(null, "", "/"))}>
@@ -151,7 +159,7 @@ export function BoardView() {
   );
 }
 
-const STATE_FILTERS = ["active", "queued", "running", "paused", "finished", "succeeded", "failed", "cancelled"];
+const STATE_FILTERS = ["active", "queued", "running", "paused", "finished", "succeeded", "failed", "cancelled", "stopped"];
 
 interface FilterSelectProps {
   label: string;
@@ -174,6 +182,15 @@ function FilterSelect({ label, field, filters, set, any, choices }: FilterSelect
       </select>
     </label>
   );
+}
+
+/** The live list without archived jobs, or with them (the live list's copy wins) when shown. */
+function withArchived(jobs: Map<number, Job> | null, archived: Job[], show: boolean): Job[] {
+  if (!jobs) return [];
+  if (!show) return sortedJobs(jobs).filter((j) => !j.archived);
+  const merged = new Map(jobs);
+  for (const job of archived) if (!merged.has(job.id)) merged.set(job.id, job);
+  return sortedJobs(merged);
 }
 
 function formatEta(seconds: number | null): string {
@@ -204,6 +221,13 @@ function NameCell({ job }: { job: Job }) {
   return (
     <td class="name">
       <Link href={`/jobs/${job.id}`}>{job.name}</Link>
+      {job.archived && <span class="tag">archived</span>}
+      {job.sweep_id != null && (
+        <Link href={`/sweeps/${job.sweep_id}`} class="muted small">
+          {" "}
+          (sweep {job.sweep_id})
+        </Link>
+      )}
       {job.parent_id != null && <span class="muted small"> (clone of #{job.parent_id})</span>}
       {job.tags.map((tag) => (
         <span class="tag">{tag}</span>

@@ -7,6 +7,7 @@ import { axis, Chart, type ChartColors } from "../components/Chart";
 import { lossMetric, metricAxis } from "../components/MetricCharts";
 import { MAX_COMPARE, useComparison, type XMode } from "../data";
 import { ParallelCoords } from "../components/ParallelCoords";
+import { ProvenanceDiff } from "../components/Provenance";
 import { type Efficiency, formatDeviceHours, formatRate, mfuText } from "../lib/efficiency";
 import { formatMetric } from "../lib/format";
 import { runColor } from "../lib/palette";
@@ -127,6 +128,7 @@ function JobsComparison({ ids }: { ids: number[] }) {
           <DiffTable jobs={jobs} rows={same} />
         </details>
       )}
+      <ProvenanceDiff ids={ids} />
 
       <h2>Final and best</h2>
       {names.length === 0 ? (

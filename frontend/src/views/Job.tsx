@@ -19,6 +19,9 @@ import { WaitFacts } from "../components/WaitFacts";
 import { Signal, useTopic } from "../live";
 import { Link } from "../router";
 import { JobActions } from "./JobActions";
+import { JobCheckpoints } from "../components/JobCheckpoints";
+import { JobNotes } from "../components/JobNotes";
+import { JobProvenance } from "../components/Provenance";
 
 export function JobView({ id }: { id: number }) {
   const [job, setJob] = useState<Job | null>(null);
@@ -90,6 +93,7 @@ export function JobView({ id }: { id: number }) {
         <span class="spacer" />
         <JobActions job={job} onChanged={acceptJob} />
       </div>
+      <JobNotes job={job} onChanged={acceptJob} />
       <JobFacts job={job} store={metrics} changed={changed} />
       <EfficiencyFacts jobId={job.id} version={`${job.state}:${job.attempt}:${Math.floor((job.step ?? 0) / 50)}`} />
       <h2>Training</h2>
@@ -106,6 +110,8 @@ export function JobView({ id }: { id: number }) {
         <LogView tail={logs} ranks={attemptRanks(job)} />
       </div>
       <JobAttempts job={job} eventsVersion={eventsVersion} />
+      <JobCheckpoints job={job} version={`${job.state}:${job.attempt}:${eventsVersion}`} />
+      <JobProvenance jobId={job.id} version={`${job.attempt}:${job.state === "running"}`} />
     </section>
   );
 }
@@ -153,6 +159,14 @@ function JobFacts({ job, store, changed }: { job: Job; store: MetricStore; chang
       <dd>{formatPercent(imp.bubble_fraction, 1)}</dd>
       <dt>Owner</dt>
       <dd>{job.owner}</dd>
+      {job.sweep_id != null && (
+        <>
+          <dt>Sweep</dt>
+          <dd data-testid="job-sweep">
+            <Link href={`/sweeps/${job.sweep_id}`}>sweep {job.sweep_id}</Link>, trial {job.sweep_trial}
+          </dd>
+        </>
+      )}
       {job.parent_id != null && (
         <>
           <dt>Cloned from</dt>

@@ -1,0 +1,82 @@
+/** A job's checkpoints: step, size, a download of the weights (owner only), clone from it. */
+import { useEffect, useState } from "preact/hooks";
+import { client, ok } from "../api/http";
+import type { Job } from "../api/types";
+import { formatBytes, formatTime } from "../lib/format";
+import { problemText } from "../lib/problems";
+import { navigate } from "../router";
+import type { components } from "../api/schema";
+
+type Checkpoint = components["schemas"]["CheckpointOut"];
+
+export function JobCheckpoints({ job, version }: { job: Job; version: string }) {
+  const [checkpoints, setCheckpoints] = useState<Checkpoint[] | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    ok(client.GET("/api/jobs/{job_id}/checkpoints", { params: { path: { job_id: job.id } } }))
+      .then(setCheckpoints)
+      .catch((err: unknown) => setError(problemText(err)));
+  }, [job.id, version]);
+
+  const cloneFrom = async (step: number) => {
+    setError(null);
+    try {
+      const clone = await ok(
+        client.POST("/api/jobs/{job_id}/clone", { params: { path: { job_id: job.id }, query: { from_step: step } }, body: {} }),
+      );
+      navigate(`/jobs/${clone.id}`);
+    } catch (err) {
+      setError(problemText(err));
+    }
+  };
+
+  return (
+    <div data-testid="job-checkpoints">
+      <h2>Checkpoints</h2>
+      {error && <p class="error" role="alert">{error}</p>}
+      {checkpoints === null ? (
+        <p class="muted">Loading…</p>
+      ) : checkpoints.length === 0 ? (
+        <p class="muted">No checkpoints on disk.</p>
+      ) : (
+        <div class="table-scroll">
+          <table class="jobs">
+            <thead>
+              <tr>
+                <th scope="col">Step</th>
+                <th scope="col">Attempt</th>
+                <th scope="col">Size</th>
+                <th scope="col">Saved</th>
+                <th scope="col" />
+              </tr>
+            </thead>
+            <tbody>
+              {checkpoints.map((c) => (
+                <tr key={`${c.attempt}-${c.step}`} data-testid={`checkpoint-${c.step}`}>
+                  <td>{c.step}</td>
+                  <td>{c.attempt}</td>
+                  <td>{formatBytes(c.size_bytes)}</td>
+                  <td>{formatTime(c.saved_at)}</td>
+                  <td class="actions">
+                    <a
+                      class="button secondary"
+                      href={`/api/jobs/${job.id}/checkpoints/${c.step}/download`}
+                      download={`job-${job.id}-step-${c.step}.pt`}
+                      title="The model's weights as one state dict for torch.load(path, weights_only=True); the job's owner only"
+                      data-testid={`download-${c.step}`}
+                    >
+                      Download .pt
+                    </a>
+                    <button type="button" class="secondary" data-testid={`clone-from-${c.step}`} onClick={() => void cloneFrom(c.step)}>
+                      Clone from step {c.step}
+                    </button>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </div>
+  );
+}
