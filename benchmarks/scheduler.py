@@ -5,6 +5,10 @@ Measures, in one run: (1) the pure placement policy, against a naive first-fit p
 real database (SQLite and PostgreSQL) with real Redis and Celery: read the queue and
 the cluster, place, write attempts and slices, publish the tasks.
 
+Sharing is on unless `--no-sharing`: the jobs belong to 100 users with a week of past
+usage (fair share), shares and quotas of their own, and half the cluster is held by
+running low-priority jobs that queued high-priority ones preempt.
+
     python -m benchmarks.scheduler [--jobs 10000] [--nodes 1000] [--postgres URL] [--redis URL]
 
 Redis: a redis-server of the run's own on a free port (`redis-server` on PATH) unless
@@ -20,22 +24,28 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import redis
 import sqlalchemy as sa
+from sqlalchemy.orm import Session
 
 from backend.auth.models import User
-from backend.db import Database
-from backend.jobs.models import Job
+from backend.db import Database, utcnow
+from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.migrate import upgrade
 from backend.nodes.models import Device, Node
+from backend.scheduler.fairshare import fair_share_factors
 from backend.scheduler.loop import Scheduler
-from backend.scheduler.policy import NodeCapacity, Placement, Plan, QueuedJob, plan
+from backend.scheduler.policy import NodeCapacity, Placement, Plan, QueuedJob, Quota, plan
+from backend.scheduler.preemption import RunningJob
+from backend.usage.models import UserLimits
 from benchmarks.own_redis import own_redis
 from workers.node.celery_app import make_celery
 
 SIZES = (1, 1, 2, 4, 8)
+USERS = 100
 
 
 def first_fit(queue: list[QueuedJob], nodes: list[NodeCapacity]) -> Plan:
@@ -54,48 +64,138 @@ def first_fit(queue: list[QueuedJob], nodes: list[NodeCapacity]) -> Plan:
     return result
 
 
-def policy_rates(jobs: int, nodes: int) -> tuple[float, float]:
+def policy_rates(jobs: int, nodes: int, sharing: bool) -> tuple[float, float, int]:
+    """Decisions/s of the policy and of first-fit, and how many jobs the policy preempted."""
     rng = random.Random(0)
-    cluster = [
-        NodeCapacity(f"n{i}", 8, tuple(d for d in range(8) if rng.random() < 0.5))
-        for i in range(nodes)
-    ]
+    cluster, running = [], []
+    for i in range(nodes):
+        busy = [d for d in range(8) if rng.random() < 0.5]
+        cluster.append(NodeCapacity(f"n{i}", 8, tuple(d for d in range(8) if d not in busy)))
+        if sharing:  # the busy devices: running low-priority jobs, one per 2 devices
+            running += [
+                RunningJob(len(running) + jobs, 2, ((f"n{i}", len(busy[k : k + 2])),), k)
+                for k in range(0, len(busy), 2)
+            ]
+    factors = fair_share_factors(
+        usage={u: rng.random() * 1e6 for u in range(USERS)}, shares={u: 1.0 for u in range(USERS)}
+    )
     queue = [
-        QueuedJob(i, rng.choice(SIZES), priority=rng.randint(0, 2), order=i) for i in range(jobs)
+        QueuedJob(
+            i,
+            rng.choice(SIZES),
+            priority=rng.randint(0, 2),
+            order=i,
+            owner=i % USERS,
+            fair_share=factors[i % USERS] if sharing else 1.0,
+        )
+        for i in range(jobs)
     ]
-    rates = []
-    for policy in (plan, first_fit):
-        start = time.perf_counter()
-        policy(queue, cluster)
-        rates.append(jobs / (time.perf_counter() - start))
-    return rates[0], rates[1]
+    quotas = {u: Quota(max_devices=16) for u in range(0, USERS, 10)} if sharing else None
+    start = time.perf_counter()
+    ours = plan(queue, cluster, running=running, quotas=quotas)
+    rate = jobs / (time.perf_counter() - start)
+    start = time.perf_counter()
+    first_fit(queue, cluster)
+    return rate, jobs / (time.perf_counter() - start), len(ours.preemptions)
 
 
-def tick_rate(db_url: str, redis_url: str, jobs: int, nodes: int) -> tuple[float, int]:
-    """Decisions per second of one full scheduler tick over the whole queue."""
+def _spec(name: str, size: int) -> dict[str, object]:
+    return {"name": name, "template": "mlp", "parallelism": {"strategy": "data", "devices": size}}
+
+
+def _shared_cluster(session: Session, users: list[User], nodes: int, rng: random.Random) -> None:
+    """Past usage and limits per user; half the nodes held by running low-priority jobs."""
+    now = utcnow()
+    for k, user in enumerate(users):
+        session.add(
+            UserLimits(user_id=user.id, share=1.0 + k % 3, max_devices=64 if k % 10 else 16)
+        )
+        past = Job(
+            name="past",
+            owner_id=user.id,
+            state="succeeded",
+            spec=_spec("past", 8),
+            devices_requested=8,
+        )
+        session.add(past)
+        session.flush()
+        hours = rng.uniform(0, 48)
+        session.add(
+            Attempt(
+                job_id=past.id,
+                number=1,
+                node_name="n0",
+                devices=list(range(8)),
+                state="succeeded",
+                master_port=0,
+                owner_id=user.id,
+                device_count=8,
+                claimed_at=now - timedelta(days=1, hours=hours),
+                finished_at=now - timedelta(days=1),
+            )
+        )
+    for i in range(0, nodes, 2):
+        for pair in ((0, 1), (2, 3), (4, 5), (6, 7)):
+            owner = users[rng.randrange(len(users))]
+            job = Job(
+                name="running",
+                owner_id=owner.id,
+                state="running",
+                spec=_spec("running", 2),
+                devices_requested=2,
+                priority_rank=2,
+                attempt=1,
+            )
+            session.add(job)
+            session.flush()
+            attempt = Attempt(
+                job_id=job.id,
+                number=1,
+                node_name=f"n{i}",
+                devices=list(pair),
+                state="running",
+                master_port=0,
+                owner_id=owner.id,
+                device_count=2,
+                claimed_at=now - timedelta(minutes=rng.uniform(10, 600)),
+            )
+            session.add(attempt)
+            session.flush()
+            session.add(
+                AttemptSlice(
+                    attempt_id=attempt.id,
+                    node_name=f"n{i}",
+                    node_rank=0,
+                    devices=list(pair),
+                    state="running",
+                )
+            )
+
+
+def tick_rate(
+    db_url: str, redis_url: str, jobs: int, nodes: int, sharing: bool
+) -> tuple[float, int, int]:
+    """Decisions per second of one full scheduler tick over the whole queue; placed; preempted."""
     upgrade(db_url)
     database = Database(db_url)
     rng = random.Random(0)
     with database.session() as session:
-        owner = User(username="bench", role="user")
-        session.add(owner)
+        users = [User(username=f"bench{u}", role="user") for u in range(USERS if sharing else 1)]
+        session.add_all(users)
         session.flush()
         for i in range(nodes):
             node = Node(name=f"n{i}", hostname="h", address="127.0.0.1")
             node.devices = [Device(index=d, kind="cpu", name=f"CPU slot {d}") for d in range(8)]
             session.add(node)
+        if sharing:
+            _shared_cluster(session, users, nodes, rng)
         for i in range(jobs):
             size = rng.choice(SIZES)
-            spec = {
-                "name": f"j{i}",
-                "template": "mlp",
-                "parallelism": {"strategy": "data", "devices": size},
-            }
             session.add(
                 Job(
                     name=f"j{i}",
-                    owner_id=owner.id,
-                    spec=spec,
+                    owner_id=users[i % len(users)].id,
+                    spec=_spec(f"j{i}", size),
                     devices_requested=size,
                     priority_rank=rng.randint(0, 2),
                 )
@@ -113,8 +213,12 @@ def tick_rate(db_url: str, redis_url: str, jobs: int, nodes: int) -> tuple[float
     placed = scheduler.tick()
     elapsed = time.perf_counter() - start
     client.flushdb()
+    with database.session() as session:
+        preempted = session.scalar(
+            sa.select(sa.func.count()).select_from(Job).where(Job.stop_request == "preempt")
+        )
     database.dispose()
-    return jobs / elapsed, len(placed)
+    return jobs / elapsed, len(placed), int(preempted or 0)
 
 
 @contextlib.contextmanager
@@ -132,6 +236,11 @@ def scratch_postgres(server: str) -> Iterator[str]:
         admin.dispose()
 
 
+def _report(database: str, rate: float, placed: int, preempted: int) -> None:
+    counts = f"{placed} placed, {preempted} preempted"
+    print(f"full tick, {database}: {rate:,.0f} decisions/s ({counts})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=10_000)
@@ -144,21 +253,27 @@ def main() -> None:
         default="postgresql+psycopg://postgres@127.0.0.1:5432",
         help="PostgreSQL server URL; a scratch database is created and dropped ('' to skip)",
     )
+    parser.add_argument(
+        "--no-sharing", action="store_true", help="no users' usage, limits or running victims"
+    )
+    parser.add_argument("--skip-sqlite", action="store_true")
     args = parser.parse_args()
-    ours, naive = policy_rates(args.jobs, args.nodes)
-    print(f"policy: {ours:,.0f} decisions/s; first-fit baseline {naive:,.0f}/s")
+    sharing = not args.no_sharing
+    ours, naive, victims = policy_rates(args.jobs, args.nodes, sharing)
+    print(f"sharing (fair share, quotas, preemption): {'on' if sharing else 'off'}")
+    print(f"policy: {ours:,.0f} decisions/s ({victims} preemptions); first-fit {naive:,.0f}/s")
     print(f"policy / first-fit ratio: {ours / naive:.2f}")
     with contextlib.ExitStack() as stack:
         redis_url = args.redis or stack.enter_context(own_redis())
         tmp = stack.enter_context(tempfile.TemporaryDirectory())
-        rate, placed = tick_rate(
-            f"sqlite:///{Path(tmp) / 'bench.db'}", redis_url, args.jobs, args.nodes
-        )
-        print(f"full tick, SQLite: {rate:,.0f} decisions/s ({placed} placed)")
+        urls = [] if args.skip_sqlite else [("SQLite", f"sqlite:///{Path(tmp) / 'bench.db'}")]
+        for name, url in urls:
+            rate, placed, preempted = tick_rate(url, redis_url, args.jobs, args.nodes, sharing)
+            _report(name, rate, placed, preempted)
         if args.postgres:
             with scratch_postgres(args.postgres) as url:
-                rate, placed = tick_rate(url, redis_url, args.jobs, args.nodes)
-            print(f"full tick, PostgreSQL: {rate:,.0f} decisions/s ({placed} placed)")
+                rate, placed, preempted = tick_rate(url, redis_url, args.jobs, args.nodes, sharing)
+            _report("PostgreSQL", rate, placed, preempted)
 
 
 if __name__ == "__main__":

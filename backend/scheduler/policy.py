@@ -116,6 +116,7 @@ def plan(
     victims = Victims(running)
     in_use = {owner: q.devices_in_use for owner, q in (quotas or {}).items()}
     hopeless: set[tuple[int, int, int]] = set()  # (priority, per node, nodes) found no victims
+    ever: dict[tuple[int, int, bool], bool] = {}  # (per node, nodes, shared): could ever hold
     result = Plan()
     for job in queue_order(queue):
         quota = (quotas or {}).get(job.owner)
@@ -129,11 +130,11 @@ def plan(
             if quota is not None:
                 in_use[job.owner] += job.devices
             continue
-        if not _could_ever_hold(job, nodes):
+        if not _could_ever_hold(job, nodes, known=ever):
             result.waiting[job.id] = (
                 f"no cluster capacity: needs {job.nodes} node(s) with {job.per_node} devices each"
             )
-            if job.nodes > 1 and _could_ever_hold(job, nodes, shared=False):
+            if job.nodes > 1 and _could_ever_hold(job, nodes, shared=False, known=ever):
                 result.waiting[job.id] += (
                     " sharing one checkpoint location (run root); the nodes that are large "
                     "enough do not see each other's files: see docs/deploy.md"
@@ -182,13 +183,18 @@ def _preempt(
     if job.priority >= victims.lowest and not victims.pending:
         return None
     costs: list[tuple[int, str, list[RunningJob]]] = []
-    for name in victims.nodes():
-        if name not in open_nodes.unreserved or open_nodes.total[name] < job.per_node:
+    most_pending, best = max(victims.pending.values(), default=0), None
+    for name in open_nodes.most_free_first(job.per_node):  # unreserved, large enough
+        if name not in victims.hopeful:
             continue
         free = len(open_nodes.free[name])
+        if job.nodes == 1 and best is not None and job.per_node - free - most_pending >= best:
+            break  # no node from here needs fewer victim devices than the best one found
         taken = victims.needed_on(name, free=free, need=job.per_node, priority=job.priority)
         if taken is not None:
-            costs.append((sum(v.devices_on(name) for v in taken), name, taken))
+            cost = sum(v.devices_on(name) for v in taken)
+            costs.append((cost, name, taken))
+            best = cost if best is None else min(best, cost)
     costs.sort(key=lambda c: (c[0], c[1]))
     chosen = _first((name for _, name, _ in costs), job.nodes, storage)
     if len(chosen) < job.nodes:
@@ -214,8 +220,23 @@ def _wait_for_victims(job: QueuedJob, taken: list[RunningJob], result: Plan) -> 
     )
 
 
-def _could_ever_hold(job: QueuedJob, nodes: Sequence[NodeCapacity], shared: bool = True) -> bool:
+def _could_ever_hold(
+    job: QueuedJob,
+    nodes: Sequence[NodeCapacity],
+    shared: bool = True,
+    *,
+    known: dict[tuple[int, int, bool], bool] | None = None,
+) -> bool:
     """Whether enough nodes are large enough (sharing one run root, for a multi-node job)."""
+    key = (job.per_node, job.nodes, shared)
+    if known is None:
+        return _holds(job, nodes, shared)
+    if key not in known:
+        known[key] = _holds(job, nodes, shared)
+    return known[key]
+
+
+def _holds(job: QueuedJob, nodes: Sequence[NodeCapacity], shared: bool) -> bool:
     large = [n for n in nodes if n.total >= job.per_node]
     if job.nodes == 1 or not shared:
         return len(large) >= job.nodes

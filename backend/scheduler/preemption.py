@@ -26,6 +26,8 @@ class RunningJob:
     owner: int = 0
 
     def devices_on(self, node: str) -> int:
+        if len(self.slices) == 1:
+            return self.slices[0][1] if self.slices[0][0] == node else 0
         return sum(count for name, count in self.slices if name == node)
 
 
@@ -48,11 +50,9 @@ class Victims:
                 elif job.preemptible:
                     self.on.setdefault(node, []).append(job)
         self.chosen: set[int] = set()
+        #: nodes where a victim could be found or devices are about to be freed
+        self.hopeful: set[str] = set(self.on) | set(self.pending)
         self.lowest = max((r.priority for js in self.on.values() for r in js), default=-1)
-
-    def nodes(self) -> set[str]:
-        """Nodes where a victim could be found or devices are about to be freed."""
-        return set(self.on) | set(self.pending)
 
     def needed_on(
         self, node: str, *, free: int, need: int, priority: int
@@ -79,3 +79,4 @@ class Victims:
             self.chosen.add(job.id)
             for node, count in job.slices:
                 self.pending[node] = self.pending.get(node, 0) + count
+                self.hopeful.add(node)
