@@ -11,6 +11,15 @@ describe("board", () => {
     expect(queueOrder(jobs).map((j) => j.id)).toEqual([3, 1, 5, 2]);
   });
 
+  it("follows the scheduler's places once it has numbered the queue (fair share within a priority)", () => {
+    const jobs = [
+      job(1, "queued", { queue_position: 2 }), // its owner used more recently
+      job(2, "queued", { queue_position: 1 }),
+      job(3, "queued", { priority: "high" }), // not numbered yet: after the numbered ones
+    ];
+    expect(queueOrder(jobs).map((j) => j.id)).toEqual([2, 1, 3]);
+  });
+
   it("splits into queued, active and done", () => {
     const s = sections([job(1, "succeeded"), job(2, "running"), job(3, "queued"), job(4, "paused"), job(5, "pausing")]);
     expect(s.queued.map((j) => j.id)).toEqual([3]);

@@ -4,11 +4,19 @@ import { ACTIVE_STATES } from "./stores";
 
 const PRIORITY_RANK: Record<string, number> = { high: 0, normal: 1, low: 2 };
 
-/** The scheduler's order (backend/scheduler/policy.py): priority, then submission (id). */
+/**
+ * The scheduler's order (backend/scheduler/policy.py): its last pass's place for each job
+ * (priority, then the owner's fair share, then submission); before a pass has placed a
+ * job, priority then submission (id).
+ */
 export function queueOrder(jobs: Iterable<Job>): Job[] {
+  const place = (j: Job) => j.queue_position ?? Number.MAX_SAFE_INTEGER;
   return [...jobs]
     .filter((j) => j.state === "queued")
-    .sort((a, b) => (PRIORITY_RANK[a.priority] ?? 1) - (PRIORITY_RANK[b.priority] ?? 1) || a.id - b.id);
+    .sort(
+      (a, b) =>
+        place(a) - place(b) || (PRIORITY_RANK[a.priority] ?? 1) - (PRIORITY_RANK[b.priority] ?? 1) || a.id - b.id,
+    );
 }
 
 export interface Sections {

@@ -82,9 +82,9 @@ export function BoardView() {
           {queued.length > 0 && (
             <Section title={`Queued (${queued.length})`} testId="board-queue" head={["", "Pos", "#", "Name", "Priority", "Devices", "Waiting because", "Owner", "Submitted"]}>
               {queued.map((job, i) => (
-                <tr key={job.id} data-testid={`job-row-${job.id}`} data-state={job.state} data-position={i + 1}>
+                <tr key={job.id} data-testid={`job-row-${job.id}`} data-state={job.state} data-position={job.queue_position ?? i + 1}>
                   <PickCell job={job} {...row} />
-                  <td class="pos">{i + 1}</td>
+                  <td class="pos">{job.queue_position ?? i + 1}</td>
                   <td>{job.id}</td>
                   <NameCell job={job} />
                   <td>
