@@ -81,24 +81,26 @@ def get_job(job_id: ObjectId, principal: ReaderDep, session: SessionDep) -> JobO
     return describe_job(session, _job(session, principal, job_id))
 
 
-@router.post("/{job_id}/cancel", response_model=JobOut)
-def cancel_job(
-    job_id: ObjectId, request: Request, principal: SubmitterDep, session: SessionDep
-) -> JobOut:
-    """Cancel: at once when queued, else its ranks checkpoint and stop (state cancelling)."""
-    job = _job(session, principal, job_id)
-    service.stop(session, request.app.state.redis, principal=principal, job=job, action="cancel")
-    return describe_job(session, job)
+def _stop_route(action: Literal["cancel", "pause"], doc: str) -> None:
+    """POST /{job_id}/<action>: cancel and pause are one route that differs in its action."""
+
+    def stop_job(
+        job_id: ObjectId, request: Request, principal: SubmitterDep, session: SessionDep
+    ) -> JobOut:
+        job = _job(session, principal, job_id)
+        service.stop(session, request.app.state.redis, principal=principal, job=job, action=action)
+        return describe_job(session, job)
+
+    stop_job.__doc__ = doc  # the operation's description in the OpenAPI schema
+    router.post(f"/{{job_id}}/{action}", response_model=JobOut, name=f"{action}_job")(stop_job)
 
 
-@router.post("/{job_id}/pause", response_model=JobOut)
-def pause_job(
-    job_id: ObjectId, request: Request, principal: SubmitterDep, session: SessionDep
-) -> JobOut:
-    """Pause: its ranks save a checkpoint and stop (state pausing → paused); resume later."""
-    job = _job(session, principal, job_id)
-    service.stop(session, request.app.state.redis, principal=principal, job=job, action="pause")
-    return describe_job(session, job)
+_stop_route(
+    "cancel", "Cancel: at once when queued, else its ranks checkpoint and stop (state cancelling)."
+)
+_stop_route(
+    "pause", "Pause: its ranks save a checkpoint and stop (state pausing → paused); resume later."
+)
 
 
 @router.post("/{job_id}/resume", response_model=JobOut)
