@@ -21,6 +21,10 @@ from backend.config import Settings
 from backend.db import Database
 from backend.migrate import upgrade
 from tests.app_settings import ADMIN_TOKEN, api_settings
+from workers.contract.protocol import NodeDevice, NodeRegistration
+
+#: the worker instance id of the node `node_headers` registers
+NODE_INSTANCE = "0" * 32
 
 
 @pytest.fixture
@@ -59,6 +63,22 @@ def api(settings: Settings, tokens: dict[str, str]) -> Iterator[TestClient]:
 
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture
+def node_headers(api: TestClient, tokens: dict[str, str]) -> dict[str, str]:
+    """The node token's headers, node n1 (one CPU slot) registered as instance NODE_INSTANCE."""
+    registration = NodeRegistration(
+        name="n1",
+        hostname="h",
+        address="127.0.0.1",
+        devices=[NodeDevice(index=0, kind="cpu", name="CPU slot 0")],
+        instance=NODE_INSTANCE,
+    )
+    headers = bearer(tokens["node"])
+    answer = api.post("/api/nodes/register", json=registration.model_dump(), headers=headers)
+    assert answer.is_success
+    return headers
 
 
 def ws_refusal(api: TestClient, headers: dict[str, str] | None = None) -> int:

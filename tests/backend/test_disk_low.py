@@ -13,13 +13,10 @@ from backend.config import Settings
 from backend.db import Database
 from backend.jobs.models import Attempt, Job
 from backend.scheduler.loop import Scheduler, capacities
-from tests.backend.conftest import bearer
+from tests.backend.conftest import NODE_INSTANCE, bearer
 from tests.full_disk import fill, small_filesystem
-from workers.contract.protocol import NodeDevice, NodeRegistration
 from workers.devices.host import disk_space
 from workers.node.celery_app import make_celery
-
-INSTANCE = "1" * 32
 
 
 @pytest.fixture
@@ -29,25 +26,10 @@ def data_disk(tmp_path: Path) -> Iterator[Path]:
         yield disk
 
 
-@pytest.fixture
-def node_headers(api: TestClient, tokens: dict[str, str]) -> dict[str, str]:
-    registration = NodeRegistration(
-        name="n1",
-        hostname="h",
-        address="127.0.0.1",
-        devices=[NodeDevice(index=0, kind="cpu", name="CPU slot 0")],
-        instance=INSTANCE,
-    )
-    headers = bearer(tokens["node"])
-    answer = api.post("/api/nodes/register", json=registration.model_dump(), headers=headers)
-    assert answer.is_success
-    return headers
-
-
 def beat(api: TestClient, headers: dict[str, str], data_dir: Path) -> None:
     space = disk_space(data_dir)
     assert space is not None
-    body = {"instance": INSTANCE, "disk": space.model_dump()}
+    body = {"instance": NODE_INSTANCE, "disk": space.model_dump()}
     assert api.post("/api/nodes/n1/heartbeat", json=body, headers=headers).is_success
 
 

@@ -9,26 +9,8 @@ from fastapi.testclient import TestClient
 
 from backend.deployment_keys import keys_of
 from backend.telemetry.live.feed import LIVE_STREAM
-from tests.backend.conftest import bearer
-from workers.contract.protocol import NodeDevice, NodeRegistration
+from tests.backend.conftest import NODE_INSTANCE, bearer
 from workers.devices.host import host_stats
-
-INSTANCE = "0" * 32
-
-
-@pytest.fixture
-def node_headers(api: TestClient, tokens: dict[str, str]) -> dict[str, str]:
-    registration = NodeRegistration(
-        name="n1",
-        hostname="h",
-        address="127.0.0.1",
-        devices=[NodeDevice(index=0, kind="cpu", name="CPU slot 0")],
-        instance=INSTANCE,
-    )
-    headers = bearer(tokens["node"])
-    answer = api.post("/api/nodes/register", json=registration.model_dump(), headers=headers)
-    assert answer.is_success
-    return headers
 
 
 def node_view(api: TestClient, tokens: dict[str, str]) -> dict[str, object]:
@@ -43,7 +25,7 @@ def test_a_heartbeat_with_host_stats_shows_on_the_node_and_goes_live(
     assert node_view(api, tokens)["host"] is None  # registered, no heartbeat yet
     host_stats()  # psutil's CPU % counts from the previous call
     stats = host_stats()
-    body = {"instance": INSTANCE, "host": stats.model_dump()}
+    body = {"instance": NODE_INSTANCE, "host": stats.model_dump()}
     assert api.post("/api/nodes/n1/heartbeat", json=body, headers=node_headers).json() == {
         "drained": False,
         "stop": [],
@@ -59,7 +41,7 @@ def test_a_heartbeat_with_host_stats_shows_on_the_node_and_goes_live(
     (update,) = json.loads(fields[b"d"])["hosts"]
     assert update["node"] == "n1" and update["cpu_percent"] == stats.cpu_percent
     # an agent that sends no stats (older ones) keeps the last ones shown
-    beat = {"instance": INSTANCE}
+    beat = {"instance": NODE_INSTANCE}
     assert api.post("/api/nodes/n1/heartbeat", json=beat, headers=node_headers).is_success
     assert node_view(api, tokens)["host"] == stats.model_dump()
 
@@ -72,7 +54,7 @@ def test_impossible_host_stats_are_refused_naming_the_field(
     api: TestClient, node_headers: dict[str, str], field: str, value: float
 ) -> None:
     host = {"cpu_percent": 5.0, "cpus": 2, "memory_used": 1, "memory_total": 2, field: value}
-    body = {"instance": INSTANCE, "host": host}
+    body = {"instance": NODE_INSTANCE, "host": host}
     answer = api.post("/api/nodes/n1/heartbeat", json=body, headers=node_headers)
     assert answer.status_code == 422
     assert field in json.dumps(answer.json())
