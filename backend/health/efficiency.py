@@ -25,6 +25,7 @@ from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.nodes.models import Device, Node
 from backend.telemetry.models import MetricPoint
 from backend.usage.accounting import AttemptUsage, attempt_usage
+from workers.contract.catalog import resolve_hyperparameters
 from workers.contract.flops import flops_per_sample
 
 #: newest points whose median is the job's throughput
@@ -87,7 +88,11 @@ def _mfu(
     template = job.spec.get("template")
     if template is None:
         return None, None, "none: a script job's model FLOPs are unknown"
-    flops = flops_per_sample(template, job.spec.get("hyperparameters", {}))
+    try:  # stored specs hold every hyperparameter; older or hand-made rows may not
+        hp = resolve_hyperparameters(template, job.spec.get("hyperparameters", {}))
+        flops = flops_per_sample(template, hp)
+    except (KeyError, ValueError) as err:
+        return None, None, f"none: the spec's hyperparameters do not give the model ({err})"
     if not devices:
         return flops, None, "none: the job has not run yet"
     if any(kind == "cpu" for kind, _ in devices):

@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
+from backend.config import Settings
+from tests.telemetry.helpers import ADMIN_TOKEN, LiveServer
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
@@ -44,3 +47,17 @@ def page(browser: Browser) -> Iterator[Page]:
     page.set_default_timeout(30_000)
     yield page
     context.close()
+
+
+@pytest.fixture
+def served(tmp_path: Path, sqlite_url: str, redis_url: str) -> Iterator[LiveServer]:
+    """The API and the built frontend on a free port, without scheduler or workers."""
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        database_url=sqlite_url,
+        redis_url=redis_url,
+        admin_token=ADMIN_TOKEN,
+        run_scheduler=False,
+    )
+    with LiveServer.running(settings) as server:
+        yield server

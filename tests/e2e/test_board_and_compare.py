@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, Request, expect
 
-from backend.config import Settings
 from backend.jobs.models import Job
 from tests.e2e.conftest import SCREENSHOTS
 from tests.e2e.helpers import cancel_quietly, log_in, submit_job, wait_state
@@ -95,20 +92,6 @@ def test_compare_two_finished_jobs_and_read_the_differing_learning_rate(
     # the address is the selection: opening it again shows the same comparison
     page.goto(f"{stack.url}/compare?jobs={slow},{fast}")
     expect(page.get_by_test_id(f"diff-cell-hyperparameters.lr-{fast}")).to_have_text("0.05")
-
-
-@pytest.fixture
-def served(tmp_path: Path, sqlite_url: str, redis_url: str) -> Iterator[LiveServer]:
-    """The API and the built frontend on a free port, without scheduler or workers."""
-    settings = Settings(
-        data_dir=tmp_path / "data",
-        database_url=sqlite_url,
-        redis_url=redis_url,
-        admin_token=ADMIN_TOKEN,
-        run_scheduler=False,
-    )
-    with LiveServer.running(settings) as server:
-        yield server
 
 
 def test_the_compare_page_shows_what_the_compare_api_computed_and_never_reads_raw_curves(

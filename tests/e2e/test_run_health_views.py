@@ -4,13 +4,10 @@ and the submit form's memory estimate beside each node's devices."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
 
-from backend.config import Settings
 from backend.db import Database
 from backend.jobs.models import JobEvent
 from tests.e2e.conftest import SCREENSHOTS
@@ -18,20 +15,6 @@ from tests.telemetry.helpers import ADMIN_TOKEN, LiveServer, add_attempt
 from tests.telemetry.test_efficiency import H100, _node, _ran
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-
-@pytest.fixture
-def served(tmp_path: Path, sqlite_url: str, redis_url: str) -> Iterator[LiveServer]:
-    """The API and the built frontend on a free port, without scheduler or workers."""
-    settings = Settings(
-        data_dir=tmp_path / "data",
-        database_url=sqlite_url,
-        redis_url=redis_url,
-        admin_token=ADMIN_TOKEN,
-        run_scheduler=False,
-    )
-    with LiveServer.running(settings) as server:
-        yield server
 
 
 def _log_in(page: Page, served: LiveServer) -> None:

@@ -224,6 +224,7 @@ function JobsComparison({ ids }: { ids: number[] }) {
             jobs={jobs}
             curves={comparison.curves[name]!}
             xMode={loadedX}
+            csvX={xMode}
             weight={weight}
             logScale={logScale}
           />
@@ -288,13 +289,15 @@ interface ChartProps {
   jobs: Job[];
   curves: Comparison["curves"][string];
   xMode: XMode;
+  /** the axis the CSV link asks for: the one chosen, even while its curves are loading */
+  csvX: XMode;
   weight: number;
   logScale: boolean;
 }
 
 const X_LABELS: Record<XMode, string> = { step: "step", time: "seconds since start", device_hours: "device-hours" };
 
-function CompareChart({ name, jobs, curves, xMode, weight, logScale }: ChartProps) {
+function CompareChart({ name, jobs, curves, xMode, csvX, weight, logScale }: ChartProps) {
   const data = useMemo(
     (): AlignedData => [curves.x, ...jobs.map((job) => smooth(curves.values[String(job.id)]!, weight))],
     [curves, jobs, weight],
@@ -311,8 +314,8 @@ function CompareChart({ name, jobs, curves, xMode, weight, logScale }: ChartProp
   return (
     <div data-testid={`compare-curve-${name}`} data-x={xMode}>
       <Chart testId={`compare-chart-${name}`} title={name} options={options} data={() => data} subscribe={() => () => {}} countAttr="data-points" />
-      <a class="button ghost small" data-testid={`compare-csv-${name}`} href={csvHref(jobs.map((j) => j.id), name, xMode)} download>
-        Download CSV (every step, {xMode})
+      <a class="button ghost small" data-testid={`compare-csv-${name}`} href={csvHref(jobs.map((j) => j.id), name, csvX)} download>
+        Download CSV (every step, {csvX})
       </a>
     </div>
   );
