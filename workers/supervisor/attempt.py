@@ -12,11 +12,18 @@ from collections.abc import Callable
 
 from workers.contract import entrypoints, run_layout
 from workers.contract.protocol import AttemptOrder, AttemptOutcome
-from workers.contract.rank_env import EXIT_EXPLAINED, EXIT_PLATFORM, RankEnv, failure_file
+from workers.contract.rank_env import (
+    EXIT_EXPLAINED,
+    EXIT_PAUSE,
+    EXIT_PLATFORM,
+    RankEnv,
+    failure_file,
+)
 from workers.devices.registry import DeviceRegistry, Occupant
 from workers.supervisor import run_dirs
 from workers.supervisor.attempt_streams import AttemptStreams, ControlKey
 from workers.supervisor.disk_notice import LogLossNotice, disk_full
+from workers.supervisor.disk_pause import paused_for_disk
 from workers.supervisor.hang_watch import HangWatch, flag_hang
 from workers.supervisor.outcome import attempt_outcome
 from workers.supervisor.rank_environment import local_rank_envs
@@ -70,6 +77,7 @@ class Supervisor:
         #: whether this node still holds its lease with the control plane (see heartbeat)
         self._lease = lease
         self._platform_fault = False  # a rank exited EXIT_PLATFORM (its rendezvous failed)
+        self._pause = False  # a rank exited EXIT_PAUSE (its checkpoint found a full disk)
         self._hangs = HangWatch(
             (env.rank for env in self.rank_envs()), timeout=order.spec.health.hang_timeout_s
         )
@@ -255,10 +263,11 @@ class Supervisor:
 
     def _failure(self, index: int) -> str:
         code = self.processes[index].returncode
-        if code in (EXIT_EXPLAINED, EXIT_PLATFORM):  # the engine wrote the reason to read
+        if code in (EXIT_EXPLAINED, EXIT_PLATFORM, EXIT_PAUSE):  # the engine wrote why
             rank = self.rank_envs()[index].rank
             reason = run_dirs.read_job_file(failure_file(self.run_dir, rank), self.identity)
             self._platform_fault = code == EXIT_PLATFORM
+            self._pause = code == EXIT_PAUSE
             if reason is not None:
                 return f"node {self.order.node}: {reason}" if self._platform_fault else reason
         return self.ranks.exit_reason(index)
@@ -278,7 +287,7 @@ class Supervisor:
         self._control.close()
 
     def _outcome(self, failed: str | None) -> AttemptOutcome:
-        return attempt_outcome(
+        outcome = attempt_outcome(
             failed=failed,
             stop_reason=self._stop_reason,
             fenced=self._fenced,
@@ -286,3 +295,6 @@ class Supervisor:
             codes=self.ranks.exit_codes(),
             checkpoint_dir=self.checkpoint_dir,
         )
+        if self._pause and self._fenced is None and self._stop_reason is None:
+            return paused_for_disk(outcome, node=self.order.node, data_dir=self.settings.data_dir)
+        return outcome
