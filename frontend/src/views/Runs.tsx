@@ -15,6 +15,7 @@ import { Link, navigate } from "../router";
 type RunTable = components["schemas"]["RunTable"];
 type Spread = components["schemas"]["Spread"];
 const PAGE = 50;
+const REFRESH_MS = 5000;
 const STATES = ["", "queued", "running", "succeeded", "failed", "cancelled", "paused", "stopped"];
 const ARROW: Record<string, string> = { min: "↓ lower is better", max: "↑ higher is better" };
 
@@ -24,6 +25,12 @@ export function RunsView() {
   const [error, setError] = useState<string | null>(null);
   const [picked, setPicked] = useState<number[]>([]);
   const [addColumn, setAddColumn] = useState("");
+  // summaries move while jobs run: read the page again every few seconds
+  const [tick, setTick] = useState(0);
+  useEffect(() => {
+    const timer = setInterval(() => setTick((t) => t + 1), REFRESH_MS);
+    return () => clearInterval(timer);
+  }, []);
 
   const update = (next: Partial<RunsQuery>) => {
     const merged = { ...query, page: 0, ...next };
@@ -46,7 +53,7 @@ export function RunsView() {
       (body) => (setTable(body), setError(null)),
       (err: unknown) => setError(String(err)),
     );
-  }, [query]);
+  }, [query, tick]);
 
   const pick = (id: number, on: boolean) => setPicked((held) => (on ? [...held, id].slice(-MAX_COMPARE) : held.filter((x) => x !== id)));
   const header = (label: string, key: string, title?: string) => (
