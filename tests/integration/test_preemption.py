@@ -79,12 +79,11 @@ def test_an_urgent_job_preempts_two_checkpointed_victims_which_resume_and_finish
             client.post("/api/jobs", json=_spec(f"low-{i}", 2, "low", STEPS)).json()["id"]
             for i in range(2)
         ]
-        for job_id in victims:
-            wait_for(
-                lambda j=job_id: _get(client, f"/api/jobs/{j}")["step"] >= 100,
-                timeout=240,
-                what=f"victim {job_id} to train",
-            )
+        wait_for(
+            lambda: all(_get(client, f"/api/jobs/{j}")["step"] >= 100 for j in victims),
+            timeout=240,
+            what="both victims to train 100 steps",
+        )
         urgent = client.post("/api/jobs", json=_spec("urgent", 4, "high", 150)).json()["id"]
         for job_id in victims:
             requeued = _state(client, job_id, "queued", timeout=120)
