@@ -139,7 +139,7 @@ export function RunsView() {
       </div>
       <div class="chips" data-testid="runs-chosen">
         {[...query.columns.map((c) => ["columns", c] as const), ...query.metrics.map((m) => ["metrics", m] as const)].map(([kind, name]) => (
-          <span class="chip">
+          <span class="pick-chip">
             {name}
             <button type="button" aria-label={`remove ${name}`} onClick={() => update({ [kind]: query[kind].filter((x) => x !== name), ...(query.group === name ? { group: "" } : {}) })}>
               ×
