@@ -10,33 +10,29 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from migrations.helpers import add_columns, column, drop_columns
+
 revision: str = '0004'
 down_revision: str | None = '0003'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
+UPDATED_AT = "any change, progress included; orders job views"
+
+
 def upgrade() -> None:
     # nullable first, filled from created_at for existing jobs, then required
-    with op.batch_alter_table("jobs", schema=None) as batch_op:
-        batch_op.add_column(
-            sa.Column(
-                "updated_at",
-                sa.DateTime(timezone=True),
-                nullable=True,
-                comment="any change, progress included; orders job views",
-            )
-        )
+    add_columns("jobs", column("updated_at", sa.DateTime(timezone=True), UPDATED_AT))
     op.execute("UPDATE jobs SET updated_at = created_at")
     with op.batch_alter_table("jobs", schema=None) as batch_op:
         batch_op.alter_column(
             "updated_at",
             existing_type=sa.DateTime(timezone=True),
             nullable=False,
-            existing_comment="any change, progress included; orders job views",
+            existing_comment=UPDATED_AT,
         )
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("jobs", schema=None) as batch_op:
-        batch_op.drop_column("updated_at")
+    drop_columns("jobs", "updated_at")

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from migrations.helpers import BIG_ID, curve_point, foreign_key, primary_key, required, unique
+
 revision: str = '0005'
 down_revision: str | None = '0004'
 branch_labels: str | Sequence[str] | None = None
@@ -17,26 +19,23 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    op.create_table('curve_rollups',
-    sa.Column('id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
-    sa.Column('job_id', sa.Integer(), nullable=False),
-    sa.Column('name', sa.String(length=128), nullable=False),
-    sa.Column('width', sa.Integer(), nullable=False, comment='steps per bucket'),
-    sa.Column('through_attempt_id', sa.Integer(), nullable=False, comment='newest attempt the curve covers'),
-    sa.Column('steps', sa.Integer(), nullable=False, comment='points of the full per-step curve'),
-    sa.Column('buckets', sa.Integer(), nullable=False),
-    sa.Column('first_step', sa.Integer(), nullable=False),
-    sa.Column('first_time', sa.Float(), nullable=False),
-    sa.Column('first_value', sa.Float(), nullable=False),
-    sa.Column('last_step', sa.Integer(), nullable=False),
-    sa.Column('last_time', sa.Float(), nullable=False),
-    sa.Column('last_value', sa.Float(), nullable=False),
-    sa.Column('data', sa.LargeBinary(), nullable=False),
-    sa.ForeignKeyConstraint(['job_id'], ['jobs.id'], name=op.f('fk_curve_rollups_job_id_jobs'), ondelete='CASCADE'),
-    sa.PrimaryKeyConstraint('id', name=op.f('pk_curve_rollups')),
-    sa.UniqueConstraint('job_id', 'name', 'width', name=op.f('uq_curve_rollups_job_id_name_width'))
+    op.create_table(
+        "curve_rollups",
+        required("id", BIG_ID),
+        required("job_id", sa.Integer()),
+        required("name", sa.String(length=128)),
+        required("width", sa.Integer(), "steps per bucket"),
+        required("through_attempt_id", sa.Integer(), "newest attempt the curve covers"),
+        required("steps", sa.Integer(), "points of the full per-step curve"),
+        required("buckets", sa.Integer()),
+        *curve_point("first"),
+        *curve_point("last"),
+        required("data", sa.LargeBinary()),
+        foreign_key("curve_rollups", "job_id", "jobs"),
+        primary_key("curve_rollups"),
+        unique("curve_rollups", "job_id", "name", "width"),
     )
 
 
 def downgrade() -> None:
-    op.drop_table('curve_rollups')
+    op.drop_table("curve_rollups")

@@ -8,7 +8,8 @@ Create Date: 2026-11-22 20:40:00
 from collections.abc import Sequence
 
 import sqlalchemy as sa
-from alembic import op
+
+from migrations.helpers import add_columns, column, drop_columns
 
 revision: str = "0006"
 down_revision: str | None = "0005"
@@ -17,23 +18,14 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("nodes", schema=None) as batch_op:
-        batch_op.add_column(
-            sa.Column(
-                "host_cpu_percent",
-                sa.Float(),
-                nullable=True,
-                comment="machine CPU use at the last heartbeat, all cores",
-            )
-        )
-        batch_op.add_column(sa.Column("host_cpus", sa.Integer(), nullable=True))
-        batch_op.add_column(sa.Column("host_memory_used", sa.BigInteger(), nullable=True))
-        batch_op.add_column(sa.Column("host_memory_total", sa.BigInteger(), nullable=True))
+    add_columns(
+        "nodes",
+        column("host_cpu_percent", sa.Float(), "machine CPU use at the last heartbeat, all cores"),
+        column("host_cpus", sa.Integer()),
+        column("host_memory_used", sa.BigInteger()),
+        column("host_memory_total", sa.BigInteger()),
+    )
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("nodes", schema=None) as batch_op:
-        batch_op.drop_column("host_memory_total")
-        batch_op.drop_column("host_memory_used")
-        batch_op.drop_column("host_cpus")
-        batch_op.drop_column("host_cpu_percent")
+    drop_columns("nodes", "host_memory_total", "host_memory_used", "host_cpus", "host_cpu_percent")

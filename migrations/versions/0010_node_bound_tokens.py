@@ -11,7 +11,8 @@ until an admin mints a bound one (`trainboard token create --scope node --node N
 from collections.abc import Sequence
 
 import sqlalchemy as sa
-from alembic import op
+
+from migrations.helpers import add_columns, column, drop_columns
 
 revision: str = "0010"
 down_revision: str | None = "0009"
@@ -20,28 +21,24 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("api_tokens", schema=None) as batch_op:
-        batch_op.add_column(
-            sa.Column(
-                "node_name",
-                sa.String(length=64),
-                nullable=True,
-                comment="node tokens: the only node this token may act as",
-            )
-        )
-    with op.batch_alter_table("nodes", schema=None) as batch_op:
-        batch_op.add_column(
-            sa.Column(
-                "data_dir",
-                sa.String(length=4096),
-                nullable=True,
-                comment="the node's resolved data dir, as it registered; checkpoints lie under it",
-            )
-        )
+    add_columns(
+        "api_tokens",
+        column(
+            "node_name",
+            sa.String(length=64),
+            "node tokens: the only node this token may act as",
+        ),
+    )
+    add_columns(
+        "nodes",
+        column(
+            "data_dir",
+            sa.String(length=4096),
+            "the node's resolved data dir, as it registered; checkpoints lie under it",
+        ),
+    )
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("nodes", schema=None) as batch_op:
-        batch_op.drop_column("data_dir")
-    with op.batch_alter_table("api_tokens", schema=None) as batch_op:
-        batch_op.drop_column("node_name")
+    drop_columns("nodes", "data_dir")
+    drop_columns("api_tokens", "node_name")

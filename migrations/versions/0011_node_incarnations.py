@@ -14,7 +14,8 @@ node claimed in time (platform faults, not the user's restarts).
 from collections.abc import Sequence
 
 import sqlalchemy as sa
-from alembic import op
+
+from migrations.helpers import add_columns, column, drop_columns, required
 
 revision: str = "0011"
 down_revision: str | None = "0010"
@@ -23,62 +24,36 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("nodes", schema=None) as batch_op:
-        batch_op.add_column(
-            sa.Column(
-                "instance",
-                sa.String(length=64),
-                nullable=True,
-                comment="the running worker process's own id (new at every worker start)",
-            )
-        )
-        batch_op.add_column(
-            sa.Column("incarnation", sa.Integer(), nullable=False, server_default="0")
-        )
-        batch_op.add_column(
-            sa.Column(
-                "state_reason",
-                sa.String(length=512),
-                nullable=True,
-                comment="why the node is lost or misconfigured",
-            )
-        )
-    with op.batch_alter_table("attempt_slices", schema=None) as batch_op:
-        batch_op.add_column(
-            sa.Column(
-                "instance",
-                sa.String(length=64),
-                nullable=True,
-                comment="the node instance that claimed it: the fencing token with the attempt id",
-            )
-        )
-    with op.batch_alter_table("jobs", schema=None) as batch_op:
-        batch_op.add_column(
-            sa.Column(
-                "restart_at",
-                sa.DateTime(timezone=True),
-                nullable=True,
-                comment="a restarting job is queued again at this time (back-off)",
-            )
-        )
-        batch_op.add_column(
-            sa.Column(
-                "unclaimed",
-                sa.Integer(),
-                nullable=False,
-                server_default="0",
-                comment="attempts no node claimed in time",
-            )
-        )
+    add_columns(
+        "nodes",
+        column(
+            "instance",
+            sa.String(length=64),
+            "the running worker process's own id (new at every worker start)",
+        ),
+        required("incarnation", sa.Integer(), server_default="0"),
+        column("state_reason", sa.String(length=512), "why the node is lost or misconfigured"),
+    )
+    add_columns(
+        "attempt_slices",
+        column(
+            "instance",
+            sa.String(length=64),
+            "the node instance that claimed it: the fencing token with the attempt id",
+        ),
+    )
+    add_columns(
+        "jobs",
+        column(
+            "restart_at",
+            sa.DateTime(timezone=True),
+            "a restarting job is queued again at this time (back-off)",
+        ),
+        required("unclaimed", sa.Integer(), "attempts no node claimed in time", server_default="0"),
+    )
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("jobs", schema=None) as batch_op:
-        batch_op.drop_column("unclaimed")
-        batch_op.drop_column("restart_at")
-    with op.batch_alter_table("attempt_slices", schema=None) as batch_op:
-        batch_op.drop_column("instance")
-    with op.batch_alter_table("nodes", schema=None) as batch_op:
-        batch_op.drop_column("state_reason")
-        batch_op.drop_column("incarnation")
-        batch_op.drop_column("instance")
+    drop_columns("jobs", "unclaimed", "restart_at")
+    drop_columns("attempt_slices", "instance")
+    drop_columns("nodes", "state_reason", "incarnation", "instance")

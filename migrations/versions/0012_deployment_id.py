@@ -15,6 +15,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from migrations.helpers import primary_key, required
+
 revision: str = "0012"
 down_revision: str | None = "0011"
 branch_labels: str | Sequence[str] | None = None
@@ -24,9 +26,9 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     op.create_table(
         "deployment",
-        sa.Column("id", sa.String(length=32), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_deployment")),
+        required("id", sa.String(length=32)),
+        required("created_at", sa.DateTime(timezone=True)),
+        primary_key("deployment"),
         comment="one row: this deployment's id",
     )
     insert = sa.text("INSERT INTO deployment (id, created_at) VALUES (:id, CURRENT_TIMESTAMP)")

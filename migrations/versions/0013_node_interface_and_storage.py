@@ -13,7 +13,8 @@ only inside a group.
 from collections.abc import Sequence
 
 import sqlalchemy as sa
-from alembic import op
+
+from migrations.helpers import add_columns, column, drop_columns
 
 revision: str = "0013"
 down_revision: str | None = "0012"
@@ -22,26 +23,20 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("nodes", schema=None) as batch_op:
-        batch_op.add_column(
-            sa.Column(
-                "interface",
-                sa.String(length=64),
-                nullable=True,
-                comment="the network interface of the advertised address (ranks use it)",
-            )
-        )
-        batch_op.add_column(
-            sa.Column(
-                "storage",
-                sa.String(length=64),
-                nullable=True,
-                comment="run-root group: nodes with the same value see each other's files",
-            )
-        )
+    add_columns(
+        "nodes",
+        column(
+            "interface",
+            sa.String(length=64),
+            "the network interface of the advertised address (ranks use it)",
+        ),
+        column(
+            "storage",
+            sa.String(length=64),
+            "run-root group: nodes with the same value see each other's files",
+        ),
+    )
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("nodes", schema=None) as batch_op:
-        batch_op.drop_column("storage")
-        batch_op.drop_column("interface")
+    drop_columns("nodes", "storage", "interface")

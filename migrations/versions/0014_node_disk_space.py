@@ -11,7 +11,8 @@ backend's threshold is `disk low` and gets no new work.
 from collections.abc import Sequence
 
 import sqlalchemy as sa
-from alembic import op
+
+from migrations.helpers import add_columns, column, drop_columns
 
 revision: str = "0014"
 down_revision: str | None = "0013"
@@ -20,19 +21,12 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("nodes", schema=None) as batch_op:
-        batch_op.add_column(
-            sa.Column(
-                "disk_free",
-                sa.BigInteger(),
-                nullable=True,
-                comment="bytes free in the data dir at the last heartbeat",
-            )
-        )
-        batch_op.add_column(sa.Column("disk_total", sa.BigInteger(), nullable=True))
+    add_columns(
+        "nodes",
+        column("disk_free", sa.BigInteger(), "bytes free in the data dir at the last heartbeat"),
+        column("disk_total", sa.BigInteger()),
+    )
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("nodes", schema=None) as batch_op:
-        batch_op.drop_column("disk_total")
-        batch_op.drop_column("disk_free")
+    drop_columns("nodes", "disk_total", "disk_free")

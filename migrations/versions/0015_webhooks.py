@@ -14,6 +14,15 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from migrations.helpers import (
+    column,
+    create_index,
+    drop_index,
+    foreign_key,
+    primary_key,
+    required,
+)
+
 revision: str = "0015"
 down_revision: str | None = "0014"
 branch_labels: str | Sequence[str] | None = None
@@ -23,78 +32,50 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     op.create_table(
         "webhook_cursor",
-        sa.Column("id", sa.Integer(), nullable=False),
-        sa.Column("last_event_id", sa.Integer(), nullable=False),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_webhook_cursor")),
+        required("id", sa.Integer()),
+        required("last_event_id", sa.Integer()),
+        primary_key("webhook_cursor"),
     )
     op.create_table(
         "webhooks",
-        sa.Column("id", sa.Integer(), nullable=False),
-        sa.Column("owner_id", sa.Integer(), nullable=False),
-        sa.Column(
-            "all_jobs",
-            sa.Boolean(),
-            nullable=False,
-            comment="admin-wide: every user's jobs, not only the owner's",
-        ),
-        sa.Column("url", sa.String(length=2048), nullable=False),
-        sa.Column(
-            "secret",
-            sa.String(length=128),
-            nullable=False,
-            comment="HMAC-SHA256 key of the signature",
-        ),
-        sa.Column("events", sa.JSON(), nullable=False, comment="event names it receives"),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["owner_id"], ["users.id"], name=op.f("fk_webhooks_owner_id_users"), ondelete="CASCADE"
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_webhooks")),
+        required("id", sa.Integer()),
+        required("owner_id", sa.Integer()),
+        required("all_jobs", sa.Boolean(), "admin-wide: every user's jobs, not only the owner's"),
+        required("url", sa.String(length=2048)),
+        required("secret", sa.String(length=128), "HMAC-SHA256 key of the signature"),
+        required("events", sa.JSON(), "event names it receives"),
+        required("created_at", sa.DateTime(timezone=True)),
+        foreign_key("webhooks", "owner_id", "users"),
+        primary_key("webhooks"),
     )
-    op.create_index(op.f("ix_webhooks_owner_id"), "webhooks", ["owner_id"], unique=False)
+    create_index("webhooks", "owner_id")
     op.create_table(
         "webhook_deliveries",
-        sa.Column("id", sa.Integer(), nullable=False),
-        sa.Column("webhook_id", sa.Integer(), nullable=False),
-        sa.Column("job_id", sa.Integer(), nullable=True),
-        sa.Column("event", sa.String(length=32), nullable=False),
-        sa.Column("payload", sa.JSON(), nullable=False),
-        sa.Column(
-            "state", sa.String(length=16), nullable=False, comment="pending, delivered or failed"
-        ),
-        sa.Column("tries", sa.Integer(), nullable=False),
-        sa.Column("next_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("response_status", sa.Integer(), nullable=True),
-        sa.Column("response_body", sa.Text(), nullable=True),
-        sa.Column("error", sa.Text(), nullable=True),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("delivered_at", sa.DateTime(timezone=True), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["job_id"],
-            ["jobs.id"],
-            name=op.f("fk_webhook_deliveries_job_id_jobs"),
-            ondelete="CASCADE",
-        ),
-        sa.ForeignKeyConstraint(
-            ["webhook_id"],
-            ["webhooks.id"],
-            name=op.f("fk_webhook_deliveries_webhook_id_webhooks"),
-            ondelete="CASCADE",
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_webhook_deliveries")),
+        required("id", sa.Integer()),
+        required("webhook_id", sa.Integer()),
+        column("job_id", sa.Integer()),
+        required("event", sa.String(length=32)),
+        required("payload", sa.JSON()),
+        required("state", sa.String(length=16), "pending, delivered or failed"),
+        required("tries", sa.Integer()),
+        required("next_at", sa.DateTime(timezone=True)),
+        column("response_status", sa.Integer()),
+        column("response_body", sa.Text()),
+        column("error", sa.Text()),
+        required("created_at", sa.DateTime(timezone=True)),
+        column("delivered_at", sa.DateTime(timezone=True)),
+        foreign_key("webhook_deliveries", "job_id", "jobs"),
+        foreign_key("webhook_deliveries", "webhook_id", "webhooks"),
+        primary_key("webhook_deliveries"),
     )
-    op.create_index(
-        op.f("ix_webhook_deliveries_state"), "webhook_deliveries", ["state"], unique=False
-    )
-    op.create_index(
-        op.f("ix_webhook_deliveries_webhook_id"), "webhook_deliveries", ["webhook_id"], unique=False
-    )
+    create_index("webhook_deliveries", "state")
+    create_index("webhook_deliveries", "webhook_id")
 
 
 def downgrade() -> None:
-    op.drop_index(op.f("ix_webhook_deliveries_webhook_id"), table_name="webhook_deliveries")
-    op.drop_index(op.f("ix_webhook_deliveries_state"), table_name="webhook_deliveries")
+    drop_index("webhook_deliveries", "webhook_id")
+    drop_index("webhook_deliveries", "state")
     op.drop_table("webhook_deliveries")
-    op.drop_index(op.f("ix_webhooks_owner_id"), table_name="webhooks")
+    drop_index("webhooks", "owner_id")
     op.drop_table("webhooks")
     op.drop_table("webhook_cursor")

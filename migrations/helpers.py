@@ -1,0 +1,78 @@
+"""Shapes the migrations repeat, written once: columns added or dropped in batch mode, keys.
+
+These only spell alembic operations; nothing here reads the models, so a migration that
+uses them does what it did when it was written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import op
+
+#: a 64-bit id on PostgreSQL; on SQLite an INTEGER, the only type that autoincrements
+BIG_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+
+def column(name: str, type_: Any, comment: str | None = None, **options: Any) -> sa.Column[Any]:
+    """A nullable column (unless options say `nullable=False`)."""
+    options.setdefault("nullable", True)
+    return sa.Column(name, type_, comment=comment, **options)
+
+
+def required(name: str, type_: Any, comment: str | None = None, **options: Any) -> sa.Column[Any]:
+    """A NOT NULL column."""
+    return sa.Column(name, type_, nullable=False, comment=comment, **options)
+
+
+def curve_point(prefix: str) -> list[sa.Column[Any]]:
+    """A curve block's first or last point: <prefix>_step, _time and _value, all required."""
+    return [
+        required(f"{prefix}_step", sa.Integer()),
+        required(f"{prefix}_time", sa.Float()),
+        required(f"{prefix}_value", sa.Float()),
+    ]
+
+
+def primary_key(table: str) -> sa.PrimaryKeyConstraint:
+    """The table's primary key on `id`, named pk_<table>."""
+    return sa.PrimaryKeyConstraint("id", name=op.f(f"pk_{table}"))
+
+
+def foreign_key(
+    table: str, column_name: str, target: str, *, ondelete: str | None = "CASCADE"
+) -> sa.ForeignKeyConstraint:
+    """`column_name` → `target`.id, named fk_<table>_<column>_<target>."""
+    name = op.f(f"fk_{table}_{column_name}_{target}")
+    return sa.ForeignKeyConstraint([column_name], [f"{target}.id"], name=name, ondelete=ondelete)
+
+
+def unique(table: str, *columns: str) -> sa.UniqueConstraint:
+    """A unique constraint over columns, named uq_<table>_<columns>."""
+    return sa.UniqueConstraint(*columns, name=op.f(f"uq_{table}_{'_'.join(columns)}"))
+
+
+def add_columns(table: str, *columns: sa.Column[Any]) -> None:
+    """Add columns to a table in one batch (SQLite copies the table only where it must)."""
+    with op.batch_alter_table(table, schema=None) as batch_op:
+        for new in columns:
+            batch_op.add_column(new)
+
+
+def drop_columns(table: str, *names: str) -> None:
+    """Drop columns of a table in one batch, in the order given."""
+    with op.batch_alter_table(table, schema=None) as batch_op:
+        for name in names:
+            batch_op.drop_column(name)
+
+
+def create_index(table: str, *columns: str, name: str | None = None, **options: Any) -> None:
+    """A non-unique index, named ix_<table>_<columns> unless named."""
+    index = op.f(name or f"ix_{table}_{'_'.join(columns)}")
+    op.create_index(index, table, list(columns), unique=False, **options)
+
+
+def drop_index(table: str, *columns: str, name: str | None = None) -> None:
+    """Drop the index `create_index` made with the same arguments."""
+    op.drop_index(op.f(name or f"ix_{table}_{'_'.join(columns)}"), table_name=table)
