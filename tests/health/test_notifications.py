@@ -78,3 +78,26 @@ def _job(stack: RunningStack, job_id: int) -> dict[str, Any]:
     with stack.client() as client:
         job: dict[str, Any] = client.get(f"/api/jobs/{job_id}").json()
     return job
+
+
+def test_a_preempted_job_is_delivered_as_preempted(tmp_path: Path) -> None:
+    receiver = Receiver()
+    receiver.start()
+    env = {"TRAINBOARD_MIN_RUN_SECONDS": "0"}
+    with trainboard_up(tmp_path, cpu_slots=1, extra_env=env) as stack, stack.client() as client:
+        hook = {"url": receiver.url, "events": ["preempted"]}
+        assert client.post("/api/webhooks", json=hook).status_code == 201
+        low = {**BASE, "name": "low", "priority": "low", "hyperparameters": {"steps": 100_000}}
+        low_id = client.post("/api/jobs", json=low).json()["id"]
+        wait_for(lambda: _job(stack, low_id)["step"] > 0, timeout=120, what="the low job to run")
+        urgent = {**SUCCEEDS, "name": "urgent", "priority": "high"}
+        urgent_id = client.post("/api/jobs", json=urgent).json()["id"]
+        wait_for(lambda: receiver.received, timeout=120, what="the preempted webhook")
+        [post] = receiver.received
+        body = json.loads(post["body"])
+        assert post["headers"]["X-Trainboard-Event"] == "preempted"
+        assert body["job"]["id"] == low_id
+        assert body["message"].startswith(f"preempted by job {urgent_id} (high priority")
+        for job_id in (urgent_id, low_id):
+            client.post(f"/api/jobs/{job_id}/cancel")
+    receiver.server.shutdown()
