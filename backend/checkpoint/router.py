@@ -49,7 +49,7 @@ def list_checkpoints(
 def download_checkpoint(
     job_id: ObjectId, step: Step, principal: ReaderDep, session: SessionDep
 ) -> FileResponse:
-    """The checkpoint's model weights as one file for `torch.load(path, weights_only=True)`
+    """The checkpoint's model weights as one file that torch loads with weights_only=True
     (the job's owner only: to anyone else the job does not exist)."""
     job = service.owned_job(session, principal=principal, job_id=job_id)
     checkpoint = service.at_step(session, job=job, step=step)
