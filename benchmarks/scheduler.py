@@ -108,7 +108,12 @@ def _shared_cluster(session: Session, users: list[User], nodes: int, rng: random
     now = utcnow()
     for k, user in enumerate(users):
         session.add(
-            UserLimits(user_id=user.id, share=1.0 + k % 3, max_devices=64 if k % 10 else 16)
+            UserLimits(  # every 10th user has quotas: 16 devices at once, 500 device-hours
+                user_id=user.id,
+                share=1.0 + k % 3,
+                max_devices=None if k % 10 else 16,
+                max_device_hours=None if k % 10 else 500.0,
+            )
         )
         past = Job(
             name="past",

@@ -24,7 +24,8 @@ PRIORITY_NAMES = ("high", "normal", "low")
 
 def preempt(session: Session, *, victim_id: int, by_id: int, attempt_id: int) -> bool:
     """Ask a running victim to checkpoint and stop for `by_id`; False if it is not running."""
-    victim, by = session.get_one(Job, victim_id), session.get_one(Job, by_id)
+    with session.no_autoflush:
+        victim, by = session.get_one(Job, victim_id), session.get_one(Job, by_id)
     if victim.state != JobState.running or victim.stop_request is not None:
         return False
     victim.stop_request, victim.preempted_by, victim.preempted_at = PREEMPT, by_id, utcnow()
@@ -75,12 +76,20 @@ def apply_preemptions(
     """Preempt each (victim, by) pair; the victims' attempts to signal and every job changed."""
     attempts: list[int] = []
     changed: set[int] = set()
-    for victim_id, by_id in pairs:
-        attempt_id = session.scalar(
-            select(Attempt.id)
-            .join(Job, (Job.id == Attempt.job_id) & (Job.attempt == Attempt.number))
-            .where(Job.id == victim_id)
+    if not pairs:
+        return attempts, changed
+    # one query for every victim (job rows and current attempt ids), then no autoflush per pair
+    current = {
+        job_id: attempt_id
+        for job_id, attempt_id in session.execute(
+            select(Job.id, Attempt.id)
+            .join(Attempt, (Job.id == Attempt.job_id) & (Job.attempt == Attempt.number))
+            .where(Job.id.in_([victim for victim, _ in pairs]))
         )
+    }
+    session.scalars(select(Job).where(Job.id.in_(list(current)))).all()  # into the session
+    for victim_id, by_id in pairs:
+        attempt_id = current.get(victim_id)
         if attempt_id is not None and preempt(
             session, victim_id=victim_id, by_id=by_id, attempt_id=attempt_id
         ):

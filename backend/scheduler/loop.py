@@ -40,7 +40,13 @@ from backend.scheduler.inputs import (
 )
 from backend.scheduler.leader import LeaderLock
 from backend.scheduler.policy import NodeCapacity, Placement, QueuedJob, plan, queue_order
-from backend.signals import SCHEDULER_WAKE_KEY, announce_jobs, announce_nodes, request_stop
+from backend.signals import (
+    SCHEDULER_WAKE_KEY,
+    announce_jobs,
+    announce_nodes,
+    request_stop,
+    request_stops,
+)
 from backend.usage.accounting import settle
 from workers.contract.oom import reduced_spec
 from workers.contract.protocol import RUN_ATTEMPT_TASK, AttemptOrder
@@ -105,8 +111,8 @@ class Scheduler:
             self._preempting = []
             placements, orders, waiting = self._place(session)
             session.commit()
-        for attempt_id in self._preempting:  # after the commit: its finish must see why
-            request_stop(self.client, attempt_id=attempt_id, action=PREEMPT)
+        # after the commit: a victim's end report must find why it stopped
+        request_stops(self.client, attempt_ids=self._preempting, action=PREEMPT)
         if orders:
             with self.celery.producer_or_acquire() as producer:
                 for order in orders:
@@ -197,6 +203,7 @@ class Scheduler:
         limits = quotas(session, running, now=utcnow())
         result = plan(queue, capacities(session), running=running, quotas=limits)
         explain_disk_low(session, queue, result.waiting)
+        explain_preempted(jobs, result.waiting)
         explain_preempted(jobs, result.waiting)
         pairs = [(p.victim, p.by) for p in result.preemptions]
         self._preempting, preempted = apply_preemptions(session, pairs)
