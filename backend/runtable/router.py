@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, status
 
@@ -35,8 +35,12 @@ def run_table(
     ] = "-id",
     state: StateName = None,
     tag: Annotated[str | None, Query(max_length=64)] = None,
-    q: Annotated[str | None, Query(max_length=128, description="in the name, or #id")] = None,
+    q: Annotated[str | None, Query(max_length=128, description="in name or notes, or #id")] = None,
     group: Annotated[str | None, Query(max_length=256, description="a spec path")] = None,
+    archived: Annotated[
+        Literal["hide", "all", "only"], Query(description="archived jobs: hidden by default")
+    ] = "hide",
+    sweep: Annotated[int | None, Query(ge=1, le=2**31 - 1, description="a sweep's trials")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
 ) -> dict[str, Any]:
@@ -49,6 +53,8 @@ def run_table(
         tag=tag or None,
         text=q or None,
         group=group or None,
+        archived=archived,
+        sweep=sweep,
         limit=limit,
         offset=offset,
     )

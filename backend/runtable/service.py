@@ -52,6 +52,8 @@ class RunQuery:
     tag: str | None = None
     text: str | None = None
     group: str | None = None
+    archived: str = "hide"  # hide, all or only (as the board's)
+    sweep: int | None = None
     limit: int = 50
     offset: int = 0
 
@@ -143,15 +145,23 @@ def _matching(session: Session, principal: Principal, query: RunQuery, by: str) 
 
 
 def _conditions(principal: Principal, query: RunQuery) -> list[ColumnElement[bool]]:
-    """The filters as SQL: visible to the caller, in a state, matching the text and tag."""
+    """The filters as SQL: visible to the caller, archived or not, of a sweep, in a state,
+    matching the text (name, notes or #id) and tag."""
     conditions: list[ColumnElement[bool]] = []
     if not principal.is_admin:
         conditions.append(Job.owner_id == principal.user_id)
     if query.states:
         conditions.append(Job.state.in_(list(query.states)))
+    if query.archived != "all":
+        conditions.append(Job.archived.is_(query.archived == "only"))
+    if query.sweep is not None:
+        conditions.append(Job.sweep_id == query.sweep)
     if query.text:
         needle = query.text.strip().lower()
-        matches = [func.lower(Job.name).contains(needle, autoescape=True)]
+        matches = [
+            func.lower(Job.name).contains(needle, autoescape=True),
+            func.lower(func.coalesce(Job.notes, "")).contains(needle, autoescape=True),
+        ]
         if needle.lstrip("#").isdigit():
             matches.append(Job.id == int(needle.lstrip("#")))
         conditions.append(or_(*matches))

@@ -128,7 +128,7 @@ def test_the_run_table_groups_three_seeds_per_learning_rate_and_reads_no_curve(
 
 
 def test_compare_keeps_ten_runs_apart_and_inside_the_window(page: Page, served: LiveServer) -> None:
-    ids = [run(served, lr=0.001 * (i + 1), seed=i, final=1.0 / (i + 1), tags=[]) for i in range(10)]
+    ids = [run(served, lr=round(0.001 * (i + 1), 4), seed=i, final=1.0 / (i + 1), tags=[]) for i in range(10)]
     log_in(page, served)
     page.goto(f"{served.url}/compare?jobs={','.join(map(str, ids))}")
     expect(page.get_by_test_id(f"summary-loss-{ids[0]}")).not_to_have_text(re.compile("^—"))

@@ -187,3 +187,27 @@ def test_the_sdk_declaration_is_an_event_the_backend_reads_back() -> None:
     assert parse_direction("a=b=none") == ("a=b", "none") and parse_direction("x=up") is None
     with pytest.raises(ValueError, match="direction must be one of min, max, none"):
         direction_message("val_acc", "higher")
+
+
+def test_archived_jobs_are_hidden_unless_asked_and_a_sweep_and_notes_filter(
+    database: Database, nine_runs: dict[tuple[float, int], int]
+) -> None:
+    archived, noted = nine_runs[(0.1, 0)], nine_runs[(0.1, 1)]
+    with database.session() as session:
+        session.get_one(Job, archived).archived = True
+        session.get_one(Job, noted).notes = "Diverged: **bad** init"
+
+    def ids(**kw: object) -> list[int]:
+        with database.session() as session:
+            page = service.table(
+                session,
+                principal=ADMIN_PRINCIPAL,
+                query=service.RunQuery(**kw),  # type: ignore[arg-type]
+            )
+        return sorted(r["job"].id for r in page["rows"])
+
+    assert archived not in ids() and len(ids()) == 8
+    assert ids(archived="only") == [archived]
+    assert len(ids(archived="all")) == 9
+    assert ids(text="diverged") == [noted]  # in the notes, not the name
+    assert ids(sweep=12345) == []

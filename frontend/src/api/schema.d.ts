@@ -255,7 +255,7 @@ export interface paths {
         };
         /**
          * Download Checkpoint
-         * @description The checkpoint's model weights as one file for `torch.load(path, weights_only=True)`
+         * @description The checkpoint's model weights as one file that torch loads with weights_only=True
          *     (the job's owner only: to anyone else the job does not exist).
          */
         get: operations["checkpoints-download_checkpoint"];
@@ -4147,10 +4147,14 @@ export interface operations {
                 /** @description keep these states (any of them) */
                 state?: components["schemas"]["JobState"][] | null;
                 tag?: string | null;
-                /** @description in the name, or #id */
+                /** @description in name or notes, or #id */
                 q?: string | null;
                 /** @description a spec path */
                 group?: string | null;
+                /** @description archived jobs: hidden by default */
+                archived?: "hide" | "all" | "only";
+                /** @description a sweep's trials */
+                sweep?: number | null;
                 limit?: number;
                 offset?: number;
             };

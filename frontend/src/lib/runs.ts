@@ -8,6 +8,8 @@ export interface RunsQuery {
   tag: string;
   q: string;
   group: string;
+  /** Archived jobs: "hide" (default), "all" or "only". */
+  archived: string;
   page: number;
 }
 
@@ -19,6 +21,7 @@ export const DEFAULT_RUNS: RunsQuery = {
   tag: "",
   q: "",
   group: "",
+  archived: "hide",
   page: 0,
 };
 
@@ -36,6 +39,7 @@ export function runsFromQuery(search: string): RunsQuery {
     tag: p.get("tag") ?? "",
     q: p.get("q") ?? "",
     group: p.get("group") ?? "",
+    archived: ["all", "only"].includes(p.get("archived") ?? "") ? p.get("archived")! : "hide",
     page: Number.isInteger(page) && page > 0 ? page : 0,
   };
 }
@@ -45,7 +49,7 @@ export function runsToQuery(q: RunsQuery): string {
   const p = new URLSearchParams();
   if (q.columns.join(",") !== DEFAULT_RUNS.columns.join(",")) p.set("columns", q.columns.join(","));
   if (q.metrics.join(",") !== DEFAULT_RUNS.metrics.join(",")) p.set("metrics", q.metrics.join(","));
-  for (const key of ["sort", "state", "tag", "q", "group"] as const) if (q[key] && q[key] !== DEFAULT_RUNS[key]) p.set(key, q[key]);
+  for (const key of ["sort", "state", "tag", "q", "group", "archived"] as const) if (q[key] && q[key] !== DEFAULT_RUNS[key]) p.set(key, q[key]);
   if (q.page) p.set("page", String(q.page));
   const text = p.toString();
   return text ? `?${text}` : "";

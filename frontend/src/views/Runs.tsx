@@ -46,6 +46,7 @@ export function RunsView() {
       tag: query.tag || undefined,
       q: query.q || undefined,
       group: query.group || undefined,
+      archived: query.archived as "hide" | "all" | "only",
       limit: PAGE,
       offset: query.page * PAGE,
     };
@@ -91,6 +92,14 @@ export function RunsView() {
             {STATES.map((s) => (
               <option value={s}>{s || "all"}</option>
             ))}
+          </select>
+        </label>
+        <label>
+          Archived
+          <select data-testid="runs-archived" value={query.archived} onChange={(e) => update({ archived: e.currentTarget.value })}>
+            <option value="hide">hidden</option>
+            <option value="all">shown too</option>
+            <option value="only">only archived</option>
           </select>
         </label>
         <label>
@@ -174,6 +183,8 @@ export function RunsView() {
                     <td>{job.id}</td>
                     <td class="name">
                       <Link href={`/jobs/${job.id}`}>{job.name}</Link>
+                      {job.sweep_id != null && <span class="muted small"> (sweep #{job.sweep_id}, trial {job.sweep_trial ?? "?"})</span>}
+                      {job.archived && <span class="muted small"> (archived)</span>}
                       {job.tags.map((tag) => (
                         <span class="tag">{tag}</span>
                       ))}
