@@ -48,15 +48,7 @@ def end_node_attempts(
     for part, attempt in live_slices_on(session, node):
         if instance is not None and part.instance not in (None, instance):
             continue
-        if attempt.state in LIVE_ATTEMPT_VALUES:
-            end_attempt(
-                session,
-                client,
-                attempt,
-                state=AttemptState.lost,
-                reason=reason,
-                platform_fault=True,
-            )
+        if _lose(session, client, attempt, reason=reason):
             changed.add(attempt.job_id)
     return changed
 
@@ -83,18 +75,21 @@ def reconcile(
         started = as_utc(part.claimed_at) if part.claimed_at else now
         if attempt_id in running or now - started < START_GRACE:
             continue
-        if attempt.state in LIVE_ATTEMPT_VALUES:
-            reason = f"node {node} no longer runs attempt {attempt.number}"
-            end_attempt(
-                session,
-                client,
-                attempt,
-                state=AttemptState.lost,
-                reason=reason,
-                platform_fault=True,
-            )
+        if _lose(
+            session, client, attempt, reason=f"node {node} no longer runs attempt {attempt.number}"
+        ):
             changed.add(attempt.job_id)
     return stop, changed
+
+
+def _lose(session: Session, client: redis.Redis, attempt: Attempt, *, reason: str) -> bool:
+    """End a still-live attempt as lost (the platform's fault: no restart spent); did it?"""
+    if attempt.state not in LIVE_ATTEMPT_VALUES:
+        return False
+    end_attempt(
+        session, client, attempt, state=AttemptState.lost, reason=reason, platform_fault=True
+    )
+    return True
 
 
 def repair_bookings(session: Session) -> set[int]:

@@ -15,6 +15,7 @@ from backend.db import Database
 from backend.deployment_keys import keys_of
 from backend.scheduler.loop import Scheduler
 from tests.backend.conftest import bearer
+from tests.specs import with_field
 from workers.contract.protocol import NodeDevice, NodeRegistration
 from workers.node.celery_app import make_celery
 
@@ -38,15 +39,7 @@ def queued_orders(client: redis.Redis, node: str) -> list[dict[str, Any]]:
 
 
 def _with(path: str, value: Any) -> dict[str, Any]:
-    import copy
-
-    spec = copy.deepcopy(GOOD_SPEC)
-    *parents, leaf = path.split(".")
-    target = spec
-    for key in parents:
-        target = target.setdefault(key, {})
-    target[leaf] = value
-    return spec
+    return with_field(GOOD_SPEC, path, value)
 
 
 @pytest.mark.parametrize(

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-import sqlalchemy as sa
 
 from backend.auth.service import ensure_admin, issue_token
 from backend.db import Database
+from tests.integration.job_api import JobApi
 from tests.stack import RunningStack, trainboard_up, wait_for
 
 #: short enough that recovery tests finish quickly, long enough for a loaded 2-core machine
@@ -24,7 +24,7 @@ CLUSTER_ENV = {"TRAINBOARD_HEARTBEAT_TIMEOUT": "8", "TRAINBOARD_CLAIM_TIMEOUT": 
 
 
 @dataclass
-class Cluster:
+class Cluster(JobApi):
     stack: RunningStack
     tmp: Path
     node_token: str
@@ -107,12 +107,9 @@ class Cluster:
         )
         return response.json() if response.content else None
 
-    def node(self, name: str) -> dict[str, Any]:
-        nodes = {n["name"]: n for n in self.api("GET", "/api/nodes")["nodes"]}
-        return dict(nodes.get(name, {}))
-
-    def job(self, job_id: int) -> dict[str, Any]:
-        return dict(self.api("GET", f"/api/jobs/{job_id}"))
+    @property
+    def database_url(self) -> str:
+        return self.stack.database_url
 
     def submit(self, name: str, *, devices: int = 1, steps: int = 1_000_000, **extra: Any) -> int:
         spec = {
@@ -123,22 +120,6 @@ class Cluster:
             **extra,
         }
         return int(self.api("POST", "/api/jobs", json=spec)["id"])
-
-    def wait_state(self, job_id: int, *states: str, timeout: float = 120) -> dict[str, Any]:
-        return dict(
-            wait_for(
-                lambda: (job := self.job(job_id))["state"] in states and job,
-                timeout=timeout,
-                what=f"job {job_id} to become {' or '.join(states)}",
-            )
-        )
-
-    def sql(self, query: str, **params: Any) -> list[Any]:
-        engine = sa.create_engine(self.stack.database_url)
-        with engine.connect() as conn:
-            rows = list(conn.execute(sa.text(query), params).all())
-        engine.dispose()
-        return rows
 
 
 def rank_processes(job_id: int) -> list[psutil.Process]:

@@ -10,18 +10,14 @@ import psutil
 import pytest
 import sqlalchemy as sa
 
+from tests.backend.test_jobs_api import GOOD_SPEC
+from tests.integration.cluster import rank_processes
 from tests.stack import RunningStack, wait_for
 
 pytestmark = pytest.mark.slow
 
 PER_STEP_METRICS = ("loss", "lr", "grad_norm", "step_time", "samples_per_s")
-CONTRACT_SPEC: dict[str, Any] = {
-    "name": "mlp-dp",
-    "template": "mlp",
-    "parallelism": {"strategy": "data", "devices": 2},
-    "hyperparameters": {"steps": 200, "batch_size": 32, "lr": 0.01},
-    "checkpoint": {"every_steps": 50},
-}
+CONTRACT_SPEC = GOOD_SPEC  # the API tests' spec, run for real here
 
 
 def _job(stack: RunningStack, job_id: int) -> dict[str, Any]:
@@ -39,19 +35,6 @@ def _wait_state(
             what=f"job {job_id} to reach {sorted(states)}",
         )
     )
-
-
-def _rank_processes(job_id: int) -> list[psutil.Process]:
-    ranks = []
-    for proc in psutil.process_iter(["cmdline"]):
-        try:
-            if "workers.rank.engine" in " ".join(proc.info["cmdline"] or ()) and (
-                proc.environ().get("TRAINBOARD_JOB_ID") == str(job_id)
-            ):
-                ranks.append(proc)
-        except psutil.Error:
-            continue
-    return ranks
 
 
 def test_two_rank_ddp_job_succeeds_with_one_point_per_attempt_step_rank_name(
@@ -121,7 +104,7 @@ def test_cancelling_a_running_job_leaves_no_rank_process(stack: RunningStack) ->
     wait_for(
         lambda: _job(stack, job_id)["step"] >= 5, timeout=120, what="the job to train a few steps"
     )
-    ranks = _rank_processes(job_id)
+    ranks = rank_processes(job_id)
     assert len(ranks) == 2
     started = time.monotonic()
     with stack.client() as client:

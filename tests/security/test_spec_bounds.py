@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import typing
 from collections.abc import Iterator
 from typing import Any
@@ -15,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 from backend.app import create_app
 from backend.config import Settings
 from tests.backend.conftest import bearer
+from tests.specs import with_field
 from workers.contract.catalog import TEMPLATES
 from workers.contract.spec import JobSpec
 from workers.contract.spec_parts import Strict
@@ -73,13 +73,7 @@ def _cases() -> list[tuple[str, Any, Any]]:
 
 
 def _with(path: str, value: Any, base: dict[str, Any] = GOOD) -> dict[str, Any]:
-    spec = copy.deepcopy(base)
-    *parents, leaf = path.split(".")
-    target = spec
-    for key in parents:
-        target = target.setdefault(key, {})
-    target[leaf] = value
-    return spec
+    return with_field(base, path, value)
 
 
 def _field_errors(spec: dict[str, Any], path: str) -> list[Any]:
