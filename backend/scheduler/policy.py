@@ -183,7 +183,9 @@ def _preempt(
     if job.priority >= victims.lowest and not victims.pending:
         return None
     costs: list[tuple[int, str, list[RunningJob]]] = []
-    most_pending, best = max(victims.pending.values(), default=0), None
+    unreserved = open_nodes.unreserved
+    pending = (count for name, count in victims.pending.items() if name in unreserved)
+    most_pending, best = max(pending, default=0), None
     for name in open_nodes.most_free_first(job.per_node):  # unreserved, large enough
         if name not in victims.hopeful:
             continue
@@ -201,9 +203,10 @@ def _preempt(
         return None
     picked = {name: taken for _, name, taken in costs if name in chosen}
     found: dict[int, RunningJob] = {v.id: v for name in chosen for v in picked[name]}
+    victims.take(list(found.values()))
     for name in chosen:
         open_nodes.reserve(name)
-    victims.take(list(found.values()))
+        victims.pending.pop(name, None)  # reserved: its soon-free devices are this job's
     return list(found.values())
 
 
