@@ -1,7 +1,9 @@
 """The early-stopping pass: judge each running trial at each rung it has passed, once.
 
 Every verdict is a timeline event of the trial (kind `rung` when it goes on,
-`early_stopped` when it is stopped), which is also how a rung is known to be judged.
+`early_stopped` when it is stopped), which is also how a rung is known to be judged. A
+rung that too few trials have reached yet is not judged: it waits (the trial training
+on) until enough have, so the first trial to reach a rung is judged when a second does.
 """
 
 from __future__ import annotations
@@ -59,13 +61,12 @@ def judge_rungs(session: Session, client: redis.Redis, *, sweep: Sweep, trials: 
                 break  # its metric at this rung is not stored yet: next pass
             others = [v for o in trials if o.id != job.id for v in [at(o, rung)] if v is not None]
             verdict = judge(rule, mode=config.mode, value=value, others=others)
+            if verdict.keep and verdict.threshold is None and len(others) + 1 < rule.min_trials:
+                break  # too few trials at this rung yet: judged on a later pass, once there are
             where = f"rung {index} (step {rung}): {config.metric} {value:.4g}"
             if verdict.keep:
-                cmp = (
-                    ""
-                    if verdict.threshold is None
-                    else f" within threshold {verdict.threshold:.4g}"
-                )
+                limit = verdict.threshold
+                cmp = "" if limit is None else f" within threshold {limit:.4g}"
                 message = f"{where}{cmp} ({verdict.why}); goes on"
                 session.add(JobEvent(job_id=job.id, kind="rung", step=rung, message=message))
                 session.commit()

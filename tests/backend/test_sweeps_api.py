@@ -175,3 +175,50 @@ def test_a_poor_trial_is_stopped_at_a_rung_with_the_reason(
         ]
         == "queued"
     )
+
+
+def test_the_first_trial_at_a_rung_waits_to_be_judged_until_a_second_arrives(
+    api: TestClient, tokens: dict[str, str], database: Database, settings: Settings
+) -> None:
+    client = redis.Redis.from_url(settings.redis_url)
+    sweep = _create(api, tokens["alice"])
+    flat, good = (t["job_id"] for t in sweep["trials"][:2])
+
+    def report(job: int, attempt: int, steps: range, value: float) -> None:
+        rows = [
+            {
+                "attempt_id": attempt,
+                "rank": 0,
+                "step": s,
+                "name": "loss",
+                "value": value,
+                "time": 1.0 + s,
+            }
+            for s in steps
+        ]
+        insert_points(database, rows)
+        with database.session() as session:
+            session.get_one(Job, job).step = steps[-1]
+            session.commit()
+
+    runs = {flat: _run(database, flat, step=0), good: _run(database, good, step=0)}
+    report(flat, runs[flat], range(1, 13), 2.3)  # ahead, alone at rung 10
+    report(good, runs[good], range(1, 6), 0.5)
+    pass_once(database, client, script_roots=[])
+    with database.session() as session:
+        assert (
+            session.scalars(
+                select(JobEvent).where(JobEvent.kind.in_(["rung", "early_stopped"]))
+            ).all()
+            == []
+        )
+    report(good, runs[good], range(6, 13), 0.4)  # the second one reaches the rung
+    pass_once(database, client, script_roots=[])
+    with database.session() as session:
+        kinds = dict(
+            session.execute(select(JobEvent.job_id, JobEvent.kind).where(JobEvent.step == 10))
+            .tuples()
+            .all()
+        )
+        assert session.get_one(Job, flat).state == "cancelling"
+    assert kinds == {flat: "early_stopped", good: "rung"}
