@@ -128,7 +128,10 @@ def test_the_run_table_groups_three_seeds_per_learning_rate_and_reads_no_curve(
 
 
 def test_compare_keeps_ten_runs_apart_and_inside_the_window(page: Page, served: LiveServer) -> None:
-    ids = [run(served, lr=round(0.001 * (i + 1), 4), seed=i, final=1.0 / (i + 1), tags=[]) for i in range(10)]
+    ids = [
+        run(served, lr=round(0.001 * (i + 1), 4), seed=i, final=1.0 / (i + 1), tags=[])
+        for i in range(10)
+    ]
     log_in(page, served)
     page.goto(f"{served.url}/compare?jobs={','.join(map(str, ids))}")
     expect(page.get_by_test_id(f"summary-loss-{ids[0]}")).not_to_have_text(re.compile("^—"))
@@ -152,6 +155,7 @@ def test_a_job_that_succeeded_on_attempt_two_fits_and_shows_no_old_traceback(
 ) -> None:
     job_id, first = add_attempt(served.db, state="running")
     paused_id, _ = add_attempt(served.db, state="running")
+    failed_id, _ = add_attempt(served.db, state="running")
     with served.db.session() as session:
         job = session.get_one(Job, job_id)
         job.name = "restarted-then-succeeded"
@@ -169,9 +173,11 @@ def test_a_job_that_succeeded_on_attempt_two_fits_and_shows_no_old_traceback(
         for to in (JobState.scheduled, JobState.running, JobState.succeeded):
             transition(job, to)
         transition(session.get_one(Job, paused_id), JobState.paused, reason="paused by user")
+        transition(session.get_one(Job, failed_id), JobState.failed, reason=TRACEBACK)
     log_in(page, served)
     expect(page.get_by_test_id(f"job-row-{job_id}")).to_be_visible()
-    assert page_width(page) <= WINDOW
+    expect(page.get_by_test_id(f"job-row-{failed_id}")).to_contain_text("RuntimeError")
+    assert page_width(page) <= WINDOW  # a 10-line traceback as a reason included
     page.goto(f"{served.url}/jobs/{job_id}")
     expect(page.get_by_test_id("attempt-exit-1")).to_contain_text("RuntimeError: rank 1 lost")
     expect(page.get_by_test_id("job-reason")).to_have_count(0)

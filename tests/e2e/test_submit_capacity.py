@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.e2e.conftest import SCREENSHOTS
-from tests.e2e.helpers import cancel_quietly, get_job, log_in
+from tests.e2e.helpers import cancel_quietly, get_job, log_in, submit_job, wait_state
 from tests.stack import RunningStack
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -81,3 +81,14 @@ def test_a_job_that_would_wait_forever_is_not_submitted_unless_it_may_wait(
     finally:
         if job_id:
             cancel_quietly(stack, job_id)
+
+
+def test_every_rank_of_a_template_job_writes_its_log(page: Page, stack: RunningStack) -> None:
+    job_id = submit_job(stack, "two-rank-logs", steps=20, devices=2, checkpoint_every=None)
+    wait_state(stack, job_id, "succeeded", timeout=240)
+    log_in(page, stack)
+    page.goto(f"{stack.url}/jobs/{job_id}")
+    page.get_by_test_id("log-rank").select_option("1")
+    expect(page.get_by_test_id("job-logs")).to_contain_text("rank 1 step 20/20")
+    expect(page.get_by_test_id("job-logs")).to_contain_text("rank 1 finished at step 20/20")
+    assert page_width(page) <= WINDOW
