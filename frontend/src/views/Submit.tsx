@@ -4,7 +4,6 @@ import { parse as parseYaml } from "yaml";
 import { ApiError, client, ok } from "../api/http";
 import type { Job, JobSpec, Node, Template } from "../api/types";
 import { FieldError } from "../components/bits";
-import { parseEnv } from "../lib/envVars";
 import { fieldErrors } from "../lib/errors";
 import {
   defaultHyperparameters,
@@ -17,6 +16,7 @@ import {
 import { Link, navigate } from "../router";
 import { HyperparameterFields } from "./HyperparameterFields";
 import { CloneFrom } from "./submit/CloneFrom";
+import { EnvField, formRefusals, WaitForCapacity } from "./submit/EnvCapacity";
 import { fitsCluster, Implied } from "./submit/Implied";
 import { MemoryFit } from "./submit/MemoryFit";
 import { ScriptFields } from "./submit/ScriptFields";
@@ -85,23 +85,11 @@ export function SubmitView({ clone }: { clone: number | null }) {
   );
   const implied = formImplications(form);
   const fit = fitsCluster(nodes, Number(form.devices));
-  const waitsForever = fit !== null && fit.startsWith("no");
 
   // a refusal may sit far above the button: bring the first one into view
   useEffect(() => {
     if (errors.size) document.querySelector(".submit .field-error")?.scrollIntoView({ block: "center" });
   }, [errors]);
-
-  /** What the form refuses before asking the server (the same words the server would use). */
-  const refusals = (): Map<string, string[]> => {
-    const found = new Map<string, string[]>();
-    const env = parseEnv(form.env).problem;
-    if (env) found.set("env", [env]);
-    if (waitsForever && !form.waitForCapacity) {
-      found.set("parallelism.devices", [`${fit}. Tick "wait for capacity" to queue it anyway, or ask for fewer devices.`]);
-    }
-    return found;
-  };
   const set = <K extends keyof SpecForm>(key: K, value: SpecForm[K]) => setForm((f) => ({ ...f, [key]: value }));
 
   const post = async (body: unknown) => {
@@ -175,7 +163,7 @@ export function SubmitView({ clone }: { clone: number | null }) {
         noValidate
         onSubmit={(e) => {
           e.preventDefault();
-          const refused = refusals();
+          const refused = formRefusals(form, fit);
           if (refused.size) setErrors(refused);
           else void post(toSpec(form, template));
         }}
@@ -242,17 +230,7 @@ export function SubmitView({ clone }: { clone: number | null }) {
             <label for="f-tags">Tags</label>
             <input id="f-tags" data-testid="submit-tags" placeholder="comma separated" value={form.tags} onInput={(e) => set("tags", e.currentTarget.value)} />
             <FieldError field="tags" errors={errors} />
-            <label for="f-env">Environment variables</label>
-            <textarea
-              id="f-env"
-              data-testid="submit-env"
-              rows={3}
-              spellcheck={false}
-              placeholder={"NAME=value, one per line\nNCCL_DEBUG=INFO"}
-              value={form.env}
-              onInput={(e) => set("env", e.currentTarget.value)}
-            />
-            <FieldError field="env" errors={errors} />
+            <EnvField form={form} set={set} errors={errors} />
           </fieldset>
 
           <fieldset>
@@ -267,18 +245,7 @@ export function SubmitView({ clone }: { clone: number | null }) {
             <label for="f-devices">Devices</label>
             {numberInput("f-devices", "devices", "submit-devices")}
             <FieldError field="parallelism.devices" errors={errors} />
-            {(waitsForever || form.waitForCapacity) && (
-              <label class="inline wait-for-capacity">
-                <input
-                  type="checkbox"
-                  data-testid="submit-wait-for-capacity"
-                  checked={form.waitForCapacity}
-                  onChange={(e) => set("waitForCapacity", e.currentTarget.checked)}
-                />
-                wait for capacity: queue it until a node this large registers
-              </label>
-            )}
-            <FieldError field="wait_for_capacity" errors={errors} />
+            <WaitForCapacity form={form} set={set} fit={fit} errors={errors} />
             <label for="f-stages">Pipeline stages</label>
             {form.strategy === "hybrid" ? (
               numberInput("f-stages", "pipelineStages", "submit-pipeline-stages")
