@@ -6,6 +6,7 @@ import { formatBytes, formatTime } from "../lib/format";
 import { problemText } from "../lib/problems";
 import { navigate } from "../router";
 import type { components } from "../api/schema";
+import { TableHead } from "./bits";
 
 type Checkpoint = components["schemas"]["CheckpointOut"];
 
@@ -41,15 +42,7 @@ export function JobCheckpoints({ job, version }: { job: Job; version: string }) 
       ) : (
         <div class="table-scroll">
           <table class="jobs">
-            <thead>
-              <tr>
-                <th scope="col">Step</th>
-                <th scope="col">Attempt</th>
-                <th scope="col">Size</th>
-                <th scope="col">Saved</th>
-                <th scope="col" />
-              </tr>
-            </thead>
+            <TableHead columns={["Step", "Attempt", "Size", "Saved", ""]} />
             <tbody>
               {checkpoints.map((c) => (
                 <tr key={`${c.attempt}-${c.step}`} data-testid={`checkpoint-${c.step}`}>

@@ -3,6 +3,7 @@ import { useEffect, useState } from "preact/hooks";
 import type { MetricStore } from "../lib/series";
 import { PHASES, rankTimes, type RankTimes } from "../lib/steptimes";
 import type { Signal } from "../live";
+import { TableHead } from "./bits";
 
 /** A phase's share of the step (flex-grow below 1 in total would leave the bar part empty). */
 function share(r: RankTimes, phase: (typeof PHASES)[number]): number {
@@ -32,14 +33,11 @@ export function StepTimes({ store, changed }: { store: MetricStore; changed: Sig
     <div>
       <h2>Step time by rank (last 20 steps)</h2>
       <table data-testid="step-times">
-        <thead>
-          <tr>
-            <th scope="col">Rank</th>
-            <th scope="col">Step</th>
-            <th scope="col">Breakdown (data · compute · optimizer)</th>
-            <th scope="col">Samples/s</th>
-          </tr>
-        </thead>
+        <TableHead
+          columns={[
+            "Rank", "Step", "Breakdown (data · compute · optimizer)", "Samples/s"
+          ]}
+        />
         <tbody>
           {rows.map((r) => (
             <tr data-testid={`rank-time-${r.rank}`} data-straggler={r.straggler} class={r.straggler ? "straggler" : undefined}>

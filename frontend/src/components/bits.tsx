@@ -50,3 +50,16 @@ export function JobDevices({ job }: { job: Pick<Job, "node" | "devices"> }) {
     </span>
   );
 }
+
+/** A table's header row: one column heading per name ("" for a column without one). */
+export function TableHead({ columns }: { columns: string[] }) {
+  return (
+    <thead>
+      <tr>
+        {columns.map((name) => (
+          <th scope="col">{name}</th>
+        ))}
+      </tr>
+    </thead>
+  );
+}

@@ -2,7 +2,7 @@
 import { useMemo, useState } from "preact/hooks";
 import { client, ok } from "../api/http";
 import type { Me, Node } from "../api/types";
-import { deviceLabel } from "../components/bits";
+import { deviceLabel, TableHead } from "../components/bits";
 import { useCluster, useJobs } from "../data";
 import { DeviceCharts } from "../components/DeviceCharts";
 import { formatBytes, formatTime } from "../lib/format";
@@ -48,17 +48,11 @@ export function ClusterView({ me }: { me: Me }) {
           <HostLoad node={node} />
           <DataDisk node={node} />
           <table>
-            <thead>
-              <tr>
-                <th scope="col">Device</th>
-                <th scope="col">Name</th>
-                <th scope="col">Utilization</th>
-                <th scope="col">Memory</th>
-                <th scope="col">Temp / power</th>
-                <th scope="col">Job</th>
-                <th scope="col">Sampled</th>
-              </tr>
-            </thead>
+            <TableHead
+              columns={[
+                "Device", "Name", "Utilization", "Memory", "Temp / power", "Job", "Sampled"
+              ]}
+            />
             <tbody>
               {node.devices.map((device) => {
                 const sample = cluster.store.latest(node.name, device.index);

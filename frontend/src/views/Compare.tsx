@@ -2,7 +2,7 @@
 import { useMemo, useState } from "preact/hooks";
 import type uPlot from "uplot";
 import type { Comparison, Job } from "../api/types";
-import { StateBadge } from "../components/bits";
+import { StateBadge, TableHead } from "../components/bits";
 import { axis, Chart, type ChartColors } from "../components/Chart";
 import { lossMetric, metricAxis } from "../components/MetricCharts";
 import { MAX_COMPARE, useComparison, type XMode } from "../data";
@@ -80,17 +80,11 @@ function JobsComparison({ ids }: { ids: number[] }) {
 
       <div class="table-scroll">
       <table class="compare-jobs">
-        <thead>
-          <tr>
-            <th scope="col">Job</th>
-            <th scope="col">State</th>
-            <th scope="col">Steps</th>
-            <th scope="col">Owner</th>
-            <th scope="col">Device-hours</th>
-            <th scope="col">Samples/s per device</th>
-            <th scope="col">MFU</th>
-          </tr>
-        </thead>
+        <TableHead
+          columns={[
+            "Job", "State", "Steps", "Owner", "Device-hours", "Samples/s per device", "MFU"
+          ]}
+        />
         <tbody>
           {jobs.map((job, i) => (
             <tr>

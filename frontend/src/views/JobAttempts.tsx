@@ -4,6 +4,7 @@ import { client, ok } from "../api/http";
 import type { Job } from "../api/types";
 import type { components } from "../api/schema";
 import { formatTime } from "../lib/format";
+import { TableHead } from "../components/bits";
 
 type Attempt = components["schemas"]["AttemptOut"];
 
@@ -19,18 +20,12 @@ export function JobAttempts({ job, eventsVersion }: { job: Job; eventsVersion: n
       <h2>Attempts and checkpoints</h2>
       <div class="table-scroll">
       <table data-testid="job-attempts">
-        <thead>
-          <tr>
-            <th scope="col">#</th>
-            <th scope="col">State</th>
-            <th scope="col">Node / devices</th>
-            <th scope="col">Resumed from</th>
-            <th scope="col">Last checkpoint</th>
-            <th scope="col">Exit</th>
-            <th scope="col">Started</th>
-            <th scope="col">Finished</th>
-          </tr>
-        </thead>
+        <TableHead
+          columns={[
+            "#", "State", "Node / devices", "Resumed from", "Last checkpoint", "Exit", "Started",
+            "Finished"
+          ]}
+        />
         <tbody>
           {attempts.map((a) => (
             <tr data-testid={`attempt-${a.number}`}>

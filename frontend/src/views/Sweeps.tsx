@@ -3,7 +3,7 @@ import { useEffect, useState } from "preact/hooks";
 import { parse } from "yaml";
 import { client, ok } from "../api/http";
 import type { components } from "../api/schema";
-import { StateBadge } from "../components/bits";
+import { StateBadge, TableHead } from "../components/bits";
 import { formatMetric, formatTime } from "../lib/format";
 import { problemText } from "../lib/problems";
 import { Link, navigate } from "../router";
@@ -77,16 +77,7 @@ export function SweepsView() {
       ) : (
         <div class="table-scroll">
           <table class="jobs" data-testid="sweeps">
-            <thead>
-              <tr>
-                <th scope="col">#</th>
-                <th scope="col">Name</th>
-                <th scope="col">State</th>
-                <th scope="col">Trials</th>
-                <th scope="col">Best</th>
-                <th scope="col">Started</th>
-              </tr>
-            </thead>
+            <TableHead columns={["#", "Name", "State", "Trials", "Best", "Started"]} />
             <tbody>
               {sweeps.map((s) => (
                 <tr data-testid={`sweep-row-${s.id}`}>

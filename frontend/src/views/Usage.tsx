@@ -4,6 +4,7 @@ import uPlot from "uplot";
 import { client, ok } from "../api/http";
 import { axis, Chart } from "../components/Chart";
 import { dailyColumns, usageCells, usageCsv, type DailyUsageRow } from "../lib/usage";
+import { TableHead } from "../components/bits";
 
 const DAY = 86_400_000;
 
@@ -84,15 +85,11 @@ export function UsageView() {
           ) : (
             <div class="table-scroll">
               <table data-testid="usage-table">
-                <thead>
-                  <tr>
-                    <th scope="col">Day (UTC)</th>
-                    <th scope="col">User</th>
-                    <th scope="col">Allocated device-h</th>
-                    <th scope="col">Busy device-h</th>
-                    <th scope="col">Busy</th>
-                  </tr>
-                </thead>
+                <TableHead
+                  columns={[
+                    "Day (UTC)", "User", "Allocated device-h", "Busy device-h", "Busy"
+                  ]}
+                />
                 <tbody>
                   {cells.map((c) => (
                     <tr data-testid={`usage-${c.day}-${c.user}`}>

@@ -5,6 +5,7 @@ import type { JobSpec } from "../../api/types";
 import type { MemoryEstimate } from "../../lib/efficiency";
 import { cleanMessage, dottedField } from "../../lib/errors";
 import { formatBytes } from "../../lib/format";
+import { TableHead } from "../../components/bits";
 
 /** ": <field>: <message>" of a 422's first issue, else nothing. */
 function firstIssue(err: unknown): string {
@@ -58,14 +59,7 @@ export function MemoryFit({ spec }: { spec: Record<string, unknown> | null }) {
       </p>
       {estimate.devices.length > 0 && (
         <table class="memory-fit" data-testid="memory-fit">
-          <thead>
-            <tr>
-              <th scope="col">Node</th>
-              <th scope="col">Device</th>
-              <th scope="col">Memory</th>
-              <th scope="col">Fits</th>
-            </tr>
-          </thead>
+          <TableHead columns={["Node", "Device", "Memory", "Fits"]} />
           <tbody>
             {estimate.devices.map((d) => (
               <tr data-testid={`memory-fit-${d.node}-${d.index}`} data-fits={String(d.fits)}>
