@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import ipaddress
-
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.nodes.models import Node
+from workers.contract.addresses import is_loopback
 from workers.contract.protocol import NodeRegistration
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def address_problem(registration: NodeRegistration) -> str | None:
@@ -31,7 +21,7 @@ def address_problem(registration: NodeRegistration) -> str | None:
             "its ranks cannot listen there; set TRAINBOARD_ADDRESS to one of its addresses or "
             "TRAINBOARD_INTERFACE to the interface that reaches the other nodes"
         )
-    if not _loopback(registration.address) or _loopback(api):
+    if not is_loopback(registration.address) or is_loopback(api):
         return None
     return (
         f"advertised address {registration.address} is loopback while the API is at {api}: "

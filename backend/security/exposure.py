@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import sys
 
 from backend.config import Settings
+from workers.contract.addresses import is_loopback
 
 log = logging.getLogger(__name__)
-
-
-def is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def exposure_warning(settings: Settings) -> str | None:

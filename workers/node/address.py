@@ -31,16 +31,6 @@ def api_host(api_url: str) -> str:
     return urlsplit(api_url).hostname or "127.0.0.1"
 
 
-def is_loopback(host: str) -> bool:
-    """True for a loopback address or 'localhost'; False for anything else (names too)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def route_source(host: str, port: int = 9) -> str:
     """The local address the kernel picks to reach `host` (a UDP connect sends nothing)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
