@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
 
-from backend.config import Settings
 from backend.jobs.models import Attempt, Job
 from backend.jobs.states import JobState, transition
 from tests.e2e.conftest import SCREENSHOTS
@@ -29,20 +26,6 @@ TRACEBACK = "\n".join(
     + [f'  File "/opt/train.py", line {n}, in step\n    loss = model(x)' for n in range(8)]
     + ["RuntimeError: rank 1 lost its peer"]
 )
-
-
-@pytest.fixture
-def served(tmp_path: Path, sqlite_url: str, redis_url: str) -> Iterator[LiveServer]:
-    """The API (with its summaries loop) and the built frontend, without scheduler or workers."""
-    settings = Settings(
-        data_dir=tmp_path / "data",
-        database_url=sqlite_url,
-        redis_url=redis_url,
-        admin_token=ADMIN_TOKEN,
-        run_scheduler=False,
-    )
-    with LiveServer.running(settings) as server:
-        yield server
 
 
 def run(served: LiveServer, *, lr: float, seed: int, final: float, tags: list[str]) -> int:

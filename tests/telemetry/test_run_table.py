@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -28,6 +29,12 @@ ADMIN_PRINCIPAL = Principal(
     token_id=0,
     kind="t",
 )
+
+
+def table(database: Database, **query: Any) -> dict[str, Any]:
+    """A page of the run table as the admin sees it."""
+    with database.session() as session:
+        return service.table(session, principal=ADMIN_PRINCIPAL, query=service.RunQuery(**query))
 
 
 def seeded_run(
@@ -108,17 +115,13 @@ def test_a_declared_direction_wins_over_the_name(
 def test_the_table_sorts_filters_and_pages_by_settings_and_metrics(
     database: Database, nine_runs: dict[tuple[float, int], int]
 ) -> None:
-    with database.session() as session:
-        page = service.table(
-            session,
-            principal=ADMIN_PRINCIPAL,
-            query=service.RunQuery(
-                columns=["hyperparameters.lr", "hyperparameters.seed"],
-                metrics=["loss"],
-                sort="final:loss",
-                limit=4,
-            ),
-        )
+    page = table(
+        database,
+        columns=["hyperparameters.lr", "hyperparameters.seed"],
+        metrics=["loss"],
+        sort="final:loss",
+        limit=4,
+    )
     assert page["total"] == 9
     assert [r["settings"] for r in page["rows"]] == [
         {"hyperparameters.lr": 0.001, "hyperparameters.seed": s} for s in range(3)
@@ -127,32 +130,23 @@ def test_the_table_sorts_filters_and_pages_by_settings_and_metrics(
     assert page["directions"] == {"loss": "min"}
     assert {"hyperparameters.lr", "hyperparameters.seed", "template"} <= set(page["setting_paths"])
     assert page["metric_names"] == ["grad_norm", "loss"]
-    with database.session() as session:
-        filtered = service.table(
-            session,
-            principal=ADMIN_PRINCIPAL,
-            query=service.RunQuery(
-                columns=["hyperparameters.lr"],
-                sort="-spec:hyperparameters.lr",
-                states=["succeeded"],
-                tag="sweep-a",
-                text="seed1",
-            ),
-        )
+    filtered = table(
+        database,
+        columns=["hyperparameters.lr"],
+        sort="-spec:hyperparameters.lr",
+        states=["succeeded"],
+        tag="sweep-a",
+        text="seed1",
+    )
     assert [r["job"].id for r in filtered["rows"]] == [nine_runs[(0.01, 1)], nine_runs[(0.001, 1)]]
 
 
 def test_grouping_by_a_setting_gives_mean_and_spread_across_seeds(
     database: Database, nine_runs: dict[tuple[float, int], int]
 ) -> None:
-    with database.session() as session:
-        page = service.table(
-            session,
-            principal=ADMIN_PRINCIPAL,
-            query=service.RunQuery(
-                metrics=["loss"], sort="spec:hyperparameters.lr", group="hyperparameters.lr"
-            ),
-        )
+    page = table(
+        database, metrics=["loss"], sort="spec:hyperparameters.lr", group="hyperparameters.lr"
+    )
     groups = page["groups"]
     assert [(g["value"], g["count"]) for g in groups] == [(0.001, 3), (0.01, 3), (0.1, 3)]
     finals = [0.1 + s * 0.01 for s in range(3)]
@@ -197,14 +191,8 @@ def test_archived_jobs_are_hidden_unless_asked_and_a_sweep_and_notes_filter(
         session.get_one(Job, archived).archived = True
         session.get_one(Job, noted).notes = "Diverged: **bad** init"
 
-    def ids(**kw: object) -> list[int]:
-        with database.session() as session:
-            page = service.table(
-                session,
-                principal=ADMIN_PRINCIPAL,
-                query=service.RunQuery(**kw),  # type: ignore[arg-type]
-            )
-        return sorted(r["job"].id for r in page["rows"])
+    def ids(**kw: Any) -> list[int]:
+        return sorted(r["job"].id for r in table(database, **kw)["rows"])
 
     assert archived not in ids() and len(ids()) == 8
     assert ids(archived="only") == [archived]
