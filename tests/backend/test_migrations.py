@@ -36,27 +36,35 @@ def test_upgrade_head_matches_orm_and_downgrade_empties(
     assert _schema_diff(url) == []
 
 
+CREATED = "2026-01-02 03:04:05+00:00"
+
+
+def _with_user(url: str, revision: str, *, role: str) -> sa.Engine:
+    """An engine on the database at url, migrated to revision, with user 1 in it."""
+    upgrade(url, revision)
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text("INSERT INTO users (id, username, role, created_at) VALUES (1, 'u', :r, :t)"),
+            {"r": role, "t": CREATED},
+        )
+    return engine
+
+
 @pytest.mark.parametrize("db", ["sqlite_url", "postgres_url"])
 def test_job_updated_at_is_filled_for_jobs_that_existed_before(
     db: str, request: pytest.FixtureRequest
 ) -> None:
     url = request.getfixturevalue(db)
-    upgrade(url, "0003")
-    engine = sa.create_engine(url)
+    engine = _with_user(url, "0003", role="user")
     with engine.begin() as conn:
-        conn.execute(
-            sa.text(
-                "INSERT INTO users (id, username, role, created_at) VALUES (1, 'u', 'user', :t)"
-            ),
-            {"t": "2026-01-02 03:04:05+00:00"},
-        )
         conn.execute(
             sa.text(
                 "INSERT INTO jobs (id, name, owner_id, state, spec, priority_rank,"
                 " devices_requested, attempt, restarts, step, created_at)"
                 " VALUES (1, 'old', 1, 'queued', '{}', 1, 1, 0, 0, 0, :t)"
             ),
-            {"t": "2026-01-02 03:04:05+00:00"},
+            {"t": CREATED},
         )
     upgrade(url)
     with engine.connect() as conn:
@@ -87,21 +95,14 @@ def test_node_tokens_from_before_0010_name_no_node_and_survive_a_downgrade(
     db: str, request: pytest.FixtureRequest
 ) -> None:
     url = request.getfixturevalue(db)
-    upgrade(url, "0009")
-    engine = sa.create_engine(url)
+    engine = _with_user(url, "0009", role="admin")
     with engine.begin() as conn:
-        conn.execute(
-            sa.text(
-                "INSERT INTO users (id, username, role, created_at) VALUES (1, 'a', 'admin', :t)"
-            ),
-            {"t": "2026-01-02 03:04:05+00:00"},
-        )
         conn.execute(
             sa.text(
                 "INSERT INTO api_tokens (id, user_id, token_hash, prefix, kind, name, scopes,"
                 " created_at) VALUES (1, 1, 'h', 'tb_x', 'api', 'gpu-0', 'node', :t)"
             ),
-            {"t": "2026-01-02 03:04:05+00:00"},
+            {"t": CREATED},
         )
     upgrade(url, "0010")
     with engine.connect() as conn:
