@@ -20,7 +20,7 @@ from workers.contract.rank_env import (
     failure_file,
 )
 from workers.devices.registry import DeviceRegistry, Occupant
-from workers.supervisor import run_dirs
+from workers.supervisor import run_dirs, seed
 from workers.supervisor.attempt_streams import AttemptStreams, ControlKey
 from workers.supervisor.disk_notice import LogLossNotice, disk_full
 from workers.supervisor.disk_pause import paused_for_disk
@@ -159,6 +159,8 @@ class Supervisor:
         self.dirs = dirs = run_dirs.prepare_attempt(
             self.settings.data_dir, self.order, self.identity, ranks
         )
+        # a clone from another job's checkpoint resumes from this job's own copy of it
+        self.order = seed.adopt(self.order, self.settings.data_dir, self.identity)
         entry = self.order.spec.entrypoint
         argv, python_paths, cwd = rank_command(
             entry, script_roots=self.settings.script_roots, run_dir=self.run_dir
