@@ -58,7 +58,8 @@ class Supervisor:
         self.master_port = free_port() if order.nnodes == 1 else order.master_port
         self.registry = registry or DeviceRegistry()
         self.streams = AttemptStreams(order, settings.redis_url, logs=publisher)
-        self._control = ControlKey(order, settings.redis_url)
+        self._shutdown = threading.Event()
+        self._control = ControlKey(order, settings.redis_url, shutdown=self._shutdown)
         self.identity = settings.isolation.identity(order.job_id)
         self.run_dir = run_layout.attempt_dir(settings.data_dir, order.job_id, order.number)
         # per attempt: a fenced attempt that trains on can never touch its successor's files
@@ -72,7 +73,6 @@ class Supervisor:
         )
         self.ranks = RankGroup()
         self._stop_reason: str | None = None
-        self._shutdown = threading.Event()
         self._fenced: str | None = None
         #: whether this node still holds its lease with the control plane (see heartbeat)
         self._lease = lease
@@ -228,15 +228,11 @@ class Supervisor:
             if all(code is not None for code in codes):
                 return None
             if self._stop_reason is None:
-                self._stop_reason = self._stop_request()
+                self._stop_reason = self._control.request()
                 if self._stop_reason is not None:
                     log.info("attempt %d: %s requested", self.order.attempt_id, self._stop_reason)
                     self.ranks.signal(signal.SIGTERM)
-                    kill_at = time.monotonic() + (
-                        self.settings.preempt_grace_seconds  # a longer final checkpoint
-                        if self._stop_reason == "preempt"
-                        else self.settings.stop_grace_seconds
-                    )
+                    kill_at = time.monotonic() + self.settings.grace_for(self._stop_reason)
             elif kill_at is not None and time.monotonic() >= kill_at:
                 log.warning("attempt %d: ranks ignored SIGTERM; killing", self.order.attempt_id)
                 self.ranks.signal(signal.SIGKILL)
@@ -257,11 +253,6 @@ class Supervisor:
             events=self.streams.events,
             restart=self.order.spec.health.on_hang == "restart",
         )
-
-    def _stop_request(self) -> str | None:
-        if self._shutdown.is_set():
-            return "shutdown"
-        return self._control.request()
 
     def _failure(self, index: int) -> str:
         code = self.processes[index].returncode

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 
 import redis
 
@@ -52,15 +53,19 @@ class AttemptStreams:
 
 
 class ControlKey:
-    """The stop request (cancel, pause) the control plane left for one attempt, if any."""
+    """The stop request for one attempt: the control plane's (cancel, pause, preempt), if any,
+    or `shutdown` once the node agent is going away."""
 
-    def __init__(self, order: AttemptOrder, redis_url: str) -> None:
+    def __init__(self, order: AttemptOrder, redis_url: str, *, shutdown: threading.Event) -> None:
+        self._shutdown = shutdown
         self._attempt_id = order.attempt_id
         self._key = Keys(order.deployment).control(order.attempt_id)
         self._redis = redis.Redis.from_url(redis_url, socket_timeout=2.0)
 
     def request(self) -> str | None:
         """The request now; None when there is none or Redis does not answer (asked again)."""
+        if self._shutdown.is_set():
+            return "shutdown"
         try:
             value = self._redis.get(self._key)
         except redis.RedisError as err:

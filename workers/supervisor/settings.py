@@ -24,3 +24,7 @@ class SupervisorSettings:
     isolation: Isolation = field(default_factory=same_user)
     #: the node's advertised interface: gloo (and NCCL's sockets) are pinned to it
     interface: str | None = None
+
+    def grace_for(self, request: str) -> float:
+        """Seconds between SIGTERM and SIGKILL for a stop request (preempt: a final checkpoint)."""
+        return self.preempt_grace_seconds if request == "preempt" else self.stop_grace_seconds
