@@ -214,9 +214,11 @@ def tick_rate(
         interval=1,
         heartbeat_timeout=3600,
     )
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     placed = scheduler.tick()
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+    own = f"{cpu:.1f} s CPU of this process ({jobs / cpu:,.0f}/CPU-s)"
+    print(f"  tick: {elapsed:.1f} s wall, {own}")
     client.flushdb()
     with database.session() as session:
         preempted = session.scalar(

@@ -87,11 +87,14 @@ def apply_preemptions(
             .where(Job.id.in_([victim for victim, _ in pairs]))
         )
     }
-    session.scalars(select(Job).where(Job.id.in_(list(current)))).all()  # into the session
+    # held here: the session's identity map keeps unmodified rows only weakly
+    loaded = {j.id: j for j in session.scalars(select(Job).where(Job.id.in_(list(current))))}
     for victim_id, by_id in pairs:
         attempt_id = current.get(victim_id)
-        if attempt_id is not None and preempt(
-            session, victim_id=victim_id, by_id=by_id, attempt_id=attempt_id
+        if (
+            attempt_id is not None
+            and loaded[victim_id]
+            and preempt(session, victim_id=victim_id, by_id=by_id, attempt_id=attempt_id)
         ):
             attempts.append(attempt_id)
             changed |= {victim_id, by_id}
