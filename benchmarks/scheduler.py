@@ -67,7 +67,8 @@ def first_fit(queue: list[QueuedJob], nodes: list[NodeCapacity]) -> Plan:
 def policy_rates(jobs: int, nodes: int, sharing: bool) -> tuple[float, float, int]:
     """Decisions/s of the policy and of first-fit, and how many jobs the policy preempted."""
     rng = random.Random(0)
-    cluster, running = [], []
+    cluster: list[NodeCapacity] = []
+    running: list[RunningJob] = []
     for i in range(nodes):
         busy = [d for d in range(8) if rng.random() < 0.5]
         cluster.append(NodeCapacity(f"n{i}", 8, tuple(d for d in range(8) if d not in busy)))
