@@ -5,8 +5,6 @@ Revises:
 Create Date: 2026-11-22 17:39:21.439259
 """
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 
@@ -23,8 +21,6 @@ from migrations.helpers import (
 
 revision: str = '0001'
 down_revision: str | None = None
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

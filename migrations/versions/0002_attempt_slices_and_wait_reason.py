@@ -5,8 +5,6 @@ Revises: 0001
 Create Date: 2026-11-22 17:52:51.965963
 """
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 
@@ -24,8 +22,6 @@ from migrations.helpers import (
 
 revision: str = '0002'
 down_revision: str | None = '0001'
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

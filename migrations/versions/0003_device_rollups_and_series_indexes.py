@@ -5,8 +5,6 @@ Revises: 0002
 Create Date: 2026-11-22 18:03:35.849477
 """
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 
@@ -22,8 +20,6 @@ from migrations.helpers import (
 
 revision: str = '0003'
 down_revision: str | None = '0002'
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 #: (table, columns) of each index this revision adds

@@ -5,8 +5,6 @@ Revises: 0003
 Create Date: 2026-11-22 18:55:22.421404
 """
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 
@@ -14,8 +12,6 @@ from migrations.helpers import add_columns, column, drop_columns
 
 revision: str = '0004'
 down_revision: str | None = '0003'
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 UPDATED_AT = "any change, progress included; orders job views"

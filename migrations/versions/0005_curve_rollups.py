@@ -5,8 +5,6 @@ Revises: 0004
 Create Date: 2026-11-22 20:05:37.358324
 """
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 
@@ -14,8 +12,6 @@ from migrations.helpers import BIG_ID, curve_point, foreign_key, primary_key, re
 
 revision: str = '0005'
 down_revision: str | None = '0004'
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

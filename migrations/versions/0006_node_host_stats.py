@@ -5,16 +5,12 @@ Revises: 0005
 Create Date: 2026-11-22 20:40:00
 """
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 
 from migrations.helpers import add_columns, column, drop_columns
 
 revision: str = "0006"
 down_revision: str | None = "0005"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

@@ -10,15 +10,11 @@ MetricPoint); the foreign key to attempts goes (its per-row check was the larges
 the ingest on PostgreSQL).
 """
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0007"
 down_revision: str | None = "0006"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

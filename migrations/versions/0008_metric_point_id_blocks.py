@@ -9,14 +9,10 @@ backend/telemetry/ingest/store.py); a row inserted with the column's default tak
 block. PostgreSQL only: SQLite numbers rows itself.
 """
 
-from collections.abc import Sequence
-
 from alembic import op
 
 revision: str = "0008"
 down_revision: str | None = "0007"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 BLOCK = 1024
 

@@ -10,8 +10,6 @@ curve_seals (how far each curve is sealed, as of which marked point). The rollup
 rebuilds every job's blocks from the raw points; no data is carried over.
 """
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 
@@ -19,8 +17,6 @@ from migrations.helpers import BIG_ID, curve_point, foreign_key, primary_key, re
 
 revision: str = "0009"
 down_revision: str | None = "0008"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def _keyed(table: str) -> list[sa.schema.SchemaItem]:

@@ -8,16 +8,12 @@ Node tokens minted before this revision name no node: they are refused on the no
 until an admin mints a bound one (`trainboard token create --scope node --node NAME`).
 """
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 
 from migrations.helpers import add_columns, column, drop_columns
 
 revision: str = "0010"
 down_revision: str | None = "0009"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

@@ -11,16 +11,12 @@ out its restart back-off keeps `jobs.restart_at`; `jobs.unclaimed` counts the at
 node claimed in time (platform faults, not the user's restarts).
 """
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 
 from migrations.helpers import add_columns, column, drop_columns, required
 
 revision: str = "0011"
 down_revision: str | None = "0010"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

@@ -10,8 +10,6 @@ its Redis holds this deployment's marker before it takes work.
 """
 
 import uuid
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 
@@ -19,8 +17,6 @@ from migrations.helpers import primary_key, required
 
 revision: str = "0012"
 down_revision: str | None = "0011"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

@@ -10,16 +10,12 @@ root; `nodes.storage` groups the nodes that share one, and multi-node jobs are p
 only inside a group.
 """
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 
 from migrations.helpers import add_columns, column, drop_columns
 
 revision: str = "0013"
 down_revision: str | None = "0012"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

@@ -8,16 +8,12 @@ Each heartbeat reports the free and total bytes of the node's data dir; a node b
 backend's threshold is `disk low` and gets no new work.
 """
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 
 from migrations.helpers import add_columns, column, drop_columns
 
 revision: str = "0014"
 down_revision: str | None = "0013"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

@@ -9,8 +9,6 @@ Create Date: 2026-11-25 11:08:26
 `webhook_cursor`, the newest job event already turned into deliveries.
 """
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 
@@ -25,8 +23,6 @@ from migrations.helpers import (
 
 revision: str = "0015"
 down_revision: str | None = "0014"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

@@ -9,15 +9,11 @@ One row per (job, metric), kept current by the summaries loop
 table sorts and pages 10,000 jobs by a metric without reading any curve.
 """
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0016"
 down_revision: str | None = "0015"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 

@@ -13,15 +13,11 @@ control plane recorded: script tree hash, git commit and dirty diff),
 `start_checkpoint` (the checkpoint a clone from step N starts from).
 """
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0017"
 down_revision: str | None = "0016"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

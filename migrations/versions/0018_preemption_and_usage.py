@@ -10,15 +10,11 @@ minimum run time), `jobs.queue_position`, per-attempt accounting (`owner_id`, `d
 fair-share weight and quotas per user).
 """
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0018"
 down_revision: str | None = "0017"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

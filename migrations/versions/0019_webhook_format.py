@@ -7,15 +7,11 @@ Create Date: 2026-11-25 12:58:00
 `webhooks.format`: how a delivery's body is written; existing webhooks keep `json`.
 """
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0019"
 down_revision: str | None = "0018"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

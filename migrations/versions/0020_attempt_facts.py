@@ -8,15 +8,11 @@ Create Date: 2026-11-25 13:10:00
 starts, and for programs that report none); the job page shows these, not the spec's.
 """
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0020"
 down_revision: str | None = "0019"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
