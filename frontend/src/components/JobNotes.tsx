@@ -14,12 +14,12 @@ export function JobNotes({ job, onChanged }: { job: Job; onChanged: (job: Job) =
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
 
-  const save = async (change: Change) => {
+  const save = async (change: Change, what: Editing = null) => {
     setBusy(true);
     setError(null);
     try {
       onChanged(await ok(client.PATCH("/api/jobs/{job_id}", { params: { path: { job_id: job.id } }, body: change })));
-      setEditing(null);
+      setEditing((current) => (current === what ? null : current)); // another edit opened meanwhile stays
     } catch (err) {
       setError(problemText(err));
     } finally {
@@ -33,9 +33,9 @@ export function JobNotes({ job, onChanged }: { job: Job; onChanged: (job: Job) =
   };
   const submit = (event: Event) => {
     event.preventDefault();
-    if (editing === "name") void save({ name: draft.trim() });
-    if (editing === "tags") void save({ tags: draft.split(/[\s,]+/).filter(Boolean) });
-    if (editing === "notes") void save({ notes: draft });
+    if (editing === "name") void save({ name: draft.trim() }, "name");
+    if (editing === "tags") void save({ tags: draft.split(/[\s,]+/).filter(Boolean) }, "tags");
+    if (editing === "notes") void save({ notes: draft }, "notes");
   };
 
   return (
@@ -53,6 +53,11 @@ export function JobNotes({ job, onChanged }: { job: Job; onChanged: (job: Job) =
         <button type="button" class="ghost" data-testid="archive-button" disabled={busy} onClick={() => void save({ archived: !job.archived })}>
           {job.archived ? "Restore from archive" : "Archive"}
         </button>
+        <span data-testid="job-tags">
+          {job.tags.map((tag) => (
+            <span class="tag">{tag}</span>
+          ))}
+        </span>
         {job.archived && <span class="tag" data-testid="archived-tag">archived</span>}
       </div>
       {editing && (

@@ -45,6 +45,9 @@ export function BoardView() {
       <div class="view-head">
         <h1>Jobs</h1>
         <span class="spacer" />
+        <label class="inline" title="Archived jobs are hidden unless this is ticked">
+          <input type="checkbox" data-testid="show-archived" checked={showArchived} onChange={(e) => setShowArchived(e.currentTarget.checked)} /> show archived
+        </label>
         <BulkActions picked={picked} onDone={() => (setPicked([]), setBulkVersion((v) => v + 1))} />
         {picked.length > 0 && (
           <button type="button" class="secondary" data-testid="compare-selected" disabled={picked.length < 2} onClick={() => navigate(`/compare?jobs=${picked.join(",")}`)}>
@@ -68,9 +71,6 @@ export function BoardView() {
             <FilterSelect label="State" field="state" filters={filters} set={setFilter} any="all" choices={STATE_FILTERS} />
             <FilterSelect label="Owner" field="owner" filters={filters} set={setFilter} any="anyone" choices={owners} />
             <FilterSelect label="Tag" field="tag" filters={filters} set={setFilter} any="any" choices={tags} />
-            <label class="inline">
-              <input type="checkbox" data-testid="show-archived" checked={showArchived} onChange={(e) => setShowArchived(e.currentTarget.checked)} /> archived
-            </label>
             <input type="search" placeholder="Search by name or #id" aria-label="Search jobs" data-testid="filter-search" value={filters.q} onInput={(e) => setFilter("q", e.currentTarget.value)} />
             {(filters.state || filters.owner || filters.tag || filters.q) && (
               <button type="button" class="ghost" onClick={() => (setFilters(NO_FILTERS), history.replaceState(null, "", "/"))}>
