@@ -9,7 +9,7 @@ from typing import Any
 
 import redis
 from sqlalchemy import select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session
 
 from backend.background import keep_running
 from backend.db import Database, as_utc, utcnow
@@ -21,25 +21,26 @@ from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.jobs.preempt import PREEMPT, apply_preemptions
 from backend.jobs.run_states import (
     LIVE_ATTEMPT_VALUES,
-    LIVE_SLICE_VALUES,
     AttemptState,
     NodeState,
     SliceState,
 )
 from backend.jobs.states import JobState, transition
-from backend.nodes.disk import disk_low, explain_disk_low
+from backend.nodes.disk import explain_disk_low
 from backend.nodes.fencing import end_node_attempts, repair_bookings
 from backend.nodes.models import Node
 from backend.scheduler.inputs import (
     SharingSettings,
+    capacities,
     explain_preempted,
     fair_shares,
     number_queue,
     quotas,
     running_jobs,
 )
+from backend.scheduler.inputs import busy_devices as busy_devices  # re-exported for tests
 from backend.scheduler.leader import LeaderLock
-from backend.scheduler.policy import NodeCapacity, Placement, QueuedJob, plan, queue_order
+from backend.scheduler.policy import Placement, QueuedJob, plan, queue_order
 from backend.signals import (
     SCHEDULER_WAKE_KEY,
     announce_jobs,
@@ -204,7 +205,6 @@ class Scheduler:
         result = plan(queue, capacities(session), running=running, quotas=limits)
         explain_disk_low(session, queue, result.waiting)
         explain_preempted(jobs, result.waiting)
-        explain_preempted(jobs, result.waiting)
         pairs = [(p.victim, p.by) for p in result.preemptions]
         self._preempting, preempted = apply_preemptions(session, pairs)
         waiting_changed = number_queue(jobs, queue_order(queue)) | preempted
@@ -278,34 +278,3 @@ class Scheduler:
                     )
                 )
         return orders
-
-
-def busy_devices(session: Session) -> dict[str, set[int]]:
-    """Devices held by a slice that is scheduled or running, per node."""
-    busy: dict[str, set[int]] = {}
-    for part in session.scalars(
-        select(AttemptSlice).where(AttemptSlice.state.in_(LIVE_SLICE_VALUES))
-    ):
-        busy.setdefault(part.node_name, set()).update(int(i) for i in part.devices)
-    return busy
-
-
-def capacities(session: Session) -> list[NodeCapacity]:
-    """Free devices of every node that is up and not drained."""
-    busy = busy_devices(session)
-    nodes = session.scalars(
-        select(Node)
-        .where(Node.state == NodeState.up, Node.drained.is_(False))
-        .options(selectinload(Node.devices))
-        .order_by(Node.name)
-    )
-    return [
-        NodeCapacity(
-            name=node.name,
-            total=len(node.devices),
-            free=tuple(d.index for d in node.devices if d.index not in busy.get(node.name, set())),
-            storage=node.storage or "",
-        )
-        for node in nodes
-        if disk_low(node) is None  # a nearly full data dir takes no new work (it stays up)
-    ]
