@@ -22,6 +22,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from backend.auth.service import Principal
 from backend.jobs.models import Job
 from backend.jobs.views import describe_jobs
+from backend.runtable.keys import KEPT
 from backend.telemetry.models import MetricSummary
 from backend.telemetry.series import directions
 from backend.telemetry.series.compare import flatten, metric_direction
@@ -129,18 +130,22 @@ def _matching(session: Session, principal: Principal, query: RunQuery, by: str) 
     """Every visible job the filters keep, with its sort key."""
     plain = {"name": Job.name, "state": Job.state, "created_at": Job.created_at}
     extra: list[Any] = [plain[by]] if by in plain else []
-    if by.startswith("spec:"):
-        extra = [_path(by.removeprefix("spec:"))]
-    grouped = [_path(query.group)] if query.group else []
-    statement = select(Job.id, *extra, *grouped).where(*_conditions(principal, query))
-    keys = []
+    statement = select(Job.id, Job.updated_at, *extra).where(*_conditions(principal, query))
+    keys, stamps = [], {}
     for row in session.execute(statement):
         key = _Key(row[0])
+        stamps[key.id] = row[1]
         if extra:
-            key.values[by] = _typed(row[1]) if by.startswith("spec:") else row[1]
-        if grouped:
-            key.values[GROUP] = _typed(row[-1])
+            key.values[by] = row[2]
         keys.append(key)
+    # spec paths come from the values kept between requests (keys.py), not a JSON parse each
+    wanted = {by: by.removeprefix("spec:")} if by.startswith("spec:") else {}
+    if query.group:
+        wanted[GROUP] = query.group
+    for name, path in wanted.items():
+        found = KEPT.values(session, path, stamps)
+        for key in keys:
+            key.values[name] = found.get(key.id)
     return keys
 
 
@@ -169,22 +174,6 @@ def _conditions(principal: Principal, query: RunQuery) -> list[ColumnElement[boo
         tags = Job.spec["tags"].as_string()
         conditions.append(tags.contains(f'"{query.tag}"', autoescape=True))
     return conditions
-
-
-def _path(path: str) -> ColumnElement[Any]:
-    """A spec path's value as the database's text (PostgreSQL) or plain value (SQLite)."""
-    return Job.spec[tuple(path.split("."))].as_string()
-
-
-def _typed(value: Any) -> Any:
-    """A number, true/false or null given as text (as PostgreSQL's #>> does) as its value."""
-    if isinstance(value, str):
-        try:
-            found = json.loads(value)
-        except ValueError:
-            return value
-        return found if found is None or isinstance(found, bool | int | float) else value
-    return value
 
 
 def _summaries(

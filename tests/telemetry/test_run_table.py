@@ -199,3 +199,22 @@ def test_archived_jobs_are_hidden_unless_asked_and_a_sweep_and_notes_filter(
     assert len(ids(archived="all")) == 9
     assert ids(text="diverged") == [noted]  # in the notes, not the name
     assert ids(sweep=12345) == []
+
+
+def test_a_changed_spec_is_sorted_and_grouped_by_its_new_value(
+    database: Database, nine_runs: dict[tuple[float, int], int]
+) -> None:
+    by_lr = {"sort": "spec:hyperparameters.lr", "columns": ["hyperparameters.lr"], "limit": 1}
+    assert table(database, **by_lr)["rows"][0]["settings"] == {"hyperparameters.lr": 0.001}
+    moved = nine_runs[(0.1, 2)]
+    with database.session() as session:  # its row changes, so its updated_at moves
+        job = session.get_one(Job, moved)
+        job.spec = {**job.spec, "hyperparameters": {"lr": 0.0001, "seed": 2}}
+    page = table(database, **by_lr, group="hyperparameters.lr")
+    assert page["rows"][0]["job"].id == moved
+    assert [(g["value"], g["count"]) for g in page["groups"]] == [
+        (0.0001, 1),
+        (0.001, 3),
+        (0.01, 3),
+        (0.1, 2),
+    ]
