@@ -207,7 +207,8 @@ class Scheduler:
         explain_preempted(jobs, result.waiting)
         pairs = [(p.victim, p.by) for p in result.preemptions]
         self._preempting, preempted = apply_preemptions(session, pairs)
-        waiting_changed = number_queue(jobs, queue_order(queue)) | preempted
+        still = [q for q in queue_order(queue) if q.id in result.waiting]  # not placed now
+        waiting_changed = number_queue(jobs, still) | preempted
         for job_id, reason in result.waiting.items():
             if jobs[job_id].wait_reason != reason:
                 jobs[job_id].wait_reason = reason
