@@ -6,6 +6,8 @@ uses them does what it did when it was written.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import sqlalchemy as sa
@@ -65,6 +67,25 @@ def drop_columns(table: str, *names: str) -> None:
     with op.batch_alter_table(table, schema=None) as batch_op:
         for name in names:
             batch_op.drop_column(name)
+
+
+def add_all(added: dict[str, tuple[sa.Column[Any], ...]]) -> None:
+    """Add each table's columns, table by table (one batch each)."""
+    for table, columns in added.items():
+        add_columns(table, *columns)
+
+
+def drop_all(added: dict[str, tuple[sa.Column[Any], ...]]) -> None:
+    """Undo `add_all`: the tables in reverse order, each one's columns in reverse order."""
+    for table, columns in reversed(added.items()):
+        drop_columns(table, *(column.name for column in reversed(columns)))
+
+
+def adding(
+    added: dict[str, tuple[sa.Column[Any], ...]],
+) -> tuple[Callable[[], None], Callable[[], None]]:
+    """`upgrade` and `downgrade` of a revision that only adds columns: `add_all`, `drop_all`."""
+    return partial(add_all, added), partial(drop_all, added)
 
 
 def create_index(table: str, *columns: str, name: str | None = None, **options: Any) -> None:

@@ -8,16 +8,8 @@ Create Date: 2026-11-22 17:39:21.439259
 import sqlalchemy as sa
 from alembic import op
 
-from migrations.helpers import (
-    BIG_ID,
-    column,
-    create_index,
-    drop_index,
-    foreign_key,
-    primary_key,
-    required,
-    unique,
-)
+from migrations.helpers import BIG_ID, column, create_index, drop_index, foreign_key, primary_key
+from migrations.helpers import required, unique
 
 revision: str = '0001'
 down_revision: str | None = None

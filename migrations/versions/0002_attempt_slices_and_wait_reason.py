@@ -8,17 +8,8 @@ Create Date: 2026-11-22 17:52:51.965963
 import sqlalchemy as sa
 from alembic import op
 
-from migrations.helpers import (
-    add_columns,
-    column,
-    create_index,
-    drop_columns,
-    drop_index,
-    foreign_key,
-    primary_key,
-    required,
-    unique,
-)
+from migrations.helpers import add_columns, column, create_index, drop_columns, drop_index
+from migrations.helpers import foreign_key, primary_key, required, unique
 
 revision: str = '0002'
 down_revision: str | None = '0001'

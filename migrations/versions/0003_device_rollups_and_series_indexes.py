@@ -8,15 +8,8 @@ Create Date: 2026-11-22 18:03:35.849477
 import sqlalchemy as sa
 from alembic import op
 
-from migrations.helpers import (
-    BIG_ID,
-    column,
-    create_index,
-    drop_index,
-    primary_key,
-    required,
-    unique,
-)
+from migrations.helpers import BIG_ID, column, create_index, drop_index, primary_key, required
+from migrations.helpers import unique
 
 revision: str = '0003'
 down_revision: str | None = '0002'

@@ -7,21 +7,19 @@ Create Date: 2026-11-22 20:40:00
 
 import sqlalchemy as sa
 
-from migrations.helpers import add_columns, column, drop_columns
+from migrations.helpers import adding, column
 
-revision: str = "0006"
-down_revision: str | None = "0005"
-
-
-def upgrade() -> None:
-    add_columns(
-        "nodes",
+#: what this revision adds, per table (dropped again in reverse order)
+ADDED = {
+    "nodes": (
         column("host_cpu_percent", sa.Float(), "machine CPU use at the last heartbeat, all cores"),
         column("host_cpus", sa.Integer()),
         column("host_memory_used", sa.BigInteger()),
         column("host_memory_total", sa.BigInteger()),
     )
+}
 
+revision: str = "0006"
+down_revision: str | None = "0005"
 
-def downgrade() -> None:
-    drop_columns("nodes", "host_memory_total", "host_memory_used", "host_cpus", "host_cpu_percent")
+upgrade, downgrade = adding(ADDED)

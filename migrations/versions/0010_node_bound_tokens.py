@@ -10,31 +10,27 @@ until an admin mints a bound one (`trainboard token create --scope node --node N
 
 import sqlalchemy as sa
 
-from migrations.helpers import add_columns, column, drop_columns
+from migrations.helpers import adding, column
 
-revision: str = "0010"
-down_revision: str | None = "0009"
-
-
-def upgrade() -> None:
-    add_columns(
-        "api_tokens",
+#: what this revision adds, per table (dropped again in reverse order)
+ADDED = {
+    "api_tokens": (
         column(
             "node_name",
             sa.String(length=64),
             "node tokens: the only node this token may act as",
         ),
-    )
-    add_columns(
-        "nodes",
+    ),
+    "nodes": (
         column(
             "data_dir",
             sa.String(length=4096),
             "the node's resolved data dir, as it registered; checkpoints lie under it",
         ),
-    )
+    ),
+}
 
+revision: str = "0010"
+down_revision: str | None = "0009"
 
-def downgrade() -> None:
-    drop_columns("nodes", "data_dir")
-    drop_columns("api_tokens", "node_name")
+upgrade, downgrade = adding(ADDED)

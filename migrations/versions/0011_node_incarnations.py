@@ -13,15 +13,11 @@ node claimed in time (platform faults, not the user's restarts).
 
 import sqlalchemy as sa
 
-from migrations.helpers import add_columns, column, drop_columns, required
+from migrations.helpers import adding, column, required
 
-revision: str = "0011"
-down_revision: str | None = "0010"
-
-
-def upgrade() -> None:
-    add_columns(
-        "nodes",
+#: what this revision adds, per table (dropped again in reverse order)
+ADDED = {
+    "nodes": (
         column(
             "instance",
             sa.String(length=64),
@@ -29,27 +25,25 @@ def upgrade() -> None:
         ),
         required("incarnation", sa.Integer(), server_default="0"),
         column("state_reason", sa.String(length=512), "why the node is lost or misconfigured"),
-    )
-    add_columns(
-        "attempt_slices",
+    ),
+    "attempt_slices": (
         column(
             "instance",
             sa.String(length=64),
             "the node instance that claimed it: the fencing token with the attempt id",
         ),
-    )
-    add_columns(
-        "jobs",
+    ),
+    "jobs": (
         column(
             "restart_at",
             sa.DateTime(timezone=True),
             "a restarting job is queued again at this time (back-off)",
         ),
         required("unclaimed", sa.Integer(), "attempts no node claimed in time", server_default="0"),
-    )
+    ),
+}
 
+revision: str = "0011"
+down_revision: str | None = "0010"
 
-def downgrade() -> None:
-    drop_columns("jobs", "unclaimed", "restart_at")
-    drop_columns("attempt_slices", "instance")
-    drop_columns("nodes", "state_reason", "incarnation", "instance")
+upgrade, downgrade = adding(ADDED)

@@ -10,6 +10,7 @@ its Redis holds this deployment's marker before it takes work.
 """
 
 import uuid
+
 import sqlalchemy as sa
 from alembic import op
 

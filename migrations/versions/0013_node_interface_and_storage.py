@@ -12,15 +12,11 @@ only inside a group.
 
 import sqlalchemy as sa
 
-from migrations.helpers import add_columns, column, drop_columns
+from migrations.helpers import adding, column
 
-revision: str = "0013"
-down_revision: str | None = "0012"
-
-
-def upgrade() -> None:
-    add_columns(
-        "nodes",
+#: what this revision adds, per table (dropped again in reverse order)
+ADDED = {
+    "nodes": (
         column(
             "interface",
             sa.String(length=64),
@@ -32,7 +28,9 @@ def upgrade() -> None:
             "run-root group: nodes with the same value see each other's files",
         ),
     )
+}
 
+revision: str = "0013"
+down_revision: str | None = "0012"
 
-def downgrade() -> None:
-    drop_columns("nodes", "storage", "interface")
+upgrade, downgrade = adding(ADDED)

@@ -10,19 +10,17 @@ backend's threshold is `disk low` and gets no new work.
 
 import sqlalchemy as sa
 
-from migrations.helpers import add_columns, column, drop_columns
+from migrations.helpers import adding, column
+
+#: what this revision adds, per table (dropped again in reverse order)
+ADDED = {
+    "nodes": (
+        column("disk_free", sa.BigInteger(), "bytes free in the data dir at the last heartbeat"),
+        column("disk_total", sa.BigInteger()),
+    )
+}
 
 revision: str = "0014"
 down_revision: str | None = "0013"
 
-
-def upgrade() -> None:
-    add_columns(
-        "nodes",
-        column("disk_free", sa.BigInteger(), "bytes free in the data dir at the last heartbeat"),
-        column("disk_total", sa.BigInteger()),
-    )
-
-
-def downgrade() -> None:
-    drop_columns("nodes", "disk_total", "disk_free")
+upgrade, downgrade = adding(ADDED)

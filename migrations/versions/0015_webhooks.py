@@ -12,14 +12,7 @@ Create Date: 2026-11-25 11:08:26
 import sqlalchemy as sa
 from alembic import op
 
-from migrations.helpers import (
-    column,
-    create_index,
-    drop_index,
-    foreign_key,
-    primary_key,
-    required,
-)
+from migrations.helpers import column, create_index, drop_index, foreign_key, primary_key, required
 
 revision: str = "0015"
 down_revision: str | None = "0014"

@@ -16,6 +16,33 @@ control plane recorded: script tree hash, git commit and dirty diff),
 import sqlalchemy as sa
 from alembic import op
 
+from migrations.helpers import column, create_index, drop_index, foreign_key, primary_key, required
+
+#: the columns jobs gain, dropped again in reverse order
+JOB_COLUMNS = (
+    column("notes", sa.Text()),
+    required(
+        "archived",
+        sa.Boolean(),
+        "hidden from the board unless asked for",
+        server_default=sa.false(),
+    ),
+    column("sweep_id", sa.Integer()),
+    column("sweep_trial", sa.Integer()),
+    column("early_stop", sa.Text(), "why a sweep's rule stopped it"),
+    column(
+        "provenance",
+        sa.JSON(),
+        "recorded by the control plane: script tree hash, git commit, diff",
+    ),
+    column(
+        "reported_env",
+        sa.JSON(),
+        "python, torch, packages as reported by the job (untrusted)",
+    ),
+    column("start_checkpoint", sa.Text(), "a clone from step N starts from this checkpoint"),
+)
+
 revision: str = "0017"
 down_revision: str | None = "0016"
 
@@ -23,64 +50,23 @@ down_revision: str | None = "0016"
 def upgrade() -> None:
     op.create_table(
         "sweeps",
-        sa.Column("id", sa.Integer(), nullable=False),
-        sa.Column("name", sa.String(length=128), nullable=False),
-        sa.Column("owner_id", sa.Integer(), nullable=False),
-        sa.Column("state", sa.String(length=16), nullable=False),
-        sa.Column("config", sa.JSON(), nullable=False, comment="method, space, rule, base spec"),
-        sa.Column("trials", sa.JSON(), nullable=False, comment="the expanded settings, in order"),
-        sa.Column("max_concurrency", sa.Integer(), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["owner_id"], ["users.id"], name=op.f("fk_sweeps_owner_id_users"), ondelete="CASCADE"
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_sweeps")),
+        required("id", sa.Integer()),
+        required("name", sa.String(length=128)),
+        required("owner_id", sa.Integer()),
+        required("state", sa.String(length=16)),
+        required("config", sa.JSON(), "method, space, rule, base spec"),
+        required("trials", sa.JSON(), "the expanded settings, in order"),
+        required("max_concurrency", sa.Integer()),
+        required("created_at", sa.DateTime(timezone=True)),
+        column("finished_at", sa.DateTime(timezone=True)),
+        foreign_key("sweeps", "owner_id", "users"),
+        primary_key("sweeps"),
     )
-    op.create_index(op.f("ix_sweeps_owner_id"), "sweeps", ["owner_id"], unique=False)
-    op.create_index(op.f("ix_sweeps_state"), "sweeps", ["state"], unique=False)
+    create_index("sweeps", "owner_id")
+    create_index("sweeps", "state")
     with op.batch_alter_table("jobs") as batch:
-        batch.add_column(sa.Column("notes", sa.Text(), nullable=True))
-        batch.add_column(
-            sa.Column(
-                "archived",
-                sa.Boolean(),
-                nullable=False,
-                server_default=sa.false(),
-                comment="hidden from the board unless asked for",
-            )
-        )
-        batch.add_column(sa.Column("sweep_id", sa.Integer(), nullable=True))
-        batch.add_column(sa.Column("sweep_trial", sa.Integer(), nullable=True))
-        batch.add_column(
-            sa.Column(
-                "early_stop", sa.Text(), nullable=True, comment="why a sweep's rule stopped it"
-            )
-        )
-        batch.add_column(
-            sa.Column(
-                "provenance",
-                sa.JSON(),
-                nullable=True,
-                comment="recorded by the control plane: script tree hash, git commit, diff",
-            )
-        )
-        batch.add_column(
-            sa.Column(
-                "reported_env",
-                sa.JSON(),
-                nullable=True,
-                comment="python, torch, packages as reported by the job (untrusted)",
-            )
-        )
-        batch.add_column(
-            sa.Column(
-                "start_checkpoint",
-                sa.Text(),
-                nullable=True,
-                comment="a clone from step N starts from this checkpoint",
-            )
-        )
+        for new in JOB_COLUMNS:
+            batch.add_column(new)
         batch.create_foreign_key(
             op.f("fk_jobs_sweep_id_sweeps"), "sweeps", ["sweep_id"], ["id"], ondelete="SET NULL"
         )
@@ -93,17 +79,8 @@ def downgrade() -> None:
         batch.drop_index(op.f("ix_jobs_archived"))
         batch.drop_index(op.f("ix_jobs_sweep_id"))
         batch.drop_constraint(op.f("fk_jobs_sweep_id_sweeps"), type_="foreignkey")
-        for column in (
-            "start_checkpoint",
-            "reported_env",
-            "provenance",
-            "early_stop",
-            "sweep_trial",
-            "sweep_id",
-            "archived",
-            "notes",
-        ):
-            batch.drop_column(column)
-    op.drop_index(op.f("ix_sweeps_state"), table_name="sweeps")
-    op.drop_index(op.f("ix_sweeps_owner_id"), table_name="sweeps")
+        for gone in reversed(JOB_COLUMNS):
+            batch.drop_column(gone.name)
+    drop_index("sweeps", "state")
+    drop_index("sweeps", "owner_id")
     op.drop_table("sweeps")

@@ -13,95 +13,63 @@ fair-share weight and quotas per user).
 import sqlalchemy as sa
 from alembic import op
 
+from migrations.helpers import add_columns, column, create_index, drop_columns, drop_index
+from migrations.helpers import foreign_key, required
+
 revision: str = "0018"
 down_revision: str | None = "0017"
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("jobs", schema=None) as batch_op:
-        batch_op.add_column(
-            sa.Column(
-                "preempted_at",
-                sa.DateTime(timezone=True),
-                nullable=True,
-                comment="when a higher-priority job last took its devices",
-            )
-        )
-        batch_op.add_column(
-            sa.Column(
-                "preempted_by",
-                sa.Integer(),
-                nullable=True,
-                comment="the job that preempted it last",
-            )
-        )
-        batch_op.add_column(
-            sa.Column(
-                "queue_position",
-                sa.Integer(),
-                nullable=True,
-                comment="1 = next to be placed, in the scheduler's last pass (queued jobs only)",
-            )
-        )
-    with op.batch_alter_table("attempts", schema=None) as batch_op:
-        batch_op.add_column(
-            sa.Column("owner_id", sa.Integer(), nullable=True, comment="the job's owner, for usage")
-        )
-        batch_op.add_column(
-            sa.Column(
-                "device_count",
-                sa.Integer(),
-                nullable=True,
-                comment="devices over all its slices",
-            )
-        )
-        batch_op.add_column(
-            sa.Column(
-                "allocated_device_seconds",
-                sa.Float(),
-                nullable=True,
-                comment="devices x seconds from claim to end; set when the attempt has ended",
-            )
-        )
-        batch_op.add_column(
-            sa.Column(
-                "busy_device_seconds",
-                sa.Float(),
-                nullable=True,
-                comment="allocated, weighted by each device's sampled utilization",
-            )
-        )
-        batch_op.create_index(batch_op.f("ix_attempts_owner_id"), ["owner_id"], unique=False)
+    add_columns(
+        "jobs",
+        column(
+            "preempted_at",
+            sa.DateTime(timezone=True),
+            "when a higher-priority job last took its devices",
+        ),
+        column("preempted_by", sa.Integer(), "the job that preempted it last"),
+        column(
+            "queue_position",
+            sa.Integer(),
+            "1 = next to be placed, in the scheduler's last pass (queued jobs only)",
+        ),
+    )
+    add_columns(
+        "attempts",
+        column("owner_id", sa.Integer(), "the job's owner, for usage"),
+        column("device_count", sa.Integer(), "devices over all its slices"),
+        column(
+            "allocated_device_seconds",
+            sa.Float(),
+            "devices x seconds from claim to end; set when the attempt has ended",
+        ),
+        column(
+            "busy_device_seconds",
+            sa.Float(),
+            "allocated, weighted by each device's sampled utilization",
+        ),
+    )
+    create_index("attempts", "owner_id")
     op.create_table(
         "user_limits",
-        sa.Column("user_id", sa.Integer(), nullable=False),
-        sa.Column("share", sa.Float(), nullable=False, comment="fair-share weight"),
-        sa.Column("max_devices", sa.Integer(), nullable=True, comment="devices in use at once"),
-        sa.Column(
-            "max_device_hours",
-            sa.Float(),
-            nullable=True,
-            comment="device-hours allocated per rolling 7 days",
-        ),
-        sa.ForeignKeyConstraint(
-            ["user_id"],
-            ["users.id"],
-            name=op.f("fk_user_limits_user_id_users"),
-            ondelete="CASCADE",
-        ),
+        required("user_id", sa.Integer()),
+        required("share", sa.Float(), "fair-share weight"),
+        column("max_devices", sa.Integer(), "devices in use at once"),
+        column("max_device_hours", sa.Float(), "device-hours allocated per rolling 7 days"),
+        foreign_key("user_limits", "user_id", "users"),
         sa.PrimaryKeyConstraint("user_id", name=op.f("pk_user_limits")),
     )
 
 
 def downgrade() -> None:
     op.drop_table("user_limits")
-    with op.batch_alter_table("attempts", schema=None) as batch_op:
-        batch_op.drop_index(batch_op.f("ix_attempts_owner_id"))
-        batch_op.drop_column("busy_device_seconds")
-        batch_op.drop_column("allocated_device_seconds")
-        batch_op.drop_column("device_count")
-        batch_op.drop_column("owner_id")
-    with op.batch_alter_table("jobs", schema=None) as batch_op:
-        batch_op.drop_column("queue_position")
-        batch_op.drop_column("preempted_by")
-        batch_op.drop_column("preempted_at")
+    drop_index("attempts", "owner_id")
+    drop_columns(
+        "attempts",
+        "busy_device_seconds",
+        "allocated_device_seconds",
+        "device_count",
+        "owner_id",
+    )
+    drop_columns("jobs", "queue_position", "preempted_by", "preempted_at")

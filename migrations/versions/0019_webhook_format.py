@@ -8,25 +8,17 @@ Create Date: 2026-11-25 12:58:00
 """
 
 import sqlalchemy as sa
-from alembic import op
+
+from migrations.helpers import adding, required
+
+#: what this revision adds, per table (dropped again in reverse order)
+ADDED = {
+    "webhooks": (
+        required("format", sa.String(length=8), "json or slack", server_default="json"),
+    )
+}
 
 revision: str = "0019"
 down_revision: str | None = "0018"
 
-
-def upgrade() -> None:
-    with op.batch_alter_table("webhooks") as batch:
-        batch.add_column(
-            sa.Column(
-                "format",
-                sa.String(length=8),
-                nullable=False,
-                server_default="json",
-                comment="json or slack",
-            )
-        )
-
-
-def downgrade() -> None:
-    with op.batch_alter_table("webhooks") as batch:
-        batch.drop_column("format")
+upgrade, downgrade = adding(ADDED)

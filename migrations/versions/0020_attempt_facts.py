@@ -9,24 +9,21 @@ starts, and for programs that report none); the job page shows these, not the sp
 """
 
 import sqlalchemy as sa
-from alembic import op
+
+from migrations.helpers import adding, column
+
+#: what this revision adds, per table (dropped again in reverse order)
+ADDED = {
+    "attempts": (
+        column(
+            "facts",
+            sa.JSON(),
+            "what the engine reported it uses at start (global batch, world size)",
+        ),
+    )
+}
 
 revision: str = "0020"
 down_revision: str | None = "0019"
 
-
-def upgrade() -> None:
-    with op.batch_alter_table("attempts") as batch:
-        batch.add_column(
-            sa.Column(
-                "facts",
-                sa.JSON(),
-                nullable=True,
-                comment="what the engine reported it uses at start (global batch, world size)",
-            )
-        )
-
-
-def downgrade() -> None:
-    with op.batch_alter_table("attempts") as batch:
-        batch.drop_column("facts")
+upgrade, downgrade = adding(ADDED)
