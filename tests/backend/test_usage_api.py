@@ -22,9 +22,10 @@ T0 = datetime(2026, 1, 1, 23, 30, tzinfo=UTC)
 HOUR = timedelta(hours=1)
 
 
-def _attempt(
+def ended_attempt(
     session: Any, owner: str, *, node: str, devices: list[int], start: datetime, end: datetime
 ) -> Attempt:
+    """A succeeded job of `owner` with one attempt that held `devices` from start to end."""
     user = session.scalars(select(User).where(User.username == owner)).one()
     job = Job(
         name="j",
@@ -61,8 +62,8 @@ def _attempt(
 @pytest.fixture
 def two_attempts(database: Database, tokens: dict[str, str]) -> tuple[int, int]:
     with database.session() as session:
-        alices = _attempt(session, "alice", node="n1", devices=[0, 1], start=T0, end=T0 + HOUR)
-        admins = _attempt(
+        alices = ended_attempt(session, "alice", node="n1", devices=[0, 1], start=T0, end=T0 + HOUR)
+        admins = ended_attempt(
             session, "admin", node="n2", devices=[0], start=T0 + HOUR / 2, end=T0 + 1.5 * HOUR
         )
         for device in (0, 1):  # every minute of alice's hour, 50 % busy

@@ -17,6 +17,7 @@ export function UsageView() {
   const [from, setFrom] = useState(isoDay(today - 13 * DAY));
   const [to, setTo] = useState(isoDay(today));
   const [rows, setRows] = useState<DailyUsageRow[] | null>(null);
+  const [user, setUser] = useState("");
   const [error, setError] = useState<string | null>(null);
   const window = useMemo(() => ({ from: `${from}T00:00:00Z`, to: new Date(Date.parse(to) + DAY).toISOString() }), [from, to]);
 
@@ -31,8 +32,10 @@ export function UsageView() {
     };
   }, [window]);
 
-  const cells = useMemo(() => usageCells(rows ?? []), [rows]);
-  const columns = useMemo(() => dailyColumns(rows ?? [], window.from, window.to), [rows, window]);
+  const users = useMemo(() => [...new Set((rows ?? []).map((r) => r.user))].sort(), [rows]);
+  const shown = useMemo(() => (rows ?? []).filter((r) => !user || r.user === user), [rows, user]);
+  const cells = useMemo(() => usageCells(shown), [shown]);
+  const columns = useMemo(() => dailyColumns(shown, window.from, window.to), [shown, window]);
   const csvHref = useMemo(() => `data:text/csv;charset=utf-8,${encodeURIComponent(usageCsv(cells))}`, [cells]);
   const allocated = cells.reduce((sum, c) => sum + c.allocatedHours, 0);
   const busy = cells.reduce((sum, c) => sum + c.busyHours, 0);
@@ -48,6 +51,15 @@ export function UsageView() {
         <label class="inline">
           to <input type="date" data-testid="usage-to" value={to} min={from} onChange={(e) => setTo(e.currentTarget.value)} />
         </label>
+        <label class="inline">
+          user{" "}
+          <select data-testid="usage-user" value={user} onChange={(e) => setUser(e.currentTarget.value)}>
+            <option value="">all users</option>
+            {users.map((name) => (
+              <option value={name}>{name}</option>
+            ))}
+          </select>
+        </label>
         <a class="button ghost small" data-testid="usage-csv" href={csvHref} download={`usage-${from}-${to}.csv`}>
           CSV
         </a>
@@ -61,9 +73,9 @@ export function UsageView() {
       {rows !== null && (
         <>
           <Chart
-            key={`${window.from}-${rows.length}`}
+            key={`${window.from}-${shown.length}-${user}`}
             testId="usage-chart"
-            title="Device-hours per day: allocated vs busy"
+            title={`Device-hours per day: allocated vs busy (${user || "all users"})`}
             countAttr="data-days"
             count={(data) => data[0].length}
             data={() => columns}
