@@ -15,6 +15,7 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 import redis
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -232,3 +233,5 @@ Cluster.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestBookingInvariant = Cluster.TestCase
+#: 25 runs of 30 scheduler steps each on real databases: make test runs it, make test-fast not
+pytestmark = pytest.mark.slow

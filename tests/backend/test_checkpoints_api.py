@@ -73,6 +73,7 @@ def test_checkpoints_are_listed_with_step_and_size(
     assert listed[1]["size_bytes"] == on_disk > 0
 
 
+@pytest.mark.slow  # the download reads the checkpoint in a child process
 def test_the_owner_downloads_a_state_dict_torch_loads_with_weights_only(
     api: TestClient, tokens: dict[str, str], trained: dict, tmp_path: Path
 ) -> None:
@@ -101,6 +102,7 @@ def test_anyone_but_the_owner_gets_the_404_of_a_missing_job(
     assert no_step.status_code == 404 and "no checkpoint at step 15" in no_step.json()["detail"]
 
 
+@pytest.mark.slow  # the download reads the checkpoint in a child process
 def test_links_the_job_planted_are_neither_listed_nor_read(
     api: TestClient, tokens: dict[str, str], trained: dict, tmp_path: Path
 ) -> None:

@@ -94,6 +94,7 @@ def _fuzz(
     exercise()
 
 
+@pytest.mark.slow  # thousands of generated requests: make test runs it, make test-fast not
 def test_every_operation_survives_generated_input(
     fuzz_app: FastAPI, tokens: dict[str, str], database: Database, identity: str
 ) -> None:

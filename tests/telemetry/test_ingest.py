@@ -195,6 +195,7 @@ ENVELOPES = st.tuples(dicts(GOOD_ENVELOPE), st.lists(ITEMS, max_size=3)).map(
 )
 
 
+@pytest.mark.slow  # 2,000 generated entries: make test runs it, make test-fast not
 @settings(max_examples=2000, deadline=None)
 @given(ENVELOPES)
 def test_what_the_fastest_validator_takes_pydantic_takes_alike(entry: dict[str, object]) -> None:
