@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +19,6 @@ from backend.auth.service import (
 )
 from backend.config import Settings
 from backend.db import Database
-from backend.migrate import upgrade
 from tests.app_settings import ADMIN_TOKEN, api_settings
 from workers.contract.protocol import NodeDevice, NodeRegistration
 
@@ -33,8 +32,8 @@ def settings(tmp_path: Path, sqlite_url: str, redis_url: str) -> Settings:
 
 
 @pytest.fixture
-def database(settings: Settings) -> Iterator[Database]:
-    upgrade(settings.db_url)
+def database(settings: Settings, migrate: Callable[[str], None]) -> Iterator[Database]:
+    migrate(settings.db_url)
     db = Database(settings.db_url)
     yield db
     db.dispose()

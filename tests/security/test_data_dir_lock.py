@@ -39,6 +39,7 @@ def _tokens(database_url: str) -> list[tuple[int, object]]:
     return [(int(r[0]), r[1]) for r in rows]
 
 
+@pytest.mark.slow  # starts a whole stack
 def test_a_second_up_on_a_data_dir_in_use_refuses_and_revokes_nothing(tmp_path: Path) -> None:
     with trainboard_up(tmp_path, cpu_slots=1) as stack:
         before = _tokens(stack.database_url)

@@ -12,7 +12,6 @@ from backend.app import create_app
 from backend.auth.service import bootstrap_admin_token, ensure_admin
 from backend.config import Settings
 from backend.db import Database
-from backend.migrate import upgrade
 from tests.app_settings import ADMIN_TOKEN, api_settings
 from tests.conftest import REDIS_BASE, TELEMETRY_REDIS_DB, emptied
 from tests.telemetry.helpers import LiveServer, add_attempt
@@ -29,10 +28,10 @@ def redis_url() -> Iterator[str]:
 
 
 @pytest.fixture(params=["sqlite_url", "postgres_url"], ids=["sqlite", "postgres"])
-def db_url(request: pytest.FixtureRequest) -> str:
+def db_url(request: pytest.FixtureRequest, migrate: Callable[[str], None]) -> str:
     """A migrated, empty database: SQLite file or PostgreSQL."""
     url: str = request.getfixturevalue(request.param)
-    upgrade(url)
+    migrate(url)
     return url
 
 
@@ -63,9 +62,11 @@ def live_api(settings: Settings) -> Iterator[LiveServer]:
 
 
 @pytest.fixture
-def api(settings: Settings) -> Iterator[tuple[TestClient, Database]]:
+def api(
+    settings: Settings, migrate: Callable[[str], None]
+) -> Iterator[tuple[TestClient, Database]]:
     """The app in-process on a migrated database with the admin token; and that database."""
-    upgrade(settings.db_url)
+    migrate(settings.db_url)
     db = Database(settings.db_url)
     with db.session() as session:
         bootstrap_admin_token(session, configured=ADMIN_TOKEN)
