@@ -45,7 +45,7 @@ def test_download_a_checkpoint_and_clone_from_an_older_step(
         weights = torch.load(path, weights_only=True)
         assert weights and all(isinstance(t, torch.Tensor) for t in weights.values())
         assert any(name.endswith("weight") for name in weights), list(weights)
-        page.get_by_test_id("job-checkpoints").scroll_into_view_if_needed()
+        page.evaluate("window.scrollTo(0, 0)")  # the sticky header would cover the page otherwise
         page.screenshot(path=str(SCREENSHOTS / "job-checkpoints.png"), full_page=True)
 
         page.get_by_test_id("clone-from-20").click()

@@ -135,7 +135,7 @@ export function ProvenanceDiff({ ids }: { ids: number[] }) {
         </p>
       ) : (
         <div class="table-scroll">
-          <table class="jobs">
+          <table class="jobs prov-diff">
             <thead>
               <tr>
                 <th scope="col">Differs</th>
