@@ -66,7 +66,9 @@ def test_a_job_that_would_wait_forever_is_not_submitted_unless_it_may_wait(
         spec = get_job(stack, job_id)["spec"]
         assert spec["wait_for_capacity"] is True and spec["env"] == {"NCCL_DEBUG": "INFO"}
         expect(page.get_by_test_id("job-wait-reason")).to_contain_text("no cluster capacity")
-        expect(page.get_by_test_id("job-queue-position")).to_have_text(re.compile(r"^\d+ of \d+$"))
+        expect(page.get_by_test_id("job-queue-position")).to_have_text(
+            re.compile(r"^\d+ \(1 = placed next\)$")
+        )
         assert page_width(page) <= WINDOW
         page.screenshot(path=str(SCREENSHOTS / "job-waits-for-capacity.png"), full_page=True)
 
