@@ -73,8 +73,8 @@ def test_a_sweep_of_8_trials_stops_poor_ones_at_a_rung(page: Page, stack: Runnin
         assert all(s in ("succeeded", "stopped") for s in states), states
         for trial in stopped:
             assert re.match(
-                r"stopped early at rung [123] \(step (50|500|1500)\): loss [\d.]+ > threshold [\d.]+ "
-                r"\(ASHA: best 1/2 of \d trials at this rung\)$",
+                r"stopped early at rung [123] \(step (50|500|1500)\): "
+                r"loss [\d.]+ > threshold [\d.]+ \(ASHA: best 1/2 of \d trials at this rung\)$",
                 trial["early_stop"],
             ), trial
         assert sweep["best"]["setting"]["hyperparameters.lr"] in LRS[0::2]
