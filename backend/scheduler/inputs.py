@@ -7,6 +7,8 @@ owners that have one.
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -98,11 +100,32 @@ def running_jobs(session: Session, *, settings: SharingSettings) -> list[Running
     ]
 
 
+class UsageCache:
+    """Decayed usage per owner, read again at most every `ttl` seconds: it changes slowly
+    (a half-life of days), and reading it scans the attempts of the last 20 half-lives."""
+
+    def __init__(self, ttl: float = 10.0) -> None:
+        self.ttl = ttl
+        self._read_at = -math.inf
+        self._usage: dict[int, float] = {}
+
+    def usage(self, session: Session, settings: SharingSettings) -> dict[int, float]:
+        if time.monotonic() - self._read_at >= self.ttl:
+            half_life = timedelta(hours=settings.half_life_hours)
+            self._usage = decayed_usage(session, half_life=half_life)
+            self._read_at = time.monotonic()
+        return dict(self._usage)
+
+
 def fair_shares(
-    session: Session, owners: Iterable[int], *, settings: SharingSettings
+    session: Session,
+    owners: Iterable[int],
+    *,
+    settings: SharingSettings,
+    cache: UsageCache | None = None,
 ) -> dict[int, float]:
     """Each owner's fair-share factor (1 when nobody has used anything)."""
-    usage = decayed_usage(session, half_life=timedelta(hours=settings.half_life_hours))
+    usage = (cache or UsageCache(ttl=0)).usage(session, settings)
     shares = {u: s for u, s in session.execute(select(UserLimits.user_id, UserLimits.share))}
     for owner in owners:
         usage.setdefault(owner, 0.0)

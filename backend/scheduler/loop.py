@@ -31,6 +31,7 @@ from backend.nodes.fencing import end_node_attempts, repair_bookings
 from backend.nodes.models import Node
 from backend.scheduler.inputs import (
     SharingSettings,
+    UsageCache,
     capacities,
     explain_preempted,
     fair_shares,
@@ -73,6 +74,7 @@ class Scheduler:
     ) -> None:
         self.db = db
         self.sharing = sharing or SharingSettings()
+        self._usage = UsageCache()  # fair share's decayed usage, re-read every 10 s
         self._preempting: list[int] = []  # attempts to ask to stop once this pass commits
         self.client = client
         self.celery = celery
@@ -187,7 +189,8 @@ class Scheduler:
         if not queued:
             return [], [], set()
         jobs = {job.id: job for job in queued}
-        fair = fair_shares(session, {j.owner_id for j in queued}, settings=self.sharing)
+        owners = {j.owner_id for j in queued}
+        fair = fair_shares(session, owners, settings=self.sharing, cache=self._usage)
         queue = [
             QueuedJob(
                 id=job.id,
