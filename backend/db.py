@@ -28,6 +28,12 @@ NAMING = {
 }
 
 
+def fields_of(row: object, names: str) -> dict[str, Any]:
+    """The attributes of an ORM row named in `names` (space-separated), for the response
+    model's fields of the same names."""
+    return {name: getattr(row, name) for name in names.split()}
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 

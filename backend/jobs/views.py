@@ -8,6 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.auth.models import User
+from backend.db import fields_of
 from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
 from backend.jobs.run_states import AttemptState
 from backend.jobs.schemas import AttemptOut, EventOut, Implications, JobOut, SliceOut
@@ -15,6 +16,17 @@ from backend.jobs.states import JobState, allowed_actions
 from workers.contract.spec import JobSpec
 
 PRIORITY_NAMES = ("high", "normal", "low")
+
+
+#: JobOut fields copied from the job row as they are
+JOB_FIELDS = (
+    "id name attempt restarts reason step total_steps parent_id archived sweep_id "
+    "sweep_trial early_stop created_at updated_at started_at finished_at"
+)
+#: AttemptOut fields copied from the attempt row as they are
+ATTEMPT_FIELDS = (
+    "id number resume_from last_checkpoint exit_reason facts created_at claimed_at finished_at"
+)
 
 
 def describe_jobs(session: Session, jobs: Sequence[Job]) -> list[JobOut]:
@@ -62,8 +74,6 @@ def describe_job(session: Session, job: Job) -> JobOut:
 def _view(job: Job, owner: str, attempt: Attempt | None, placement: list[SliceOut]) -> JobOut:
     spec = JobSpec.model_validate(job.spec)
     return JobOut(
-        id=job.id,
-        name=job.name,
         owner=owner,
         state=JobState(job.state),
         actions=allowed_actions(JobState(job.state)),
@@ -75,42 +85,21 @@ def _view(job: Job, owner: str, attempt: Attempt | None, placement: list[SliceOu
         queue_position=job.queue_position if job.state == "queued" else None,
         priority=PRIORITY_NAMES[job.priority_rank],
         tags=spec.tags,
-        attempt=job.attempt,
         node=attempt.node_name if attempt else None,
         devices=list(attempt.devices) if attempt else [],
-        restarts=job.restarts,
         restart_at=job.restart_at if job.state == JobState.restarting else None,
-        reason=job.reason,
-        step=job.step,
-        total_steps=job.total_steps,
-        parent_id=job.parent_id,
         notes=job.notes or "",
-        archived=job.archived,
-        sweep_id=job.sweep_id,
-        sweep_trial=job.sweep_trial,
-        early_stop=job.early_stop,
-        created_at=job.created_at,
-        updated_at=job.updated_at,
-        started_at=job.started_at,
-        finished_at=job.finished_at,
+        **fields_of(job, JOB_FIELDS),
     )
 
 
 def attempt_view(attempt: Attempt) -> AttemptOut:
     """An attempt as the API returns it."""
     return AttemptOut(
-        id=attempt.id,
-        number=attempt.number,
         node=attempt.node_name,
         devices=list(attempt.devices),
         state=AttemptState(attempt.state),
-        resume_from=attempt.resume_from,
-        last_checkpoint=attempt.last_checkpoint,
-        exit_reason=attempt.exit_reason,
-        facts=attempt.facts,
-        created_at=attempt.created_at,
-        claimed_at=attempt.claimed_at,
-        finished_at=attempt.finished_at,
+        **fields_of(attempt, ATTEMPT_FIELDS),
     )
 
 

@@ -8,7 +8,7 @@ import redis
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
-from backend.db import utcnow
+from backend.db import fields_of, utcnow
 from backend.jobs.models import Attempt, AttemptSlice
 from backend.jobs.run_states import LIVE_SLICE_VALUES, NodeState
 from backend.nodes.deployment import WRONG_REDIS, broker_shared, deployment_id
@@ -22,6 +22,12 @@ from workers.contract.protocol import Heartbeat, HeartbeatReply, NodeRegistratio
 
 class NodeNotFound(LookupError):
     pass
+
+
+#: NodeOut fields copied from the node row as they are
+NODE_FIELDS = (
+    "name hostname address interface storage state_reason incarnation drained last_heartbeat"
+)
 
 
 def register(
@@ -163,30 +169,18 @@ def describe_nodes(session: Session) -> list[NodeOut]:
             )
     return [
         NodeOut(
-            name=n.name,
-            hostname=n.hostname,
-            address=n.address,
-            interface=n.interface,
-            storage=n.storage,
             state=NodeState(n.state),
-            state_reason=n.state_reason,
-            incarnation=n.incarnation,
-            drained=n.drained,
-            last_heartbeat=n.last_heartbeat,
             host=host_view(n),
             disk=disk_view(n),
             devices=[
                 DeviceOut(
-                    index=d.index,
-                    kind=d.kind,
-                    name=d.name,
-                    uuid=d.uuid,
-                    memory_total=d.memory_total,
                     job_id=holders.get((n.name, d.index), (None, None))[0],
                     rank=holders.get((n.name, d.index), (None, None))[1],
+                    **fields_of(d, "index kind name uuid memory_total"),
                 )
                 for d in n.devices
             ],
+            **fields_of(n, NODE_FIELDS),
         )
         for n in all_nodes(session)
     ]
