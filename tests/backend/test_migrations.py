@@ -39,15 +39,15 @@ def test_upgrade_head_matches_orm_and_downgrade_empties(
 CREATED = "2026-01-02 03:04:05+00:00"
 
 
-def _with_user(url: str, revision: str, *, role: str) -> sa.Engine:
-    """An engine on the database at url, migrated to revision, with user 1 in it."""
+def _old_rows(url: str, revision: str, *, role: str, insert: str) -> sa.Engine:
+    """An engine on the database at url, migrated to revision, holding user 1 (of role) and
+    the row of `insert` (its :t is CREATED)."""
     upgrade(url, revision)
     engine = sa.create_engine(url)
+    user = "INSERT INTO users (id, username, role, created_at) VALUES (1, 'u', :r, :t)"
     with engine.begin() as conn:
-        conn.execute(
-            sa.text("INSERT INTO users (id, username, role, created_at) VALUES (1, 'u', :r, :t)"),
-            {"r": role, "t": CREATED},
-        )
+        conn.execute(sa.text(user), {"r": role, "t": CREATED})
+        conn.execute(sa.text(insert), {"t": CREATED})
     return engine
 
 
@@ -56,16 +56,12 @@ def test_job_updated_at_is_filled_for_jobs_that_existed_before(
     db: str, request: pytest.FixtureRequest
 ) -> None:
     url = request.getfixturevalue(db)
-    engine = _with_user(url, "0003", role="user")
-    with engine.begin() as conn:
-        conn.execute(
-            sa.text(
-                "INSERT INTO jobs (id, name, owner_id, state, spec, priority_rank,"
-                " devices_requested, attempt, restarts, step, created_at)"
-                " VALUES (1, 'old', 1, 'queued', '{}', 1, 1, 0, 0, 0, :t)"
-            ),
-            {"t": CREATED},
-        )
+    job = (
+        "INSERT INTO jobs (id, name, owner_id, state, spec, priority_rank,"
+        " devices_requested, attempt, restarts, step, created_at)"
+        " VALUES (1, 'old', 1, 'queued', '{}', 1, 1, 0, 0, 0, :t)"
+    )
+    engine = _old_rows(url, "0003", role="user", insert=job)
     upgrade(url)
     with engine.connect() as conn:
         created, updated = conn.execute(sa.text("SELECT created_at, updated_at FROM jobs")).one()
@@ -95,15 +91,11 @@ def test_node_tokens_from_before_0010_name_no_node_and_survive_a_downgrade(
     db: str, request: pytest.FixtureRequest
 ) -> None:
     url = request.getfixturevalue(db)
-    engine = _with_user(url, "0009", role="admin")
-    with engine.begin() as conn:
-        conn.execute(
-            sa.text(
-                "INSERT INTO api_tokens (id, user_id, token_hash, prefix, kind, name, scopes,"
-                " created_at) VALUES (1, 1, 'h', 'tb_x', 'api', 'gpu-0', 'node', :t)"
-            ),
-            {"t": CREATED},
-        )
+    token = (
+        "INSERT INTO api_tokens (id, user_id, token_hash, prefix, kind, name, scopes,"
+        " created_at) VALUES (1, 1, 'h', 'tb_x', 'api', 'gpu-0', 'node', :t)"
+    )
+    engine = _old_rows(url, "0009", role="admin", insert=token)
     upgrade(url, "0010")
     with engine.connect() as conn:
         assert conn.execute(sa.text("SELECT node_name FROM api_tokens")).scalar_one() is None
