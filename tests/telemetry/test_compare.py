@@ -25,6 +25,11 @@ def add_curve(db: Database, attempt: int, name: str, values: list[float], t0: fl
     insert_points(db, rows)
 
 
+def two_jobs(db: Database) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Two running jobs of alice's: (job id, attempt id) of each."""
+    return add_attempt(db), add_attempt(db)
+
+
 def test_compare_gives_jobs_spec_differences_summaries_and_aligned_curves(
     api: tuple[TestClient, Database],
 ) -> None:
@@ -69,8 +74,7 @@ def test_by_time_each_job_is_aligned_from_its_own_first_point(
     api: tuple[TestClient, Database],
 ) -> None:
     client, db = api
-    a, attempt_a = add_attempt(db)
-    b, attempt_b = add_attempt(db)
+    (a, attempt_a), (b, attempt_b) = two_jobs(db)
     add_curve(db, attempt_a, "loss", [3.0, 2.0, 1.0], t0=1_700_000_000.0)
     add_curve(db, attempt_b, "loss", [5.0, 4.0], t0=1_700_086_400.5)  # a day later
     body = client.get(f"/api/series/compare?job={a}&job={b}&x=time", headers=ADMIN).json()
@@ -89,8 +93,7 @@ def test_memory_time_and_loss_like_metrics_are_best_when_lowest(
         False,
     ]
     client, db = api
-    a, attempt = add_attempt(db)
-    b, _ = add_attempt(db)
+    (a, attempt), (b, _) = two_jobs(db)
     add_curve(db, attempt, "gpu_mem", [4.0, 2.0, 3.0], t0=0.0)
     add_curve(db, attempt, "tokens_per_s", [4.0, 2.0, 3.0], t0=0.0)
     summary = client.get(f"/api/series/compare?job={a}&job={b}", headers=ADMIN).json()["summary"]
@@ -106,8 +109,7 @@ def test_grad_norm_has_no_best_and_a_declared_direction_wins(
     api: tuple[TestClient, Database],
 ) -> None:
     client, db = api
-    a, attempt = add_attempt(db)
-    b, _ = add_attempt(db)
+    (a, attempt), (b, _) = two_jobs(db)
     add_curve(db, attempt, "grad_norm", [1.0, 9.0, 2.0], t0=0.0)
     add_curve(db, attempt, "val_score", [1.0, 9.0, 2.0], t0=0.0)
     body = client.get(f"/api/series/compare?job={a}&job={b}", headers=ADMIN).json()
@@ -124,8 +126,7 @@ def test_compare_csv_holds_every_step_of_each_job_aligned(
     api: tuple[TestClient, Database],
 ) -> None:
     client, db = api
-    a, attempt_a = add_attempt(db)
-    b, attempt_b = add_attempt(db)
+    (a, attempt_a), (b, attempt_b) = two_jobs(db)
     add_points(db, attempt_a, range(0, 5000), ranks=2)
     add_points(db, attempt_b, range(4000, 6000, 2))
     response = client.get(f"/api/series/compare.csv?job={a}&job={b}&metric=loss", headers=ADMIN)
