@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field, StrictBool, field_validator
 from sqlalchemy.orm import Session
 
 from backend.auth.service import Principal
+from backend.deps import RowId
 from backend.jobs.models import Job, JobEvent
 from backend.jobs.service import JobNotFound, get_job, stop
 from backend.jobs.states import IllegalTransition
@@ -47,7 +48,7 @@ class JobEdit(BaseModel):
 class BulkIn(BaseModel):
     model_config = {"extra": "forbid"}
 
-    ids: list[int] = Field(min_length=1, max_length=MAX_BULK)
+    ids: list[RowId] = Field(min_length=1, max_length=MAX_BULK)
     action: Literal["cancel", "archive", "unarchive"]
 
 

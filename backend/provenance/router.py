@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, status
 from pydantic import BaseModel, Field
 
-from backend.deps import NodeDep, ObjectId, ReaderDep, SessionDep
+from backend.deps import NodeDep, ObjectId, ReaderDep, RowId, SessionDep
 from backend.jobs.service import get_job
 from backend.nodes.trust import acting_node
 from backend.provenance import service
@@ -50,7 +50,7 @@ def get_provenance(job_id: ObjectId, principal: ReaderDep, session: SessionDep) 
 def diff_provenance(
     principal: ReaderDep,
     session: SessionDep,
-    ids: Annotated[list[int], Query(min_length=2, max_length=50)],
+    ids: Annotated[list[RowId], Query(min_length=2, max_length=50)],
 ) -> ProvenanceDiff:
     """The jobs' provenance side by side, and the fields that differ."""
     jobs = [get_job(session, principal=principal, job_id=i) for i in ids]
