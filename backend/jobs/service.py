@@ -97,10 +97,7 @@ def submit(
     session.add(
         JobEvent(job_id=job.id, kind="submitted", message=f"submitted by {principal.username}")
     )
-    session.commit()
-    announce_jobs(client, [job.id])
-    wake_scheduler(client)
-    return job
+    return _committed(session, client, job)
 
 
 def visible_jobs(
@@ -172,10 +169,7 @@ def stop(
         request_stop(client, attempt_id=attempt.id, action=action)
     else:
         raise IllegalTransition(f"job {job.id} is {job.state}; it cannot be {action}led")
-    session.commit()
-    announce_jobs(client, [job.id])
-    wake_scheduler(client)
-    return job
+    return _committed(session, client, job)
 
 
 def _withdraw(session: Session, attempt: Attempt) -> bool:
@@ -223,10 +217,7 @@ def resume(
     how = f" on {job.devices_requested} devices" if devices is not None else ""
     job.early_stop = None  # resumed by a person: a later cancel is theirs
     session.add(transition(job, JobState.queued, message=f"resumed by {principal.username}{how}"))
-    session.commit()
-    announce_jobs(client, [job.id])
-    wake_scheduler(client)
-    return job
+    return _committed(session, client, job)
 
 
 def clone(
@@ -273,3 +264,11 @@ def respec(base: dict[str, Any], changes: dict[str, Any]) -> JobSpec:
     if reason is not None:
         raise SpecRefused((), reason)
     return spec
+
+
+def _committed(session: Session, client: redis.Redis, job: Job) -> Job:
+    """Commit the change to job, announce it live and wake the scheduler for it."""
+    session.commit()
+    announce_jobs(client, [job.id])
+    wake_scheduler(client)
+    return job
