@@ -14,7 +14,7 @@ from tests.telemetry.helpers import add_attempt
 
 SPEC = {"name": "alices-job", "template": "mlp", "parallelism": {"strategy": "data", "devices": 1}}
 #: a valid body for every required request schema of a job route; add new ones here
-BODIES: dict[str, Any] = {"JobSpec": SPEC}
+BODIES: dict[str, Any] = {"JobSpec": SPEC, "JobEdit": {"name": "renamed"}}
 PATH_VALUES = {"name": "loss"}
 
 
@@ -70,7 +70,9 @@ def test_owner_and_admin_reach_every_job_route(
 ) -> None:
     for who in ("alice", "admin"):
         for method, path, body in _job_routes(api):
-            if method != "GET":
+            # a checkpoint download is its owner's alone, admins included, and this job has
+            # none: tests/backend/test_checkpoints_api.py covers that route
+            if method != "GET" or path.endswith("/download"):
                 continue
             response = api.request(
                 method, _url(path, alices_job), json=body, headers=bearer(two_users[who])
