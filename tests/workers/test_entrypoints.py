@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from worker_helpers import attempt_order, read_items
+from worker_helpers import attempt_order, read_items, with_script
 
 from workers.contract.entrypoints import EntrypointRefused, resolve
 from workers.contract.protocol import LOGS_STREAM, METRICS_STREAM
@@ -118,13 +118,10 @@ def test_common_print_shapes_become_metrics() -> None:
 def test_unmodified_torchrun_script_runs_on_two_ranks_and_its_losses_become_points(
     tmp_path: Path, supervisor_settings: SupervisorSettings, redis_url: str
 ) -> None:
-    scripts = tmp_path / "scripts"
-    scripts.mkdir()
-    (scripts / "train.py").write_text(TORCHRUN_SCRIPT)
+    settings = with_script(supervisor_settings, tmp_path / "scripts", "train.py", TORCHRUN_SCRIPT)
     spec = JobSpec.model_validate(
         {"name": "user-script", "entrypoint": {"script": "train.py"}, "parallelism": {"devices": 2}}
     )
-    settings = dataclasses.replace(supervisor_settings, script_roots=[scripts.resolve()])
 
     outcome = Supervisor(attempt_order(spec), settings).run()
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
-from worker_helpers import attempt_order, read_items
+from worker_helpers import attempt_order, read_items, with_script
 
 from tests.health.scripts import hanging_script
 from workers.contract.protocol import EVENTS_STREAM, LOGS_STREAM
@@ -79,9 +78,8 @@ def test_an_exited_rank_is_not_stuck() -> None:
 def test_a_hung_rank_is_flagged_its_stacks_dumped_and_on_hang_restart_ends_the_attempt(
     tmp_path: Path, supervisor_settings: SupervisorSettings, redis_url: str
 ) -> None:
-    scripts = tmp_path / "scripts"
-    scripts.mkdir()
-    (scripts / "hang.py").write_text(hanging_script(block_at=5))
+    script = hanging_script(block_at=5)
+    settings = with_script(supervisor_settings, tmp_path / "scripts", "hang.py", script)
     spec = JobSpec.model_validate(
         {
             "name": "hang",
@@ -90,7 +88,6 @@ def test_a_hung_rank_is_flagged_its_stacks_dumped_and_on_hang_restart_ends_the_a
             "health": {"hang_timeout_s": 5, "on_hang": "restart"},
         }
     )
-    settings = dataclasses.replace(supervisor_settings, script_roots=[scripts.resolve()])
 
     outcome = Supervisor(attempt_order(spec), settings).run()
 

