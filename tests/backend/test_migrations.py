@@ -11,6 +11,12 @@ from backend.migrate import downgrade, upgrade
 from backend.models import Base
 
 
+@pytest.fixture(params=["sqlite_url", "postgres_url"])
+def url(request: pytest.FixtureRequest) -> str:
+    """An empty database, SQLite and then PostgreSQL."""
+    return str(request.getfixturevalue(request.param))
+
+
 def _schema_diff(url: str) -> list[object]:
     engine = sa.create_engine(url)
     with engine.connect() as conn:
@@ -20,11 +26,7 @@ def _schema_diff(url: str) -> list[object]:
     return list(diff)
 
 
-@pytest.mark.parametrize("db", ["sqlite_url", "postgres_url"])
-def test_upgrade_head_matches_orm_and_downgrade_empties(
-    db: str, request: pytest.FixtureRequest
-) -> None:
-    url = request.getfixturevalue(db)
+def test_upgrade_head_matches_orm_and_downgrade_empties(url: str) -> None:
     upgrade(url)
     assert _schema_diff(url) == []
     downgrade(url, "base")
@@ -51,11 +53,7 @@ def _old_rows(url: str, revision: str, *, role: str, insert: str) -> sa.Engine:
     return engine
 
 
-@pytest.mark.parametrize("db", ["sqlite_url", "postgres_url"])
-def test_job_updated_at_is_filled_for_jobs_that_existed_before(
-    db: str, request: pytest.FixtureRequest
-) -> None:
-    url = request.getfixturevalue(db)
+def test_job_updated_at_is_filled_for_jobs_that_existed_before(url: str) -> None:
     job = (
         "INSERT INTO jobs (id, name, owner_id, state, spec, priority_rank,"
         " devices_requested, attempt, restarts, step, created_at)"
@@ -86,11 +84,7 @@ def test_metric_point_ids_come_in_blocks_of_1024_after_0008(postgres_url: str) -
     assert increment() == 1
 
 
-@pytest.mark.parametrize("db", ["sqlite_url", "postgres_url"])
-def test_node_tokens_from_before_0010_name_no_node_and_survive_a_downgrade(
-    db: str, request: pytest.FixtureRequest
-) -> None:
-    url = request.getfixturevalue(db)
+def test_node_tokens_from_before_0010_name_no_node_and_survive_a_downgrade(url: str) -> None:
     token = (
         "INSERT INTO api_tokens (id, user_id, token_hash, prefix, kind, name, scopes,"
         " created_at) VALUES (1, 1, 'h', 'tb_x', 'api', 'gpu-0', 'node', :t)"
