@@ -50,16 +50,7 @@ export function LoginView({ onLogin }: { next: string; onLogin: (me: Me) => void
         {mode === "token" ? (
           <>
             <label for="login-token">Access token</label>
-            <input
-              id="login-token"
-              type="password"
-              autocomplete="current-password"
-              data-testid="login-token"
-              value={token}
-              onInput={(e) => setToken(e.currentTarget.value)}
-              autofocus
-              required
-            />
+            <Secret id="login-token" value={token} set={setToken} autofocus />
             <p class="muted small">
               <code>trainboard up</code> prints a token when it starts.
             </p>
@@ -69,15 +60,7 @@ export function LoginView({ onLogin }: { next: string; onLogin: (me: Me) => void
             <label for="login-username">Username</label>
             <input id="login-username" autocomplete="username" data-testid="login-username" value={username} onInput={(e) => setUsername(e.currentTarget.value)} required />
             <label for="login-password">Password</label>
-            <input
-              id="login-password"
-              type="password"
-              autocomplete="current-password"
-              data-testid="login-password"
-              value={password}
-              onInput={(e) => setPassword(e.currentTarget.value)}
-              required
-            />
+            <Secret id="login-password" value={password} set={setPassword} />
           </>
         )}
         {error && (
@@ -90,5 +73,21 @@ export function LoginView({ onLogin }: { next: string; onLogin: (me: Me) => void
         </button>
       </form>
     </main>
+  );
+}
+
+/** A required password-type field whose test id is its id. */
+function Secret(props: { id: string; value: string; set: (value: string) => void; autofocus?: boolean }) {
+  return (
+    <input
+      id={props.id}
+      type="password"
+      autocomplete="current-password"
+      data-testid={props.id}
+      value={props.value}
+      onInput={(e) => props.set(e.currentTarget.value)}
+      autofocus={props.autofocus}
+      required
+    />
   );
 }
