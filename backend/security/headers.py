@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from starlette.datastructures import MutableHeaders
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
+
+from backend.security.asgi import HttpMiddleware
 
 CSP = (
     "default-src 'self'; img-src 'self' data: blob:; style-src 'self' 'unsafe-inline'; "
@@ -20,15 +22,10 @@ HEADERS = {
 }
 
 
-class SecurityHeaders:
+class SecurityHeaders(HttpMiddleware):
     """Adds the headers above, a CSP outside the docs, and no-store on API answers."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         path: str = scope["path"]
 
         async def with_headers(message: Message) -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
+
+from backend.security.asgi import HttpMiddleware
 
 
 def has_nul(scope: Scope) -> tuple[bool, bool]:
@@ -12,15 +14,10 @@ def has_nul(scope: Scope) -> tuple[bool, bool]:
     return "\x00" in scope["path"], b"\x00" in query or b"%00" in query
 
 
-class PathGuard:
+class PathGuard(HttpMiddleware):
     """A file name, a metric name or an id never holds NUL; PostgreSQL and os.stat refuse it."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         in_path, in_query = has_nul(scope)
         if not (in_path or in_query):
             return await self.app(scope, receive, send)
