@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.e2e.conftest import SCREENSHOTS
-from tests.e2e.helpers import log_in
+from tests.e2e.helpers import cancel_quietly, log_in, wait_state
 from tests.stack import RunningStack, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -101,3 +101,48 @@ def test_a_sweep_of_8_trials_stops_poor_ones_at_a_rung(page: Page, stack: Runnin
         with stack.client() as client:  # a failed test leaves no trial running
             if client.get(f"/api/sweeps/{sweep_id}").json()["state"] == "running":
                 client.post(f"/api/sweeps/{sweep_id}/cancel")
+
+
+def test_cancelling_a_sweep_from_its_page_cancels_its_trials(
+    page: Page, stack: RunningStack
+) -> None:
+    body = {
+        "name": "browser-sweep-cancel",
+        "method": "random",
+        "trials": 5,
+        "max_concurrency": 2,
+        "parameters": {"hyperparameters.lr": {"min": 0.01, "max": 0.1, "log": True}},
+        "base": {
+            "name": "long-trial",
+            "template": "mlp",
+            "parallelism": {"devices": 1},
+            "hyperparameters": {"steps": 1_000_000},
+        },
+    }
+    with stack.client() as client:
+        created = client.post("/api/sweeps", json=body)
+        assert created.status_code == 201, created.text
+        sweep_id = created.json()["id"]
+        jobs = [t["job_id"] for t in created.json()["trials"] if t["job_id"]]
+    assert len(jobs) == 2
+    try:
+        for job_id in jobs:
+            wait_state(stack, job_id, "running")
+        log_in(page, stack)
+        page.goto(f"{stack.url}/sweeps/{sweep_id}")
+        expect(page.get_by_test_id("trial-3")).to_have_attribute("data-state", "pending")
+        page.get_by_test_id("cancel-sweep").click()
+        expect(page.get_by_test_id("sweep-state")).to_have_text("cancelled")
+        for job_id in jobs:
+            wait_state(stack, job_id, "cancelled", timeout=120)
+        page.reload()
+        for number in (1, 2):
+            expect(page.get_by_test_id(f"trial-{number}")).to_have_attribute(
+                "data-state", "cancelled"
+            )
+        for number in (3, 4, 5):  # never started
+            expect(page.get_by_test_id(f"trial-{number}")).to_have_attribute(
+                "data-state", "pending"
+            )
+    finally:
+        cancel_quietly(stack, *jobs)
