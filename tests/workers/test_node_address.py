@@ -9,8 +9,8 @@ from pathlib import Path
 import psutil
 import pytest
 from pydantic import ValidationError
+from worker_helpers import two_rank_env
 
-from workers.contract.rank_env import RankEnv
 from workers.contract.run_layout import storage_marker_dir
 from workers.contract.spec import JobSpec
 from workers.node.address import advertised
@@ -108,11 +108,7 @@ def test_a_rendezvous_that_cannot_complete_fails_in_time_naming_the_address(
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    env = RankEnv(
-        rank=1, local_rank=0, world_size=2, local_world_size=1, group_rank=1,
-        master_addr="127.0.0.1", master_port=port, run_id="r", attempt_id=1, job_id=1,
-        spec_file=tmp_path / "spec.json", run_dir=tmp_path, checkpoint_dir=tmp_path,
-    )  # fmt: skip
+    env = two_rank_env(tmp_path, rank=1, master_port=port, local=1)
     began = time.monotonic()
     with pytest.raises(RendezvousFailed) as failed:
         distributed.setup(env, rendezvous_timeout_s=5)

