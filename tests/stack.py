@@ -45,6 +45,14 @@ class RunningStack:
             base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=30
         )
 
+    def wait_job(self, client: httpx.Client, job_id: int, *states: str, timeout: float) -> Any:
+        """The job (its API view) once it is in one of states."""
+        return wait_for(
+            lambda: (j := client.get(f"/api/jobs/{job_id}").json())["state"] in states and j,
+            timeout=timeout,
+            what=f"job {job_id} to become {' or '.join(states)}",
+        )
+
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "TRAINBOARD_API_URL": self.url, "TRAINBOARD_TOKEN": self.token}
         return subprocess.run(

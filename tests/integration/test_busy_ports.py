@@ -18,7 +18,7 @@ import pytest
 
 from tests.integration.netns import InHost
 from tests.integration.two_host_cluster import two_host_cluster
-from tests.stack import trainboard_up, wait_for
+from tests.stack import trainboard_up
 
 pytestmark = pytest.mark.slow
 
@@ -65,15 +65,7 @@ def test_a_two_rank_job_starts_on_its_first_attempt_with_29500_to_29600_taken(
         assert len(held) > 90  # almost all free before: the test holds them now
         with stack.client() as client:
             job_id = client.post("/api/jobs", json=spec).json()["id"]
-            job = wait_for(
-                lambda: (
-                    (j := client.get(f"/api/jobs/{job_id}").json())["state"]
-                    in ("succeeded", "failed", "restarting")
-                    and j
-                ),
-                timeout=240,
-                what="the job to end",
-            )
+            job = stack.wait_job(client, job_id, "succeeded", "failed", "restarting", timeout=240)
             attempts = client.get(f"/api/jobs/{job_id}/attempts").json()
         assert job["state"] == "succeeded", job["reason"]
         assert (job["attempt"], job["restarts"], len(attempts)) == (1, 0, 1)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.stack import RunningStack, private_redis, trainboard_up, wait_for
+from tests.stack import RunningStack, private_redis, trainboard_up
 
 pytestmark = pytest.mark.slow
 
@@ -22,15 +22,7 @@ SPEC = {
 def run_job(stack: RunningStack) -> dict[str, object]:
     with stack.client() as client:
         job_id = client.post("/api/jobs", json=SPEC).json()["id"]
-        job = wait_for(
-            lambda: (
-                (j := client.get(f"/api/jobs/{job_id}").json())["state"]
-                in ("succeeded", "failed", "cancelled")
-                and j
-            ),
-            timeout=180,
-            what=f"job {job_id} to end",
-        )
+        job = stack.wait_job(client, job_id, "succeeded", "failed", "cancelled", timeout=180)
         job["loss_steps"] = client.get(f"/api/jobs/{job_id}/metrics/loss").json()["step"]
         return dict(job)
 
