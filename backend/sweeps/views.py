@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from backend.auth.models import User
+from backend.db import fields_of
 from backend.jobs.states import JobState
 from backend.sweeps.models import Sweep
 from backend.sweeps.schemas import SweepIn, SweepOut, TrialOut
@@ -52,18 +53,10 @@ def describe_sweep(session: Session, sweep: Sweep) -> SweepOut:
     best = min(scored, key=lambda row: sign * (row.value or 0.0)) if scored else None
     owner = session.get(User, sweep.owner_id)
     return SweepOut(
-        id=sweep.id,
-        name=sweep.name,
         owner=owner.username if owner else "?",
-        state=sweep.state,
-        method=config.method,
-        max_concurrency=sweep.max_concurrency,
-        metric=config.metric,
-        mode=config.mode,
-        early_stopping=config.early_stopping,
         parameters=list(config.parameters),
         trials=rows,
         best=best,
-        created_at=sweep.created_at,
-        finished_at=sweep.finished_at,
+        **fields_of(config, "method metric mode early_stopping"),
+        **fields_of(sweep, "id name state max_concurrency created_at finished_at"),
     )
