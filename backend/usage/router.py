@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request, status
+from pydantic import BeforeValidator
 
 from backend.db import as_utc, utcnow
 from backend.deps import AdminDep, ReaderDep, SessionDep
@@ -15,8 +17,25 @@ from backend.usage.schemas import DailyUsageOut, LimitsIn, LimitsOut, UsageBy, U
 
 router = APIRouter(prefix="/api", tags=["usage"])
 MAX_RANGE = timedelta(days=400)
-From = Annotated[datetime | None, Query(alias="from", description="default: 7 days before to")]
-To = Annotated[datetime | None, Query(alias="to", description="default: now")]
+_NUMBER = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*")
+
+
+def _iso_only(value: object) -> object:
+    """Refuse a bare number (pydantic would read it as unix seconds): the schema says
+    date-time, so the API takes ISO 8601 only."""
+    if isinstance(value, str) and _NUMBER.fullmatch(value):
+        raise ValueError("an ISO 8601 date-time (e.g. 2026-11-25T00:00:00Z), not a number")
+    return value
+
+
+From = Annotated[
+    datetime | None,
+    Query(alias="from", description="default: 7 days before to"),
+    BeforeValidator(_iso_only),
+]
+To = Annotated[
+    datetime | None, Query(alias="to", description="default: now"), BeforeValidator(_iso_only)
+]
 
 
 def _window(start: datetime | None, end: datetime | None) -> tuple[datetime, datetime]:
