@@ -39,9 +39,9 @@ from backend.scheduler.inputs import SharingSettings
 from backend.scheduler.loop import Scheduler
 from backend.security import install as install_security
 from backend.security.exposure import warn_if_exposed
-from backend.telemetry.export import prometheus
 from backend.sweeps import router as sweeps_router
 from backend.sweeps.loop import run_sweeps
+from backend.telemetry.export import prometheus
 from backend.telemetry.ingest.consumer import Ingest
 from backend.telemetry.live import feed, ws
 from backend.telemetry.live.hub import Hub
@@ -112,9 +112,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         job_edit_router,
         checkpoints_router,
         provenance_router,
+        sweeps_router,
         nodes_router,
         series_router,
-        sweeps_router,
         runs_router,
         webhooks_router,
         health_router,
@@ -169,9 +169,7 @@ def _start_loops(
         loops.append(("rollups", lambda: run_rollups(db=db, grace=grace, stop=stop)))
         # its own cache: it reads the series that change, which the pages' cache holds too
         summary_cache = SeriesCache(settings.series_cache_points // 4)
-        loops.append(
-            ("summaries", lambda: run_summaries(db=db, cache=summary_cache, stop=stop))
-        )
+        loops.append(("summaries", lambda: run_summaries(db=db, cache=summary_cache, stop=stop)))
         loops.append(("stragglers", lambda: run_stragglers(db=db, stop=stop)))
         loops.append(("webhooks", lambda: run_webhooks(db=db, stop=stop)))
     threads = [
