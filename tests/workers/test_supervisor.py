@@ -92,7 +92,8 @@ def test_two_rank_attempt_succeeds_and_publishes_every_point_once(
     assert any(line.startswith("rank 1 step 40/40 local loss") for line in rank1)
     assert "rank 1 finished at step 40/40" in (logs / "rank-1.stdout.log").read_text()
     events = read_items(redis_url, EVENTS_STREAM)
-    assert [(e["kind"], e["step"]) for e in events] == [("checkpoint", 40)]
+    # rank 0 says what it runs (world size, global batch...) at start, then checkpoints
+    assert [(e["kind"], e["step"]) for e in events] == [("started", 0), ("checkpoint", 40)]
     assert registry.snapshot() == {}
     # as root the ranks ran as the job's own unprivileged uid: it owns what they wrote
     owner = supervisor_settings.isolation.identity(order.job_id).uid
