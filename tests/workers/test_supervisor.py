@@ -21,7 +21,7 @@ from workers.contract.protocol import (
     AttemptOutcome,
     control_key,
 )
-from workers.contract.run_layout import log_dir
+from workers.contract.run_layout import checkpoint_root, log_dir
 from workers.contract.spec import JobSpec
 from workers.devices.registry import DeviceRegistry
 from workers.rank.engine import checkpoint
@@ -107,7 +107,10 @@ def test_a_failing_rank_fails_the_attempt_with_its_error_and_kills_the_other(
     supervisor_settings: SupervisorSettings,
 ) -> None:
     spec = mlp_spec(devices=2)
-    order = attempt_order(spec, resume_from="/nonexistent/step-7")
+    # a checkpoint of this job's own that is not there: the ranks fail loading it (another
+    # job's path, or one outside the run root, the supervisor refuses before any rank runs)
+    missing = checkpoint_root(supervisor_settings.data_dir, 1) / "step-7"
+    order = attempt_order(spec, resume_from=str(missing))
 
     outcome = run(order, supervisor_settings)
 
