@@ -1,6 +1,5 @@
 /** Submit a job: a form generated from GET /api/templates, its implications, and 422s by field. */
 import { useEffect, useMemo, useState } from "preact/hooks";
-import { parse as parseYaml } from "yaml";
 import { ApiError, client, ok } from "../api/http";
 import type { Job, JobSpec, Node, Template } from "../api/types";
 import { FieldError } from "../components/bits";
@@ -16,9 +15,11 @@ import {
 import { Link, navigate } from "../router";
 import { HyperparameterFields } from "./HyperparameterFields";
 import { CloneFrom } from "./submit/CloneFrom";
-import { EnvField, formRefusals, WaitForCapacity } from "./submit/EnvCapacity";
+import { EnvField, formRefusals } from "./submit/EnvCapacity";
 import { fitsCluster, Implied } from "./submit/Implied";
 import { MemoryFit } from "./submit/MemoryFit";
+import { PasteSpec } from "./submit/PasteSpec";
+import { ParallelismFields, TrainingFields } from "./submit/RunFieldsets";
 import { ScriptFields } from "./submit/ScriptFields";
 
 const FIELDS = [
@@ -50,7 +51,6 @@ export function SubmitView({ clone }: { clone: number | null }) {
   const [form, setForm] = useState<SpecForm>(initialForm(undefined));
   const [errors, setErrors] = useState<Map<string, string[]>>(new Map());
   const [busy, setBusy] = useState(false);
-  const [pasted, setPasted] = useState("");
   const [parent, setParent] = useState<Job | null>(null);
   const [nodes, setNodes] = useState<Node[] | null>(null);
 
@@ -111,17 +111,6 @@ export function SubmitView({ clone }: { clone: number | null }) {
     }
   };
 
-  const pastedSpec = (): Record<string, unknown> | null => {
-    try {
-      const value: unknown = parseYaml(pasted);
-      if (value && typeof value === "object" && !Array.isArray(value)) return value as Record<string, unknown>;
-      setErrors(new Map([["", ["The pasted text is not a YAML/JSON mapping."]]]));
-    } catch (err) {
-      setErrors(new Map([["", [`Could not parse the pasted spec: ${String(err)}`]]]));
-    }
-    return null;
-  };
-
   if (templates === null) {
     return (
       <section>
@@ -131,20 +120,6 @@ export function SubmitView({ clone }: { clone: number | null }) {
       </section>
     );
   }
-
-  const numberInput = (id: string, key: keyof SpecForm, testId?: string, disabled = false) => (
-    <input
-      id={id}
-      type="number"
-      min="1"
-      step="1"
-      inputMode="numeric"
-      data-testid={testId}
-      value={form[key] as string}
-      disabled={disabled}
-      onInput={(e) => set(key, e.currentTarget.value as never)}
-    />
-  );
 
   return (
     <section class="submit">
@@ -233,57 +208,8 @@ export function SubmitView({ clone }: { clone: number | null }) {
             <EnvField form={form} set={set} errors={errors} />
           </fieldset>
 
-          <fieldset>
-            <legend>Parallelism</legend>
-            <label for="f-strategy">Strategy</label>
-            <select id="f-strategy" data-testid="submit-strategy" value={form.strategy} onChange={(e) => set("strategy", e.currentTarget.value as SpecForm["strategy"])}>
-              <option value="data">data (DDP replicas)</option>
-              <option value="model">model (pipeline stages)</option>
-              <option value="hybrid">hybrid (stages × replicas)</option>
-            </select>
-            <FieldError field="parallelism.strategy" errors={errors} />
-            <label for="f-devices">Devices</label>
-            {numberInput("f-devices", "devices", "submit-devices")}
-            <FieldError field="parallelism.devices" errors={errors} />
-            <WaitForCapacity form={form} set={set} fit={fit} errors={errors} />
-            <label for="f-stages">Pipeline stages</label>
-            {form.strategy === "hybrid" ? (
-              numberInput("f-stages", "pipelineStages", "submit-pipeline-stages")
-            ) : (
-              <input id="f-stages" data-testid="submit-pipeline-stages" disabled value={form.strategy === "model" ? form.devices : "1"} />
-            )}
-            <FieldError field="parallelism.pipeline_stages" errors={errors} />
-            <label for="f-micro">Microbatches</label>
-            {numberInput("f-micro", "microbatches", "submit-microbatches", form.strategy === "data")}
-            <FieldError field="parallelism.microbatches" errors={errors} />
-            <FieldError field="parallelism" errors={errors} />
-          </fieldset>
-
-          <fieldset>
-            <legend>Training</legend>
-            <label for="f-precision">Precision</label>
-            <select id="f-precision" data-testid="submit-precision" value={form.precision} onChange={(e) => set("precision", e.currentTarget.value as SpecForm["precision"])}>
-              <option value="fp32">fp32</option>
-              <option value="bf16">bf16</option>
-              <option value="fp16">fp16 (loss scaling)</option>
-            </select>
-            <FieldError field="precision" errors={errors} />
-            <label for="f-accum">Gradient accumulation</label>
-            {numberInput("f-accum", "gradAccum", "submit-grad-accum")}
-            <FieldError field="grad_accum" errors={errors} />
-            <label for="f-ckpt">Checkpoint every (steps)</label>
-            <input
-              id="f-ckpt"
-              type="number"
-              min="1"
-              placeholder="no periodic checkpoint"
-              data-testid="submit-checkpoint-every"
-              value={form.checkpointEvery}
-              onInput={(e) => set("checkpointEvery", e.currentTarget.value)}
-            />
-            <FieldError field="checkpoint.every_steps" errors={errors} />
-            <FieldError field="checkpoint" errors={errors} />
-          </fieldset>
+          <ParallelismFields form={form} set={set} errors={errors} fit={fit} />
+          <TrainingFields form={form} set={set} errors={errors} />
 
           {form.mode === "template" && (
             <HyperparameterFields
@@ -303,49 +229,16 @@ export function SubmitView({ clone }: { clone: number | null }) {
         </button>
       </form>
 
-      <details class="paste">
-        <summary>Paste or upload a YAML/JSON spec</summary>
-        <label for="f-paste">JobSpec (YAML or JSON)</label>
-        <input
-          type="file"
-          accept=".yaml,.yml,.json,text/yaml,application/json"
-          aria-label="Upload a spec file"
-          data-testid="submit-upload"
-          onChange={(e) => {
-            const file = e.currentTarget.files?.[0];
-            if (file) void file.text().then(setPasted);
-          }}
-        />
-        <textarea id="f-paste" data-testid="submit-paste" rows={10} spellcheck={false} value={pasted} onInput={(e) => setPasted(e.currentTarget.value)} />
-        <div class="row">
-          <button
-            type="button"
-            class="secondary"
-            data-testid="paste-fill"
-            onClick={() => {
-              const spec = pastedSpec();
-              if (spec) {
-                const chosen = templates.find((t) => t.name === spec.template);
-                setForm(formFromSpec(spec, chosen && chosen !== template ? initialForm(chosen) : form));
-                setErrors(new Map());
-              }
-            }}
-          >
-            Fill the form
-          </button>
-          <button
-            type="button"
-            data-testid="paste-submit"
-            disabled={busy}
-            onClick={() => {
-              const spec = pastedSpec();
-              if (spec) void post(spec);
-            }}
-          >
-            Submit as pasted
-          </button>
-        </div>
-      </details>
+      <PasteSpec
+        busy={busy}
+        onError={(message) => setErrors(new Map([["", [message]]]))}
+        onFill={(spec) => {
+          const chosen = templates.find((t) => t.name === spec.template);
+          setForm(formFromSpec(spec, chosen && chosen !== template ? initialForm(chosen) : form));
+          setErrors(new Map());
+        }}
+        onSubmit={(spec) => void post(spec)}
+      />
     </section>
   );
 }

@@ -1,0 +1,71 @@
+/** The submit form's Parallelism and Training fieldsets: how the job spreads and trains. */
+import { FieldError } from "../../components/bits";
+import type { SpecForm } from "../../lib/specForm";
+import { WaitForCapacity } from "./EnvCapacity";
+import { NumberInput, type SetField } from "./NumberInput";
+
+interface Props {
+  form: SpecForm;
+  set: SetField;
+  errors: Map<string, string[]>;
+}
+
+export function ParallelismFields({ form, set, errors, fit }: Props & { fit: string | null }) {
+  return (
+    <fieldset>
+      <legend>Parallelism</legend>
+      <label for="f-strategy">Strategy</label>
+      <select id="f-strategy" data-testid="submit-strategy" value={form.strategy} onChange={(e) => set("strategy", e.currentTarget.value as SpecForm["strategy"])}>
+        <option value="data">data (DDP replicas)</option>
+        <option value="model">model (pipeline stages)</option>
+        <option value="hybrid">hybrid (stages × replicas)</option>
+      </select>
+      <FieldError field="parallelism.strategy" errors={errors} />
+      <label for="f-devices">Devices</label>
+      <NumberInput id="f-devices" field="devices" form={form} set={set} testId="submit-devices" />
+      <FieldError field="parallelism.devices" errors={errors} />
+      <WaitForCapacity form={form} set={set} fit={fit} errors={errors} />
+      <label for="f-stages">Pipeline stages</label>
+      {form.strategy === "hybrid" ? (
+        <NumberInput id="f-stages" field="pipelineStages" form={form} set={set} testId="submit-pipeline-stages" />
+      ) : (
+        <input id="f-stages" data-testid="submit-pipeline-stages" disabled value={form.strategy === "model" ? form.devices : "1"} />
+      )}
+      <FieldError field="parallelism.pipeline_stages" errors={errors} />
+      <label for="f-micro">Microbatches</label>
+      <NumberInput id="f-micro" field="microbatches" form={form} set={set} testId="submit-microbatches" disabled={form.strategy === "data"} />
+      <FieldError field="parallelism.microbatches" errors={errors} />
+      <FieldError field="parallelism" errors={errors} />
+    </fieldset>
+  );
+}
+
+export function TrainingFields({ form, set, errors }: Props) {
+  return (
+    <fieldset>
+      <legend>Training</legend>
+      <label for="f-precision">Precision</label>
+      <select id="f-precision" data-testid="submit-precision" value={form.precision} onChange={(e) => set("precision", e.currentTarget.value as SpecForm["precision"])}>
+        <option value="fp32">fp32</option>
+        <option value="bf16">bf16</option>
+        <option value="fp16">fp16 (loss scaling)</option>
+      </select>
+      <FieldError field="precision" errors={errors} />
+      <label for="f-accum">Gradient accumulation</label>
+      <NumberInput id="f-accum" field="gradAccum" form={form} set={set} testId="submit-grad-accum" />
+      <FieldError field="grad_accum" errors={errors} />
+      <label for="f-ckpt">Checkpoint every (steps)</label>
+      <input
+        id="f-ckpt"
+        type="number"
+        min="1"
+        placeholder="no periodic checkpoint"
+        data-testid="submit-checkpoint-every"
+        value={form.checkpointEvery}
+        onInput={(e) => set("checkpointEvery", e.currentTarget.value)}
+      />
+      <FieldError field="checkpoint.every_steps" errors={errors} />
+      <FieldError field="checkpoint" errors={errors} />
+    </fieldset>
+  );
+}
