@@ -20,10 +20,11 @@ test: install frontend lint typecheck
 	cd frontend && npm test
 
 # the tests that start no rank process, service or browser (not marked slow or browser),
-# then the frontend's unit tests
+# in two pytest-xdist worker processes (each with Redis databases of its own, see
+# tests/conftest.py), then the frontend's unit tests
 test-fast: install frontend/node_modules/.package-lock.json
 	base=$$(mktemp -d /tmp/trainboard-pytest.XXXXXX) && \
-	$(PY) -m pytest -q -m "not slow and not browser" -p no:cacheprovider --basetemp=$$base; \
+	$(PY) -m pytest -q -n 2 -m "not slow and not browser" -p no:cacheprovider --basetemp=$$base; \
 	status=$$?; rm -rf $$base; exit $$status
 	cd frontend && npm test
 

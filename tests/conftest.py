@@ -20,10 +20,23 @@ REDIS_BASE = os.environ.get("TRAINBOARD_TEST_REDIS", "redis://127.0.0.1:6379")
 POSTGRES_BASE = os.environ.get(
     "TRAINBOARD_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432"
 )
-#: three Redis databases of this test run (never the default 0): the suite's, the started
-#: stacks', the telemetry tests'. They depend on the pid so that two runs on one server
-#: (several people testing at once) rarely meet; TRAINBOARD_TEST_REDIS_DB_BASE pins them.
-_DB_BASE = int(os.environ.get("TRAINBOARD_TEST_REDIS_DB_BASE", 1 + (os.getpid() % 5) * 3))
+#: Redis databases 1-15 as five slots of three (never the default 0).
+_SLOTS = 5
+
+
+def _redis_slot() -> int:
+    """This process's slot: by pid, so that two runs on one server (several people testing
+    at once) rarely meet; a pytest-xdist worker gwN takes slot (controller pid + N), so the
+    workers of one run never share a database (up to five workers)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw"):
+        return (os.getppid() + int(worker[2:])) % _SLOTS
+    return os.getpid() % _SLOTS
+
+
+#: three Redis databases of this test process: the suite's, the started stacks', the
+#: telemetry tests'. TRAINBOARD_TEST_REDIS_DB_BASE pins them (one process only).
+_DB_BASE = int(os.environ.get("TRAINBOARD_TEST_REDIS_DB_BASE", 1 + _redis_slot() * 3))
 TEST_REDIS_DB, STACK_REDIS_DB, TELEMETRY_REDIS_DB = _DB_BASE, _DB_BASE + 1, _DB_BASE + 2
 
 

@@ -9,6 +9,7 @@ ranks as itself, only where that was allowed, and says once that jobs are not is
 
 from __future__ import annotations
 
+import contextlib
 import grp
 import logging
 import os
@@ -111,6 +112,8 @@ def _account(name: str) -> pwd.struct_passwd:
         command += ["--user-group"]
     done = subprocess.run([*command, name], capture_output=True, text=True, check=False)
     if done.returncode != 0:
+        with contextlib.suppress(KeyError):  # another process created it meanwhile
+            return pwd.getpwnam(name)
         raise IsolationError(f"cannot create job user {name}: {done.stderr.strip()}")
     log.info("created job user %s", name)
     return pwd.getpwnam(name)
