@@ -9,6 +9,14 @@ from pydantic import BaseModel, Field
 from backend.jobs.run_states import NodeState
 
 
+class DeviceStragglers(BaseModel):
+    """A device's straggler events of the recent window (docs/health.md)."""
+
+    count: int = Field(description="straggler events naming this device in the window")
+    hours: int = Field(description="the window, in hours up to now")
+    jobs: list[int] = Field(description="the jobs they were flagged in, oldest first")
+
+
 class DeviceOut(BaseModel):
     index: int
     kind: str
@@ -17,6 +25,9 @@ class DeviceOut(BaseModel):
     memory_total: int | None
     job_id: int | None = None
     rank: int | None = None
+    stragglers: DeviceStragglers | None = Field(
+        None, description="absent when no rank on it was a straggler in the window"
+    )
 
 
 class HostOut(BaseModel):

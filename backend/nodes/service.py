@@ -9,6 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from backend.db import fields_of, utcnow
+from backend.health.device_stragglers import recent_stragglers
 from backend.jobs.models import Attempt, AttemptSlice
 from backend.jobs.run_states import LIVE_SLICE_VALUES, NodeState
 from backend.nodes.deployment import WRONG_REDIS, broker_shared, deployment_id
@@ -167,6 +168,7 @@ def describe_nodes(session: Session) -> list[NodeOut]:
                 job_id,
                 part.node_rank * len(part.devices) + local_rank,
             )
+    stragglers = recent_stragglers(session)
     return [
         NodeOut(
             state=NodeState(n.state),
@@ -176,6 +178,7 @@ def describe_nodes(session: Session) -> list[NodeOut]:
                 DeviceOut(
                     job_id=holders.get((n.name, d.index), (None, None))[0],
                     rank=holders.get((n.name, d.index), (None, None))[1],
+                    stragglers=stragglers.get((n.name, d.index)),
                     **fields_of(d, "index kind name uuid memory_total"),
                 )
                 for d in n.devices

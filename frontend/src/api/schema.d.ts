@@ -1438,8 +1438,31 @@ export interface components {
             name: string;
             /** Rank */
             rank?: number | null;
+            /** @description absent when no rank on it was a straggler in the window */
+            stragglers?: components["schemas"]["DeviceStragglers"] | null;
             /** Uuid */
             uuid: string | null;
+        };
+        /**
+         * DeviceStragglers
+         * @description A device's straggler events of the recent window (docs/health.md).
+         */
+        DeviceStragglers: {
+            /**
+             * Count
+             * @description straggler events naming this device in the window
+             */
+            count: number;
+            /**
+             * Hours
+             * @description the window, in hours up to now
+             */
+            hours: number;
+            /**
+             * Jobs
+             * @description the jobs they were flagged in, oldest first
+             */
+            jobs: number[];
         };
         /**
          * DiskOut

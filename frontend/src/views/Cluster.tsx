@@ -7,6 +7,7 @@ import { useCluster, useJobs } from "../data";
 import { DeviceCharts } from "../components/DeviceCharts";
 import { formatBytes, formatTime } from "../lib/format";
 import { busyDevices } from "../lib/stores";
+import { stragglerBadge, stragglerTitle } from "../lib/stragglers";
 import { Link } from "../router";
 
 export function ClusterView({ me }: { me: Me }) {
@@ -61,7 +62,14 @@ export function ClusterView({ me }: { me: Me }) {
                 return (
                   <tr data-testid={`device-row-${node.name}-${device.index}`}>
                     <td>{deviceLabel(device.kind, device.index)}</td>
-                    <td>{device.name}</td>
+                    <td>
+                      {device.name}
+                      {device.stragglers && (
+                        <span class="badge straggler" data-testid={`stragglers-${node.name}-${device.index}`} title={stragglerTitle(device.stragglers)}>
+                          {stragglerBadge(device.stragglers)}
+                        </span>
+                      )}
+                    </td>
                     <td>
                       <Meter percent={sample?.util} />
                     </td>
