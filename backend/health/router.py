@@ -1,4 +1,4 @@
-"""Run-health routes: the pre-launch memory estimate and a job's efficiency."""
+"""Run-health routes: the pre-launch memory estimate, a job's efficiency, its stacks at hangs."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from fastapi.exceptions import RequestValidationError
 
 from backend.deps import ObjectId, ReaderDep, SessionDep
 from backend.health.efficiency import job_efficiency
+from backend.health.hang_stacks import hang_stacks_of
 from backend.health.memory import memory_fit
-from backend.health.schemas import EfficiencyOut, MemoryEstimateOut
+from backend.health.schemas import EfficiencyOut, HangStackOut, MemoryEstimateOut
 from backend.jobs import service as jobs
 from workers.contract.spec import JobSpec
 
@@ -40,3 +41,10 @@ def efficiency(job_id: ObjectId, principal: ReaderDep, session: SessionDep) -> d
     """Device-hours, throughput per device and MFU (templates) of a job the caller may read."""
     job = jobs.get_job(session, principal=principal, job_id=job_id)
     return job_efficiency(session, job).as_dict()
+
+
+@router.get("/jobs/{job_id}/hang-stacks", response_model=list[HangStackOut])
+def hang_stacks(job_id: ObjectId, principal: ReaderDep, session: SessionDep) -> list[HangStackOut]:
+    """Each rank's Python stacks at the job's hangs; owner (or admin) only, like its logs."""
+    job = jobs.get_job(session, principal=principal, job_id=job_id)
+    return hang_stacks_of(session, job=job)

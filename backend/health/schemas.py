@@ -1,6 +1,8 @@
-"""Response models of the health routes: the memory estimate and a job's efficiency."""
+"""Response models of the health routes: the memory estimate, efficiency, stacks at a hang."""
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from pydantic import BaseModel, Field
 
@@ -45,3 +47,13 @@ class EfficiencyOut(BaseModel):
     mfu: float | None = Field(description="model FLOPs utilization 0..1; None: see mfu_note")
     mfu_note: str
     device_names: list[str]
+
+
+class HangStackOut(BaseModel):
+    """One rank's Python stacks when its attempt was flagged hung (faulthandler's dump)."""
+
+    attempt_id: int | None
+    rank: int
+    step: int | None = Field(description="the step the hung ranks were at")
+    time: datetime
+    stack: str = Field(description="every thread's stack, the current one first; first 4 KiB")

@@ -135,8 +135,12 @@ def attempts_of(session: Session, *, job: Job) -> Sequence[Attempt]:
 
 
 def events_of(session: Session, *, job: Job) -> Sequence[JobEvent]:
-    """The job's timeline, oldest first."""
-    query = select(JobEvent).where(JobEvent.job_id == job.id).order_by(JobEvent.id)
+    """The job's timeline, oldest first (stacks at a hang are served apart: hang-stacks)."""
+    query = (
+        select(JobEvent)
+        .where(JobEvent.job_id == job.id, JobEvent.kind != "hang_stack")
+        .order_by(JobEvent.id)
+    )
     return session.scalars(query).all()
 
 

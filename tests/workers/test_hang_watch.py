@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from worker_helpers import attempt_order, read_items, with_script
 
 from tests.health.scripts import hanging_script
+from workers.contract import run_layout
 from workers.contract.protocol import EVENTS_STREAM, LOGS_STREAM
 from workers.contract.spec import JobSpec
+from workers.supervisor import hang_stacks
 from workers.supervisor.attempt import Supervisor
 from workers.supervisor.hang_watch import HangWatch, hang_message
 from workers.supervisor.settings import SupervisorSettings
@@ -104,3 +107,16 @@ def test_a_hung_rank_is_flagged_its_stacks_dumped_and_on_hang_restart_ends_the_a
         if line["rank"] == 1 and line["stream"] == "stderr"
     )
     assert "(most recent call first)" in stderr and "hang.py" in stderr  # faulthandler
+
+    # each rank's stack, saved as a file of the attempt (service-owned log dir) and sent on
+    logs = run_layout.log_dir(settings.data_dir, 1, 1)
+    for rank in (0, 1):
+        saved = hang_stacks.stack_file(logs, rank)
+        text = saved.read_text()
+        assert "Thread 0x" in text and 'File "' in text and "hang.py" in text, text
+        assert saved.stat().st_uid == os.getuid() and saved.stat().st_mode & 0o007 == 0
+        assert saved.stat().st_size <= hang_stacks.MAX_FILE_BYTES
+    sent = [e for e in read_items(redis_url, EVENTS_STREAM) if e["kind"] == "hang_stack"]
+    assert sorted(e["message"].split("\n", 1)[0] for e in sent) == ["rank 0", "rank 1"]
+    assert all("(most recent call first)" in e["message"] and e["step"] == 5 for e in sent)
+    assert "saved as hang-stacks/rank-<r>.txt" in event["message"]

@@ -252,6 +252,7 @@ class Supervisor:
             attempt_id=self.order.attempt_id,
             events=self.streams.events,
             restart=self.order.spec.health.on_hang == "restart",
+            logs=self.dirs.logs if self.dirs is not None else None,
         )
 
     def _failure(self, index: int) -> str:

@@ -17,8 +17,10 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from workers.contract.protocol import AttemptEvent
+from workers.supervisor import hang_stacks
 from workers.telemetry import StreamPublisher
 
 #: the derived timeout is never below this (seconds), so a fast loop's short pause is no hang
@@ -155,10 +157,12 @@ def flag_hang(
     attempt_id: int,
     events: StreamPublisher,
     restart: bool,
+    logs: Path | None = None,
 ) -> str | None:
     """Flag a hang once: an event naming the stuck ranks, their stacks dumped (SIGUSR1).
 
-    `ranks` maps rank → pid. With `restart`, the reason the attempt should end for.
+    `ranks` maps rank → pid; `logs` is the attempt's log dir, where each rank's stack is
+    saved (hang_stacks). With `restart`, the reason the attempt should end for.
     """
     alive = [rank for rank, code in zip(ranks, codes, strict=False) if code is None]
     stuck = hangs.check(alive)
@@ -166,11 +170,13 @@ def flag_hang(
         return None
     message = hang_message(stuck, hangs.timeout() or 0.0)
     dumping = hangs.stacks_from(alive)
+    since = hang_stacks.offsets(logs, dumping) if logs is not None else {}
     for rank in dumping:  # faulthandler writes every thread's stack to the rank's stderr
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(ranks[rank], signal.SIGUSR1)
     stacks = (
         f"; Python stacks of ranks {', '.join(map(str, dumping))} are in their stderr logs"
+        + (" and saved as hang-stacks/rank-<r>.txt" if since else "")
         if dumping
         else "; no stacks: no rank registered a dump (the SDK does)"
     )
@@ -186,6 +192,11 @@ def flag_hang(
         )
     )
     if not restart:
+        if logs is not None and since:
+            hang_stacks.save_later(logs, since, attempt_id=attempt_id, step=step, events=events)
         return None
-    time.sleep(STACK_DUMP_SECONDS)
+    if logs is not None and since:
+        hang_stacks.save(logs, since, attempt_id=attempt_id, step=step, events=events)
+    else:
+        time.sleep(STACK_DUMP_SECONDS)
     return f"{message} (on_hang: restart)"

@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 MAX_EVENT_KIND = 64
 MAX_EVENT_MESSAGE = 4096
 #: event kinds only Trainboard raises (they notify): a rank cannot forge them
-PLATFORM_KINDS = frozenset({"hung", "straggler"})
+PLATFORM_KINDS = frozenset({"hung", "straggler", "hang_stack"})
 
 
 class TelemetryRelay:

@@ -328,6 +328,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/jobs/{job_id}/hang-stacks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Hang Stacks
+         * @description Each rank's Python stacks at the job's hangs; owner (or admin) only, like its logs.
+         */
+        get: operations["health-hang_stacks"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/jobs/{job_id}/logs": {
         parameters: {
             query?: never;
@@ -1658,6 +1678,31 @@ export interface components {
         HTTPValidationError: {
             /** Detail */
             detail?: components["schemas"]["ValidationError"][];
+        };
+        /**
+         * HangStackOut
+         * @description One rank's Python stacks when its attempt was flagged hung (faulthandler's dump).
+         */
+        HangStackOut: {
+            /** Attempt Id */
+            attempt_id: number | null;
+            /** Rank */
+            rank: number;
+            /**
+             * Stack
+             * @description every thread's stack, the current one first; first 4 KiB
+             */
+            stack: string;
+            /**
+             * Step
+             * @description the step the hung ranks were at
+             */
+            step: number | null;
+            /**
+             * Time
+             * Format: date-time
+             */
+            time: string;
         };
         /**
          * Health
@@ -3692,6 +3737,38 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["EventOut"][];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "health-hang_stacks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a row id */
+                job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HangStackOut"][];
                 };
             };
             /** @description Validation Error */
