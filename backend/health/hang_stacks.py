@@ -12,20 +12,21 @@ from sqlalchemy.orm import Session
 
 from backend.db import as_utc
 from backend.health.schemas import HangStackOut
-from backend.jobs.models import Job, JobEvent
+from backend.jobs.models import Attempt, Job, JobEvent
 
 KIND = "hang_stack"
 
 
 def hang_stacks_of(session: Session, *, job: Job) -> list[HangStackOut]:
     """Every rank's stack at every hang of the job, oldest hang first, by rank."""
-    events = session.scalars(
-        select(JobEvent)
+    events = session.execute(
+        select(JobEvent, Attempt.number)
+        .outerjoin(Attempt, Attempt.id == JobEvent.attempt_id)
         .where(JobEvent.job_id == job.id, JobEvent.kind == KIND)
         .order_by(JobEvent.id)
-    )
+    ).all()
     found = []
-    for event in events:
+    for event, number in events:
         first, _, stack = event.message.partition("\n")
         label, _, rank = first.partition(" ")
         if label != "rank" or not rank.isdigit():
@@ -33,10 +34,12 @@ def hang_stacks_of(session: Session, *, job: Job) -> list[HangStackOut]:
         found.append(
             HangStackOut(
                 attempt_id=event.attempt_id,
+                attempt=number,
                 rank=int(rank),
                 step=event.step,
                 time=as_utc(event.time),
                 stack=stack,
             )
         )
-    return sorted(found, key=lambda s: (s.attempt_id or 0, s.time, s.rank))
+    # one hang's ranks are sent a moment apart; a later hang of an attempt is at a later step
+    return sorted(found, key=lambda s: (s.attempt_id or 0, s.step or 0, s.rank, s.time))

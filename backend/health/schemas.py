@@ -53,6 +53,7 @@ class HangStackOut(BaseModel):
     """One rank's Python stacks when its attempt was flagged hung (faulthandler's dump)."""
 
     attempt_id: int | None
+    attempt: int | None = Field(description="the attempt's number within the job (1, 2, ...)")
     rank: int
     step: int | None = Field(description="the step the hung ranks were at")
     time: datetime

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 from starlette.websockets import WebSocketDisconnect
 
 from backend.app import create_app
@@ -19,6 +20,7 @@ from backend.auth.service import (
 )
 from backend.config import Settings
 from backend.db import Database
+from backend.jobs.models import Job
 from tests.app_settings import ADMIN_TOKEN, api_settings
 from workers.contract.protocol import NodeDevice, NodeRegistration
 
@@ -88,3 +90,13 @@ def ws_refusal(api: TestClient, headers: dict[str, str] | None = None) -> int:
     ):
         ws.receive_text()
     return refused.value.code
+
+
+def job_row(database: Database, *, owner: str = "alice", name: str = "j", devices: int = 1) -> int:
+    """A job of `owner`'s as a bare row, for tests about what is stored against it."""
+    with database.session() as session:
+        user = session.scalars(select(User).where(User.username == owner)).one()
+        job = Job(name=name, owner_id=user.id, spec={}, devices_requested=devices)
+        session.add(job)
+        session.flush()
+        return job.id

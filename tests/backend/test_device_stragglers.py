@@ -5,23 +5,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 from fastapi.testclient import TestClient
-from sqlalchemy import select
 
-from backend.auth.models import User
 from backend.db import Database, utcnow
 from backend.health.stragglers import KIND, Straggler
-from backend.jobs.models import Job, JobEvent
-from tests.backend.conftest import bearer
-
-
-def _job(database: Database) -> int:
-    """A job of alice's, as a row (its events are what counts here)."""
-    with database.session() as session:
-        owner = session.scalars(select(User).where(User.username == "alice")).one()
-        job = Job(name="j", owner_id=owner.id, spec={}, devices_requested=1)
-        session.add(job)
-        session.flush()
-        return job.id
+from backend.jobs.models import JobEvent
+from tests.backend.conftest import bearer, job_row
 
 
 def _straggler(
@@ -44,7 +32,7 @@ def test_a_device_counts_its_straggler_events_of_the_last_day_and_names_their_jo
     api: TestClient, tokens: dict[str, str], database: Database, node_headers: dict[str, str]
 ) -> None:
     alice = bearer(tokens["alice"])
-    first, second, old = (_job(database) for _ in range(3))
+    first, second, old = (job_row(database) for _ in range(3))
     _straggler(database, first, node="n1", device=0, hours_ago=5)
     _straggler(database, second, node="n1", device=0, hours_ago=1)
     _straggler(database, second, node="n1", device=0)
@@ -62,7 +50,7 @@ def test_a_device_counts_its_straggler_events_of_the_last_day_and_names_their_jo
 def test_a_device_without_stragglers_has_none(
     api: TestClient, tokens: dict[str, str], database: Database, node_headers: dict[str, str]
 ) -> None:
-    job = _job(database)
+    job = job_row(database)
     _straggler(database, job, node="n1", device=3)  # a device n1 does not have
     nodes = api.get("/api/nodes", headers=bearer(tokens["alice"])).json()["nodes"]
     assert [d["stragglers"] for n in nodes for d in n["devices"]] == [None]

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from fastapi.testclient import TestClient
-from sqlalchemy import select
 
 from backend.auth.models import User
 from backend.auth.service import issue_token
 from backend.db import Database
-from backend.jobs.models import Job, JobEvent
-from tests.backend.conftest import bearer
+from backend.jobs.models import JobEvent
+from tests.backend.conftest import bearer, job_row
 
 STACK = (
     'Thread 0x00007f0a (most recent call first):\n  File "/scripts/hang.py", line 21 in <module>\n'
@@ -18,16 +17,13 @@ STACK = (
 
 def _hung_job(database: Database) -> int:
     """Alice's job with a hung event and each rank's stack, as the supervisor sends them."""
+    job_id = job_row(database, name="hangs", devices=2)
     with database.session() as session:
-        owner = session.scalars(select(User).where(User.username == "alice")).one()
-        job = Job(name="hangs", owner_id=owner.id, spec={}, devices_requested=2)
-        session.add(job)
-        session.flush()
-        session.add(JobEvent(job_id=job.id, kind="hung", message="hung: no progress", step=30))
+        session.add(JobEvent(job_id=job_id, kind="hung", message="hung: no progress", step=30))
         for rank in (1, 0):
             message = f"rank {rank}\n{STACK}"
-            session.add(JobEvent(job_id=job.id, kind="hang_stack", message=message, step=30))
-        return job.id
+            session.add(JobEvent(job_id=job_id, kind="hang_stack", message=message, step=30))
+    return job_id
 
 
 def _bob(database: Database) -> str:

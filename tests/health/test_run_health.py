@@ -87,6 +87,19 @@ def test_a_rank_stuck_in_a_collective_is_flagged_hung_with_readable_stacks_and_a
 
     dump = wait_for(stacks, timeout=30, what="the ranks' stacks in the job's logs")
     assert "hang.py" in dump and "barrier" in dump  # rank 0 waits in the collective
+
+    def saved_stacks() -> list[dict[str, Any]]:
+        with stack.client() as client:
+            found: list[dict[str, Any]] = client.get(f"/api/jobs/{job_id}/hang-stacks").json()
+        return found if len(found) == 2 else []
+
+    saved = wait_for(saved_stacks, timeout=30, what="each rank's stack at the hang, via the API")
+    assert [s["rank"] for s in saved] == [0, 1] and {s["step"] for s in saved} == {30}
+    assert all("Thread 0x" in s["stack"] and 'File "' in s["stack"] for s in saved)
+    assert "barrier" in saved[0]["stack"]  # rank 0's stack: waiting in the collective
+    files = sorted(stack.data_dir.glob(f"**/logs/job-{job_id}/attempt-1/hang-stacks/rank-*.txt"))
+    assert [f.name for f in files] == ["rank-0.txt", "rank-1.txt"]
+    assert "barrier" in files[0].read_text()
     wait_for(lambda: len(receiver.received) >= 2, timeout=30, what="the two webhooks")
     posts = {p["headers"]["X-Trainboard-Event"]: p["body"] for p in receiver.received}
     assert set(posts) == {"straggler", "hung"} and len(receiver.received) == 2

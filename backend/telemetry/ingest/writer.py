@@ -101,13 +101,14 @@ def _plain(event: Item) -> Item:
 
 
 def _write_event(session: Session, event: Item, job_id: int) -> None:
-    duplicate = session.scalars(
-        select(JobEvent.id).where(
-            JobEvent.attempt_id == event["attempt_id"],
-            JobEvent.kind == event["kind"],
-            JobEvent.step == event["step"],
-        )
-    ).first()
+    same = [
+        JobEvent.attempt_id == event["attempt_id"],
+        JobEvent.kind == event["kind"],
+        JobEvent.step == event["step"],
+    ]
+    if event["kind"] == "hang_stack":  # one per rank at the hang's step, each its own
+        same.append(JobEvent.message == event["message"])
+    duplicate = session.scalars(select(JobEvent.id).where(*same)).first()
     if duplicate is not None:
         return
     session.add(

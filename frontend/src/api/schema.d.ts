@@ -1684,6 +1684,11 @@ export interface components {
          * @description One rank's Python stacks when its attempt was flagged hung (faulthandler's dump).
          */
         HangStackOut: {
+            /**
+             * Attempt
+             * @description the attempt's number within the job (1, 2, ...)
+             */
+            attempt: number | null;
             /** Attempt Id */
             attempt_id: number | null;
             /** Rank */

@@ -6,6 +6,7 @@ import { JobDevices, Progress, StateBadge } from "../components/bits";
 import { useCluster } from "../data";
 import { DeviceCharts } from "../components/DeviceCharts";
 import { EfficiencyFacts } from "../components/Efficiency";
+import { HangStacks } from "../components/HangStacks";
 import { MetricCharts } from "../components/MetricCharts";
 import { restartIn, formatPercent, formatTime } from "../lib/format";
 import { readImplications } from "../lib/implications";
@@ -109,6 +110,7 @@ export function JobView({ id }: { id: number }) {
         <EventList events={events} />
         <LogView tail={logs} ranks={attemptRanks(job)} />
       </div>
+      <HangStacks jobId={job.id} version={`${job.attempt}:${eventsVersion}`} />
       <JobAttempts job={job} eventsVersion={eventsVersion} />
       <JobCheckpoints job={job} version={`${job.state}:${job.attempt}:${eventsVersion}`} />
       <JobProvenance jobId={job.id} version={`${job.attempt}:${job.state === "running"}`} />
