@@ -24,19 +24,25 @@ POSTGRES_BASE = os.environ.get(
 _SLOTS = 5
 
 
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+#: this pytest-xdist worker's number (gwN), or 0 in a serial run
+_WORKER_NUMBER = int(_WORKER[2:]) if _WORKER.startswith("gw") else 0
+
+
 def _redis_slot() -> int:
     """This process's slot: by pid, so that two runs on one server (several people testing
     at once) rarely meet; a pytest-xdist worker gwN takes slot (controller pid + N), so the
     workers of one run never share a database (up to five workers)."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    if worker.startswith("gw"):
-        return (os.getppid() + int(worker[2:])) % _SLOTS
+    if _WORKER:
+        return (os.getppid() + _WORKER_NUMBER) % _SLOTS
     return os.getpid() % _SLOTS
 
 
 #: three Redis databases of this test process: the suite's, the started stacks', the
-#: telemetry tests'. TRAINBOARD_TEST_REDIS_DB_BASE pins them (one process only).
-_DB_BASE = int(os.environ.get("TRAINBOARD_TEST_REDIS_DB_BASE", 1 + _redis_slot() * 3))
+#: telemetry tests'. TRAINBOARD_TEST_REDIS_DB_BASE pins the first; worker gwN then takes
+#: the three from base + 3N.
+_PINNED = os.environ.get("TRAINBOARD_TEST_REDIS_DB_BASE")
+_DB_BASE = int(_PINNED) + 3 * _WORKER_NUMBER if _PINNED else 1 + _redis_slot() * 3
 TEST_REDIS_DB, STACK_REDIS_DB, TELEMETRY_REDIS_DB = _DB_BASE, _DB_BASE + 1, _DB_BASE + 2
 
 
