@@ -37,7 +37,10 @@ def get_session(database: Annotated[Database, Depends(get_database)]) -> Iterato
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
-SessionDep = Annotated[Session, Depends(get_session)]
+#: scope="function": the commit runs when the handler returns, before the response is sent
+#: (FastAPI's default runs it after the response, so a client's next request - the
+#: browser's GET /api/me right after POST /api/login - could miss what the first one wrote)
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 ObjectId = Annotated[int, Path(ge=1, le=MAX_ID, description="a row id")]
 #: a row id inside a list (e.g. a repeated query parameter)
 RowId = Annotated[int, Field(ge=1, le=MAX_ID)]
