@@ -168,7 +168,8 @@ def test_a_job_that_succeeded_on_attempt_two_fits_and_shows_no_old_traceback(
     page.screenshot(path=str(SCREENSHOTS / "job-attempts-fit.png"), full_page=True)
 
     page.goto(f"{served.url}/jobs/{paused_id}")
-    facts = page.locator("dl.facts")
+    # the job's own facts (the efficiency facts, a second dl.facts, appear when they load)
+    facts = page.locator("dl.facts", has_text="Progress")
     expect(facts).to_contain_text("Paused")
     expect(facts.locator("dt", has_text="Finished")).to_have_count(0)
     assert page_width(page) <= WINDOW
