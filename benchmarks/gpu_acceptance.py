@@ -11,6 +11,12 @@ package index (pip's cache is used when present) and Trainboard, each timed; the
 and `/metrics`, measures the engine against a bare torchrun script, and writes
 `verdict.json` and `verdict.md` under --out. The exit status is 1 if any check failed.
 
+A GPU machine that reaches no package index but already holds a CUDA torch (a slot's
+image) takes `--torch-python PY --wheels DIR`: the fresh venv is made from PY and sees PY's
+packages (torch, its CUDA libraries) through a `.pth` file, Trainboard's own dependencies
+come from the wheel folder DIR only (`pip --no-index`), and the checkout is put on the
+venv's path as an editable install would. The verdict records which torch it found.
+
 The dry run skips the install (it runs in the interpreter it was started with: the
 project's venv) and runs the same sequence on CPU slots; the checks that need a GPU are
 reported as "skipped: no GPU", never as passed.
@@ -29,6 +35,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,6 +56,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="",
         help="an index holding the CUDA build (e.g. a pytorch.org /whl/cu12x index); "
         "default: the configured package index, whose Linux x86_64 torch is a CUDA build",
+    )
+    parser.add_argument(
+        "--torch-python",
+        type=Path,
+        help="offline: an interpreter here that already holds a CUDA torch; the venv uses it",
+    )
+    parser.add_argument(
+        "--wheels",
+        type=Path,
+        help="offline: a folder of wheels holding Trainboard's dependencies (no package index)",
     )
     parser.add_argument("--cpu-slots", type=int, default=4, help="dry run: CPU slots offered")
     parser.add_argument("--sample-interval", type=float, default=1.0, help="seconds (NVML/CPU)")
@@ -94,6 +111,8 @@ def base_python() -> str:
 def install(args: argparse.Namespace) -> dict[str, object]:
     """A fresh venv with the CUDA torch and Trainboard; what it took, step by step."""
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.torch_python:
+        return install_offline(args)
     log = args.out / "install.log"
     base = base_python()
     record: dict[str, object] = {"base_python": base, "venv": str(args.venv)}
@@ -121,6 +140,53 @@ def install(args: argparse.Namespace) -> dict[str, object]:
         record["torch_isolated_s"] = _timed(pip + ["--isolated"] + quiet + [TORCH], log)
         record["torch_build"] = _probe(python, TORCH_BUILD)
     record["trainboard_s"] = _timed(pip + quiet + ["-e", str(ROOT)], log)
+    seconds = [v for k, v in record.items() if k.endswith("_s") and isinstance(v, float)]
+    record["total_s"] = round(sum(seconds), 1)
+    return record
+
+
+def dependencies() -> list[str]:
+    """Trainboard's runtime requirements from pyproject.toml, torch left out."""
+    with (ROOT / "pyproject.toml").open("rb") as file:
+        required = tomllib.load(file)["project"]["dependencies"]
+    return [r for r in required if not r.startswith("torch")]
+
+
+SITE_DIR = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+TORCH_SITE = "import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))"
+
+
+def install_offline(args: argparse.Namespace) -> dict[str, object]:
+    """A venv over an interpreter that holds a CUDA torch, dependencies from a wheel folder."""
+    log = args.out / "install.log"
+    torch_python = str(args.torch_python)
+    torch_site = _probe(torch_python, TORCH_SITE)
+    if not Path(torch_site).is_dir():
+        raise subprocess.CalledProcessError(1, [torch_python, "-c", TORCH_SITE], torch_site)
+    record: dict[str, object] = {
+        "base_python": torch_python,
+        "venv": str(args.venv),
+        "torch_from": torch_site,
+        "wheels": str(args.wheels),
+    }
+    if args.venv.exists():
+        shutil.rmtree(args.venv)
+    python = str(args.venv / "bin" / "python")
+    began = time.monotonic()
+    # no pip in the venv: a slot image's interpreter may lack ensurepip, and this pip works
+    _timed([torch_python, "-m", "venv", "--without-pip", str(args.venv)], log)
+    site = Path(_probe(python, SITE_DIR))
+    # after the venv's own site-packages on sys.path, so the wheels' versions win; -I
+    # (the rank launcher's isolated mode) still reads .pth files
+    (site / "machine_torch.pth").write_text(torch_site + "\n")
+    (site / "trainboard_checkout.pth").write_text(str(ROOT) + "\n")
+    record["venv_s"] = round(time.monotonic() - began, 1)
+    requirements = args.out / "requirements.txt"
+    requirements.write_text("\n".join(dependencies()) + "\n")
+    pip = [torch_python, "-m", "pip", "--python", python, "install", "--progress-bar", "off"]
+    offline = ["--no-index", "--find-links", str(args.wheels.resolve())]
+    record["trainboard_s"] = _timed(pip + offline + ["-r", str(requirements)], log)
+    record["torch_build"] = _probe(python, TORCH_BUILD)
     seconds = [v for k, v in record.items() if k.endswith("_s") and isinstance(v, float)]
     record["total_s"] = round(sum(seconds), 1)
     return record

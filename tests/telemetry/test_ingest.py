@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import msgspec
 import pytest
@@ -16,13 +17,22 @@ from sqlalchemy import update
 
 from backend.db import Database
 from backend.jobs.models import Attempt
+from backend.telemetry.ingest import consumer as consumer_module
 from backend.telemetry.ingest.consumer import Ingest
 from backend.telemetry.ingest.entries import FAST_BATCHES, TYPED_BATCHES
 from backend.telemetry.ingest.rounds import Round, Written
 from backend.telemetry.ingest.streams import backlog, trim_acknowledged
+from backend.telemetry.ingest.writer import write_batch
 from backend.telemetry.live.feed import LIVE_STREAM
 from tests.telemetry.helpers import count_points, point, stored_steps
-from workers.contract.protocol import BATCH_FIELD, DEVICES_STREAM, INGEST_GROUP, METRICS_STREAM
+from workers.contract.protocol import (
+    BATCH_FIELD,
+    DEVICES_STREAM,
+    INGEST_GROUP,
+    METRICS_STREAM,
+    DeviceSample,
+    GpuProcess,
+)
 
 NewAttempt = Callable[..., tuple[int, int]]
 
@@ -245,3 +255,45 @@ def test_a_fenced_attempts_points_after_its_end_are_not_stored(
     add_batch(client, METRICS_STREAM, before + after)
     ingest.consume()
     assert stored_steps(database, attempt) == [0, 1, 2, 3, 4]  # trained before it was fenced
+
+
+def test_a_gpu_sample_with_its_processes_is_stored_and_goes_live(
+    client: redis.Redis, ingest: Ingest, new_attempt: NewAttempt
+) -> None:
+    """As the NVML sampler sends it: found on the first real GPU, where it stopped the ingest."""
+    _, attempt = new_attempt()
+    holder = GpuProcess(pid=4242, mem_used=3 * 2**30, attempt_id=attempt, rank=0)
+    hidden = GpuProcess(pid=77, mem_used=None)  # a process of another user, memory hidden
+    sample = DeviceSample(
+        node="n", device=0, kind="gpu", time=5.0, util=97.0, processes=[holder, hidden]
+    )
+    add_batch(client, DEVICES_STREAM, [sample.model_dump()])
+    add_batch(client, METRICS_STREAM, [point(attempt, 1)])
+    assert ingest.consume() == 2
+    assert client.xpending(DEVICES_STREAM, INGEST_GROUP)["pending"] == 0
+    live = {
+        fields[b"t"].decode(): json.loads(fields[b"d"]) for _, fields in client.xrange(LIVE_STREAM)
+    }
+    assert live["cluster"]["samples"][0]["processes"] == [
+        holder.model_dump(),
+        hidden.model_dump(),
+    ]
+
+
+def test_a_delta_that_cannot_be_encoded_does_not_hold_back_the_round(
+    client: redis.Redis, ingest: Ingest, new_attempt: NewAttempt, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its rows are committed: it is logged and left out, the entries acknowledged."""
+    job, attempt = new_attempt()
+    real = write_batch
+
+    def with_an_unencodable_delta(*args: Any, **kwargs: Any) -> Any:
+        deltas, progressed = real(*args, **kwargs)
+        return [("cluster", {"samples": [object()]}), *deltas], progressed
+
+    monkeypatch.setattr(consumer_module, "write_batch", with_an_unencodable_delta)
+    add_batch(client, METRICS_STREAM, [point(attempt, s) for s in range(3)])
+    assert ingest.consume() == 1
+    assert client.xpending(METRICS_STREAM, INGEST_GROUP)["pending"] == 0
+    topics = [fields[b"t"].decode() for _, fields in client.xrange(LIVE_STREAM)]
+    assert topics == [f"job:{job}"]

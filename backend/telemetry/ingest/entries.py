@@ -62,16 +62,36 @@ def _bounded(annotation: Any, metadata: list[Any]) -> Any:
     return Annotated[(annotation, *metadata)] if metadata else annotation
 
 
+def _nested_as_dicts(annotation: Any) -> Any:
+    """The annotation with each model inside it (`list[GpuProcess] | None`) as its TypedDict.
+
+    Items are plain dicts all the way down: the live feed encodes them with msgspec, which
+    refuses a model instance (a GPU sample's processes stopped the ingest on a real GPU).
+    """
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return item_dict(annotation)
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return Annotated[(_nested_as_dicts(args[0]), *annotation.__metadata__)]
+    if origin in (Union, types.UnionType):
+        return Union[tuple(_nested_as_dicts(a) for a in args)]  # noqa: UP007
+    if origin is list:
+        return list[_nested_as_dicts(args[0])]  # type: ignore[misc]
+    return annotation
+
+
 def item_dict(model: type[BaseModel]) -> Any:
     """A TypedDict with the model's fields and every bound they carry, floats made finite.
 
     Validating into plain dicts skips building (and later dumping) a model instance per
-    item, which dominated the ingest. Defaults are filled in by `with_defaults`.
+    item, which dominated the ingest. Defaults are filled in by `with_defaults`; a nested
+    model's optional fields absent from what a publisher sent stay absent.
     """
     fields: dict[str, Any] = {}
     for name, info in model.model_fields.items():
         kept = (model, name) in NON_FINITE_DROPPED_BY_WRITER
-        annotation = _bounded(info.annotation if kept else _finite(info.annotation), info.metadata)
+        plain = _nested_as_dicts(info.annotation)
+        annotation = _bounded(plain if kept else _finite(plain), info.metadata)
         fields[name] = annotation if info.is_required() else NotRequired[annotation]
     return TypedDict(f"{model.__name__}Item", fields)  # type: ignore[operator]
 

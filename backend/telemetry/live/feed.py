@@ -44,8 +44,13 @@ def append(
     `encode`: the JSON serializer (the ingest's plain dicts take msgspec's, ~2x this one).
     """
     for topic, data in deltas:
-        # pydantic-core's serializer: ~5x json.dumps
-        payload = encode(data)
+        try:  # pydantic-core's serializer: ~5x json.dumps
+            payload = encode(data)
+        except (TypeError, ValueError) as err:
+            # what the delta describes is committed already; refusing the whole round here
+            # would leave it pending and replay it for ever, and no later round would go live
+            log.error("live: a %s delta could not be encoded and is not sent: %s", topic, err)
+            continue
         pipe.xadd(stream, {"t": topic, "d": payload}, maxlen=LIVE_MAXLEN, approximate=True)
 
 
