@@ -7,7 +7,7 @@ BASE_PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
 STAMP := $(VENV)/.installed
 
 .PHONY: run test test-fast install frontend lint typecheck api-types clean gpu-acceptance \
-	gpu-acceptance-dry-run
+	gpu-acceptance-dry-run gpu-wheels
 
 run: install frontend
 	$(VENV)/bin/trainboard up
@@ -64,6 +64,14 @@ typecheck: install
 ACCEPTANCE_OUT ?= /tmp/trainboard-gpu-acceptance
 gpu-acceptance:
 	$(BASE_PYTHON) benchmarks/gpu_acceptance.py --out $(ACCEPTANCE_OUT)
+
+# a wheel folder for a GPU machine that reaches no package index but holds a CUDA torch:
+# there, `python3 benchmarks/gpu_acceptance.py --out DIR --torch-python "$$(command -v
+# python3)" --wheels .whl` (docs/benchmarks.md "Offline install")
+GPU_WHEELS ?= .whl
+GPU_PYTHON ?= 3.12
+gpu-wheels: install
+	$(PY) benchmarks/gpu_acceptance.py --download-wheels $(GPU_WHEELS) --for-python $(GPU_PYTHON)
 
 gpu-acceptance-dry-run: install
 	$(PY) benchmarks/gpu_acceptance.py --dry-run --out $(ACCEPTANCE_OUT)-dry-run

@@ -47,7 +47,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("--out", type=Path, required=True, help="folder for verdict.json/.md")
+    parser.add_argument("--out", type=Path, help="folder for verdict.json/.md (required)")
     parser.add_argument("--dry-run", action="store_true", help="CPU slots, no install (CI)")
     parser.add_argument("--venv", type=Path, help="the fresh venv (default: OUT/venv)")
     parser.add_argument("--no-install", action="store_true", help="run in this interpreter")
@@ -66,6 +66,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--wheels",
         type=Path,
         help="offline: a folder of wheels holding Trainboard's dependencies (no package index)",
+    )
+    parser.add_argument(
+        "--download-wheels",
+        type=Path,
+        metavar="DIR",
+        help="only fill DIR with the wheels --wheels needs on a Linux x86_64 machine, then exit",
+    )
+    parser.add_argument(
+        "--for-python", default="3.12", help="with --download-wheels: that machine's Python"
     )
     parser.add_argument("--cpu-slots", type=int, default=4, help="dry run: CPU slots offered")
     parser.add_argument("--sample-interval", type=float, default=1.0, help="seconds (NVML/CPU)")
@@ -152,6 +161,27 @@ def dependencies() -> list[str]:
     return [r for r in required if not r.startswith("torch")]
 
 
+#: the platforms pip may take a binary wheel for, for a current Linux x86_64 machine
+LINUX_X86_64 = [
+    f"manylinux_2_{minor}_x86_64" for minor in (39, 35, 34, 31, 28, 27, 26, 24, 17, 12, 5)
+] + ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64"]
+
+
+def download_wheels(folder: Path, python_version: str) -> int:
+    """Fill folder with binary wheels of Trainboard's dependencies for another machine.
+
+    numpy is left out (the torch on that machine brings its own, built against it).
+    """
+    requirements = [r for r in dependencies() if not r.startswith("numpy")]
+    platforms = [arg for platform in LINUX_X86_64 for arg in ("--platform", platform)]
+    command = [sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--dest"]
+    command += [str(folder), "--python-version", python_version, "--implementation", "cp"]
+    done = subprocess.run(command + platforms + requirements, check=False)
+    for wheel in folder.glob("numpy-*.whl"):  # pulled in by a dependency; that torch's wins
+        wheel.unlink()
+    return done.returncode
+
+
 SITE_DIR = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
 TORCH_SITE = "import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))"
 
@@ -199,6 +229,11 @@ def _probe(python: str, code: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.download_wheels:
+        return download_wheels(args.download_wheels, args.for_python)
+    if args.out is None:
+        print("gpu_acceptance: --out is required", file=sys.stderr)
+        return 2
     args.out = args.out.resolve()
     args.venv = (args.venv or args.out / "venv").resolve()
     began = time.monotonic()

@@ -100,6 +100,7 @@ class Trainer:
             rank=self.ctx.dp_rank,
             replicas=self.ctx.dp_size,
             seed=self.spec.hyperparameters["seed"],
+            device=self.ctx.device,
         )
 
     def resume(self, path: Path) -> None:
