@@ -20,6 +20,7 @@ from fastapi.staticfiles import StaticFiles
 
 from backend import meta_router
 from backend.auth import router as auth_router
+from backend.background import named_client, stop_loops
 from backend.checkpoint import router as checkpoints_router
 from backend.config import Settings, get_settings
 from backend.db import Database
@@ -77,7 +78,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if settings.auto_migrate:
             await asyncio.to_thread(upgrade, settings.db_url)
         db = Database(settings.db_url)
-        client = redis.Redis.from_url(settings.redis_url)
+        client = named_client(settings.redis_url)
         hub = Hub(asyncio.get_running_loop())
         deployment = await asyncio.to_thread(_mark_broker, db, client)
         attach(client, Keys(deployment))  # every Redis name carries this deployment's id
@@ -91,9 +92,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             watching.cancel()
-            stop.set()
-            for thread in threads:
-                thread.join(timeout=5)
+            await asyncio.to_thread(stop_loops, threads, stop, client, timeout=5)
             client.close()
             db.dispose()
 

@@ -4,9 +4,52 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+import uuid
 from collections.abc import Callable
 
 import redis
+
+#: how long a loop's blocking Redis read waits for news before it looks at its stop event
+#: (Redis ends a blocked read only on its ~100 ms clock: `unblock_readers` ends them at once)
+BLOCKING_READ_SECONDS = 0.05
+BLOCKING_READ_MS = round(BLOCKING_READ_SECONDS * 1000)
+
+
+def named_client(url: str) -> redis.Redis:
+    """A Redis client whose connections carry a name of their own (see `unblock_readers`)."""
+    return redis.Redis.from_url(url, client_name=f"trainboard-{uuid.uuid4().hex[:12]}")
+
+
+def unblock_readers(client: redis.Redis) -> None:
+    """End the blocking reads (XREAD, XREADGROUP) of a named client's connections now.
+
+    Called after the loops' stop event is set, so a stop does not wait out the read: every
+    app shutdown (so every API test) waited ~0.1 s on it. Where CLIENT LIST or CLIENT
+    UNBLOCK is refused (an ACL), the reads end on their own timeout as before.
+    """
+    name = client.connection_pool.connection_kwargs.get("client_name")
+    if not name:
+        return
+    try:
+        for connection in client.client_list():
+            if connection.get("name") == name and "b" in connection.get("flags", ""):
+                client.client_unblock(int(connection["id"]))
+    except redis.RedisError:
+        pass
+
+
+def stop_loops(
+    threads: list[threading.Thread], stop: threading.Event, client: redis.Redis, *, timeout: float
+) -> None:
+    """Set stop and wait for the loops' threads, ending their blocking reads as they start."""
+    stop.set()
+    deadline = time.monotonic() + timeout
+    # a loop between two reads when the readers were ended blocks again once: end it again
+    while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
+        unblock_readers(client)
+        for thread in threads:
+            thread.join(timeout=0.01)
 
 
 def keep_running(

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections import deque
 from typing import Any
 
@@ -48,11 +49,18 @@ class TelemetryChannel:
 
     def flush(self, timeout: float = 10.0) -> None:
         """Wait until everything queued so far is written to the pipe."""
+        deadline = time.monotonic() + timeout
         with self._idle:
             # a cycle may be writing already; the one after it starts after this call
             wanted = self._cycles + 2
-            self._wake.set()
-            self._idle.wait_for(lambda: self._cycles >= wanted or self._broken, timeout=timeout)
+            while self._cycles < wanted and not self._broken:
+                # woken again for each cycle: one wake gave one cycle, and the second then
+                # came only at the end of the writer's interval (or of this timeout)
+                self._wake.set()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._idle.wait(left)
 
     def close(self, timeout: float = 10.0) -> None:
         """Write what is queued, then close this end (the supervisor then sees end-of-file)."""

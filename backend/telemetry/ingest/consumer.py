@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 import redis
 
-from backend.background import keep_running
+from backend.background import BLOCKING_READ_MS, keep_running
 from backend.db import Database
 from backend.deployment_keys import keys_of
 from backend.signals import announce_jobs
@@ -98,7 +98,7 @@ class Ingest:
                         for stream in self._streams.values():
                             trim_acknowledged(self.client, stream)
                         last_trim = now
-                    pipeline.submit(self.prepare(self.read(block_ms=200)))
+                    pipeline.submit(self.prepare(self.read(block_ms=BLOCKING_READ_MS)))
 
         keep_running("ingest", consume_until_stopped, stop, log=log)
 

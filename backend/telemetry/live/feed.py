@@ -17,7 +17,7 @@ from typing import Any
 import redis
 from pydantic_core import to_json
 
-from backend.background import keep_running
+from backend.background import BLOCKING_READ_MS, keep_running
 from backend.deployment_keys import keys_of
 from backend.telemetry.ingest.streams import as_text
 
@@ -121,8 +121,7 @@ def tail(client: redis.Redis, sink: RawSink, stop: threading.Event) -> None:
         if position == "$":
             position = last_position(client)
         stream = keys_of(client).name(LIVE_STREAM)
-        # short: stopping waits for it (every app shutdown, so every API test)
-        found: Any = client.xread({stream: position}, count=1000, block=100)
+        found: Any = client.xread({stream: position}, count=1000, block=BLOCKING_READ_MS)
         for _stream, entries in found or []:
             for entry_id, fields in entries:
                 position = as_text(entry_id)

@@ -8,7 +8,7 @@ import threading
 
 import redis
 
-from backend.background import keep_running
+from backend.background import BLOCKING_READ_SECONDS, keep_running
 from backend.db import Database
 from backend.deployment_keys import keys_of
 from backend.jobs.models import Job
@@ -32,8 +32,7 @@ def relay_announcements(
             nodes_channel = keys.name(NODE_UPDATES_CHANNEL)
             pubsub.subscribe(keys.name(JOB_UPDATES_CHANNEL), nodes_channel)
             while not stop.is_set():
-                # short: stopping waits for it (every app shutdown, so every API test)
-                message = pubsub.get_message(timeout=0.1)
+                message = pubsub.get_message(timeout=BLOCKING_READ_SECONDS)
                 if message is None:
                     continue
                 channel = message["channel"].decode()
