@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
 from pathlib import Path
 
 from alembic import command
@@ -27,26 +29,48 @@ class NewerDatabase(RuntimeError):
 
 def upgrade(url: str, revision: str = "head") -> None:
     """Bring the database at url up to revision (refusing one this version does not know)."""
-    config = alembic_config(url)
-    refuse_newer(config, url)
-    command.upgrade(config, revision)
+    current = current_heads(url)
+    refuse_newer(current)
+    if revision == "head" and current == {known_revisions().head}:
+        return  # what Alembic would find too, without loading every migration file again
+    command.upgrade(alembic_config(url), revision)
 
 
-def refuse_newer(config: Config, url: str) -> None:
-    """Raise NewerDatabase, naming both versions, if the database is past our newest migration."""
-    script = ScriptDirectory.from_config(config)
+@dataclass(frozen=True)
+class Revisions:
+    """The migrations this version ships: every revision id, and the newest."""
+
+    ids: frozenset[str]
+    head: str
+
+
+@functools.cache
+def known_revisions() -> Revisions:
+    """Read once a process: Alembic executes every migration file to list them (~10 ms each)."""
+    script = ScriptDirectory.from_config(alembic_config("sqlite://"))
+    head = script.get_current_head()
+    assert head is not None, "the project ships at least one migration"
+    return Revisions(frozenset(r.revision for r in script.walk_revisions()), head)
+
+
+def current_heads(url: str) -> set[str]:
+    """The revisions the database at url is at (none for an empty database)."""
     engine = create_engine(url)
     try:
         with engine.connect() as connection:
-            current = MigrationContext.configure(connection).get_current_heads()
+            return set(MigrationContext.configure(connection).get_current_heads())
     finally:
         engine.dispose()
-    known = {revision.revision for revision in script.walk_revisions()}
-    unknown = [revision for revision in current if revision not in known]
+
+
+def refuse_newer(current: set[str]) -> None:
+    """Raise NewerDatabase, naming both versions, if the database is past our newest migration."""
+    known = known_revisions()
+    unknown = sorted(current - known.ids)
     if unknown:
         raise NewerDatabase(
             f"the database is at migration {unknown[0]}, newer than this Trainboard "
-            f"(its newest is {script.get_current_head()}): run the newer version, or downgrade "
+            f"(its newest is {known.head}): run the newer version, or downgrade "
             "the database with it first (docs/operations.md); nothing was changed"
         )
 

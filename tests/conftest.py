@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import sqlite3
@@ -12,9 +13,14 @@ from pathlib import Path
 
 import pytest
 import redis
+import redis.utils
 
 from backend.migrate import upgrade
 from tests.workers.worker_helpers import PrivateRedis
+
+# redis-py looks its own version up in the installed distributions for every new connection
+# (~10 ms here: ~4 s of the fast suite's CPU); it cannot change while the tests run
+redis.utils.get_lib_version = functools.cache(redis.utils.get_lib_version)
 
 REDIS_BASE = os.environ.get("TRAINBOARD_TEST_REDIS", "redis://127.0.0.1:6379")
 POSTGRES_BASE = os.environ.get(
@@ -68,40 +74,90 @@ def sqlite_url(tmp_path: Path) -> str:
 
 
 @pytest.fixture(scope="session")
-def migrate(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], None]:
+def migrate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], None]]:
     """Bring a database to the newest schema, as `backend.migrate.upgrade` does.
 
-    A new SQLite file is a copy of one that ran every migration once this session (each
-    run costs ~0.4 s of CPU, and most tests want one), with a deployment id of its own.
+    A new SQLite file is a copy of one that ran every migration once this session, a new
+    PostgreSQL database a copy (CREATE DATABASE ... TEMPLATE) of one that did: each run of
+    the migrations costs ~0.4 s of CPU, and most tests want one. Each copy gets a deployment
+    id of its own.
     """
     template = tmp_path_factory.mktemp("schema") / "head.db"
     upgrade(f"sqlite:///{template}")
+    postgres_templates: dict[str, str] = {}
 
     def to_head(url: str) -> None:
         path = Path(url.removeprefix("sqlite:///"))
-        if not url.startswith("sqlite:///") or path.exists():
+        if url.startswith("sqlite:///") and not path.exists():
+            shutil.copyfile(template, path)
+            with contextlib.closing(sqlite3.connect(path)) as db, db:
+                db.execute("UPDATE deployment SET id = ?", (uuid.uuid4().hex,))
+        elif url.startswith(POSTGRES_BASE + "/") and _is_empty(url):
+            _clone_postgres(url, postgres_templates)
+        else:
             upgrade(url)
-            return
-        shutil.copyfile(template, path)
-        with contextlib.closing(sqlite3.connect(path)) as db, db:
-            db.execute("UPDATE deployment SET id = ?", (uuid.uuid4().hex,))
 
-    return to_head
+    yield to_head
+    for name in postgres_templates.values():
+        _drop_postgres(name)
+
+
+def _is_empty(url: str) -> bool:
+    """Whether the database at url has no table (a database just made for the test)."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url)
+    try:
+        return not sa.inspect(engine).get_table_names()
+    finally:
+        engine.dispose()
+
+
+def _clone_postgres(url: str, templates: dict[str, str]) -> None:
+    """Make the (empty) database at url anew as a copy of a migrated template."""
+    import sqlalchemy as sa
+
+    if "head" not in templates:
+        name = templates["head"] = f"tb_template_{uuid.uuid4().hex[:12]}"
+        _admin(f'CREATE DATABASE "{name}"')
+        upgrade(f"{POSTGRES_BASE}/{name}")
+    database = url.rsplit("/", 1)[1]
+    # kept where the test put it (a tablespace on a small filesystem, say)
+    space = _admin(
+        "SELECT t.spcname FROM pg_database d JOIN pg_tablespace t ON t.oid = d.dattablespace "
+        f"WHERE d.datname = '{database}'"
+    )
+    _admin(f'DROP DATABASE "{database}" WITH (FORCE)')
+    _admin(f'CREATE DATABASE "{database}" TEMPLATE "{templates["head"]}" TABLESPACE "{space}"')
+    engine = sa.create_engine(url)
+    with engine.begin() as connection:
+        connection.execute(sa.text("UPDATE deployment SET id = :id"), {"id": uuid.uuid4().hex})
+    engine.dispose()
+
+
+def _admin(statement: str) -> object:
+    """Run one statement on the server's postgres database; its first value, if any."""
+    import sqlalchemy as sa
+
+    admin = sa.create_engine(f"{POSTGRES_BASE}/postgres", isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        result = connection.execute(sa.text(statement))
+        value = result.scalar() if result.returns_rows else None
+    admin.dispose()
+    return value
+
+
+def _drop_postgres(name: str) -> None:
+    _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
-    """A fresh PostgreSQL database on the real server, dropped afterwards."""
-    import sqlalchemy as sa
-
+    """A fresh, empty PostgreSQL database on the real server, dropped afterwards."""
     name = f"tb_test_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(f"{POSTGRES_BASE}/postgres", isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    _admin(f'CREATE DATABASE "{name}"')
     yield f"{POSTGRES_BASE}/{name}"
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
+    _drop_postgres(name)
 
 
 @pytest.fixture(scope="session")

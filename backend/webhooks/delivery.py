@@ -7,6 +7,7 @@ import hmac
 import json
 import logging
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -89,7 +90,7 @@ def send(delivery: WebhookDelivery, hook: Webhook, client: httpx.Client) -> None
         delivery.next_at = utcnow() + timedelta(seconds=retry_delay(delivery.tries))
 
 
-def deliver_due(session: Session, client: httpx.Client) -> int:
+def deliver_due(session: Session, client: Callable[[], httpx.Client]) -> int:
     """Send every pending delivery that is due (a batch); how many were tried."""
     due = session.execute(
         select(WebhookDelivery, Webhook)
@@ -100,14 +101,20 @@ def deliver_due(session: Session, client: httpx.Client) -> int:
         .with_for_update(of=WebhookDelivery, skip_locked=True)
     ).all()
     for delivery, hook in due:
-        send(delivery, hook, client)
+        send(delivery, hook, client())
     return len(due)
 
 
 def run_webhooks(*, db: Database, stop: threading.Event) -> None:
     """Queue deliveries for new job events and send due ones, every second, until stop."""
-    # no redirects: a 3xx to an internal address would sidestep the allow-list
-    client = httpx.Client(timeout=TIMEOUT_SECONDS, follow_redirects=False)
+    # made at the first delivery: building its TLS context costs ~25 ms of CPU at every
+    # start (every API test's), and most deployments have no webhook
+    clients: list[httpx.Client] = []
+
+    def client() -> httpx.Client:
+        if not clients:  # no redirects: a 3xx to an internal address would pass the allow-list
+            clients.append(httpx.Client(timeout=TIMEOUT_SECONDS, follow_redirects=False))
+        return clients[0]
 
     def step() -> None:
         with db.session() as session:
@@ -118,4 +125,5 @@ def run_webhooks(*, db: Database, stop: threading.Event) -> None:
     try:
         every(RUN_EVERY_SECONDS, "webhooks", step, stop, log=log)
     finally:
-        client.close()
+        for made in clients:
+            made.close()

@@ -158,10 +158,10 @@ def test_on_postgresql_events_become_deliveries_once_and_a_dead_receiver_is_retr
         receiver.server.shutdown()
         receiver.server.server_close()  # nothing listens: the try is recorded, retried later
         with database.session() as session:
-            assert deliver_due(session, client) == 1
+            assert deliver_due(session, lambda: client) == 1
         with database.session() as session:
             [row] = session.scalars(select(WebhookDelivery)).all()
             assert (row.state, row.tries, row.response_status) == ("pending", 1, None)
             assert row.error is not None and "ConnectError" in row.error
-            assert deliver_due(session, client) == 0  # not due before its backoff
+            assert deliver_due(session, lambda: client) == 0  # not due before its backoff
     database.dispose()
