@@ -22,6 +22,10 @@ test: install frontend lint typecheck
 # the tests that start no rank process, service or browser (not marked slow or browser),
 # in two pytest-xdist worker processes (each with Redis databases of its own, see
 # tests/conftest.py), then the frontend's unit tests
+# bytecode and pytest's rewritten test modules are cached (__pycache__, ignored by git) even
+# where the environment says not to (set but empty it is off): each of the three processes
+# compiles them otherwise
+test-fast: export PYTHONDONTWRITEBYTECODE =
 test-fast: install frontend/node_modules/.package-lock.json
 	base=$$(mktemp -d /tmp/trainboard-pytest.XXXXXX) && \
 	$(PY) -m pytest -q -n 2 -m "not slow and not browser" -p no:cacheprovider --basetemp=$$base; \

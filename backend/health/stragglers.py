@@ -140,4 +140,4 @@ def run_stragglers(*, db: Database, stop: threading.Event) -> None:
         with db.session() as session:
             flag_stragglers(session)
 
-    every(RUN_EVERY_SECONDS, "stragglers", step, stop, log=log)
+    every(RUN_EVERY_SECONDS, "stragglers", step, stop, log=log, wait_first=True)

@@ -123,7 +123,7 @@ def run_webhooks(*, db: Database, stop: threading.Event) -> None:
             deliver_due(session, client)
 
     try:
-        every(RUN_EVERY_SECONDS, "webhooks", step, stop, log=log)
+        every(RUN_EVERY_SECONDS, "webhooks", step, stop, log=log, wait_first=True)
     finally:
         for made in clients:
             made.close()

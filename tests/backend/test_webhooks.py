@@ -40,6 +40,8 @@ def _event(database: Database, job_id: int, kind: str, message: str) -> None:
         session.add(JobEvent(job_id=job_id, kind=kind, message=message))
 
 
+# the app's delivery loop on real timers: a 1 s poll, a 2 s first retry
+@pytest.mark.slow
 def test_each_event_type_is_delivered_signed_and_a_500_is_redelivered(
     api: TestClient, tokens: dict[str, str], database: Database, receiver: Receiver
 ) -> None:
@@ -85,6 +87,7 @@ def test_each_event_type_is_delivered_signed_and_a_500_is_redelivered(
     assert {d["event"]: d["tries"] for d in deliveries}["hung"] == 2
 
 
+@pytest.mark.slow  # the app's delivery loop on its real 1 s poll
 def test_a_slack_webhook_gets_a_signed_text_body(
     api: TestClient, tokens: dict[str, str], database: Database
 ) -> None:

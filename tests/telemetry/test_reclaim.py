@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import redis
 
 from backend.db import Database
@@ -20,6 +21,7 @@ from workers.contract.protocol import BATCH_FIELD, INGEST_GROUP, METRICS_STREAM
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # a consumer in a child process, killed mid-batch
 def test_a_consumer_killed_mid_batch_loses_nothing(
     database: Database,
     db_url: str,

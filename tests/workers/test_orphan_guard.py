@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import psutil
+import pytest
 
 from tests.stack import wait_for
 from workers.supervisor.orphan_guard import guarded
@@ -37,6 +38,7 @@ def _runs(pid: int, program: str) -> bool:
     return _alive(pid) and bool(command) and command[0] == program
 
 
+@pytest.mark.slow  # a supervisor and a rank as child processes
 def test_rank_in_its_own_process_group_dies_with_a_killed_supervisor() -> None:
     supervisor = subprocess.Popen(
         [sys.executable, "-c", SUPERVISOR], stdout=subprocess.PIPE, text=True

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
 import torch
 
 from tests.workers.worker_helpers import attempt_order, mlp_spec
@@ -62,6 +63,7 @@ def test_git_commit_and_dirty_diff_of_a_checkout(tmp_path: Path) -> None:
     assert dirty is not None and dirty.dirty and "+print('changed')" in dirty.diff
 
 
+@pytest.mark.slow  # git and an interpreter as child processes
 def test_a_script_jobs_provenance_names_its_tree_and_interpreter(tmp_path: Path) -> None:
     _tree(tmp_path / "scripts")
     settings = SupervisorSettings(

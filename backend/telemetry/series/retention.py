@@ -89,4 +89,4 @@ def run_retention(
                 if roll_up(session, before=before, bucket=bucket) == 0:
                     break
 
-    every(RUN_EVERY_SECONDS, "device sample retention", roll_up_all, stop, log=log)
+    every(RUN_EVERY_SECONDS, "device sample retention", roll_up_all, stop, log=log, wait_first=True)

@@ -116,4 +116,4 @@ def run_summaries(*, db: Database, cache: SeriesCache, stop: threading.Event) ->
     def pass_once() -> None:
         summarizer.run_once()
 
-    every(SUMMARIZE_EVERY_SECONDS, "metric summaries", pass_once, stop, log=log)
+    every(SUMMARIZE_EVERY_SECONDS, "metric summaries", pass_once, stop, log=log, wait_first=True)
