@@ -10,10 +10,12 @@ from collections.abc import Callable
 
 import redis
 
-#: how long a loop's blocking Redis read waits for news before it looks at its stop event
-#: (Redis ends a blocked read only on its ~100 ms clock: `unblock_readers` ends them at once)
-BLOCKING_READ_SECONDS = 0.05
-BLOCKING_READ_MS = round(BLOCKING_READ_SECONDS * 1000)
+#: how long a loop's blocking Redis read (XREAD, XREADGROUP) waits for news before the loop
+#: looks at its stop event and its timers; `stop_loops` ends such reads at once
+BLOCKING_READ_MS = 1000
+#: how long a loop's own wait on a socket (a pub/sub subscription, which CLIENT UNBLOCK cannot
+#: end) may hold up its stop: every app shutdown waits for it, so every API test does
+POLL_SECONDS = 0.05
 
 
 def named_client(url: str) -> redis.Redis:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from backend.config import Settings
 from backend.db import Database
 from backend.jobs.models import Job
 from tests.app_settings import ADMIN_TOKEN, api_settings
+from tests.workers.worker_helpers import PrivateRedis
 from workers.contract.protocol import NodeDevice, NodeRegistration
 
 #: the worker instance id of the node `node_headers` registers
@@ -44,6 +46,11 @@ def database(settings: Settings, migrate: Callable[[str], None]) -> Iterator[Dat
 @pytest.fixture
 def tokens(database: Database) -> dict[str, str]:
     """Secrets for an admin, a plain user, and a node agent."""
+    return issue_tokens(database)
+
+
+def issue_tokens(database: Database) -> dict[str, str]:
+    """An admin's, alice's (read, submit) and node n1's secrets, their rows added."""
     with database.session() as session:
         admin = bootstrap_admin_token(session, configured=ADMIN_TOKEN)
         node = bootstrap_node_token(session, node="n1")
@@ -60,6 +67,45 @@ def api(settings: Settings, tokens: dict[str, str]) -> Iterator[TestClient]:
     """The app in-process (its lifespan runs), without credentials."""
     with TestClient(create_app(settings)) as client:
         yield client
+
+
+@dataclass(frozen=True)
+class SharedApi:
+    """One app for a whole test module, and its tokens (see `module_api`)."""
+
+    client: TestClient
+    tokens: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def module_api(
+    tmp_path_factory: pytest.TempPathFactory, migrate: Callable[[str], None]
+) -> Iterator[SharedApi]:
+    """One app (SQLite, a Redis server of its own, no submission limit) for a module whose tests
+    each send requests that are refused or add rows no other test of it reads: an app of its
+    own costs a test ~0.1 s, most of what such a test takes."""
+    tmp = tmp_path_factory.mktemp("module-api")
+    url = f"sqlite:///{tmp / 'trainboard.db'}"
+    migrate(url)
+    database = Database(url)
+    tokens = issue_tokens(database)
+    database.dispose()
+    server = PrivateRedis(tmp)  # apart from the suite's: a test's redis_url flushes that one
+    server.start()
+    settings = api_settings(
+        tmp, database_url=url, redis_url=server.url, scripts=True, submit_rate_limit=10**4
+    )
+    try:
+        with TestClient(create_app(settings)) as client:
+            yield SharedApi(client, tokens)
+    finally:
+        server.stop()
+
+
+def job_count(api: TestClient, token: str) -> int:
+    """How many jobs the token's user sees (for 'nothing was stored' on a shared app)."""
+    jobs = api.get("/api/jobs", params={"limit": 1000}, headers=bearer(token)).json()["jobs"]
+    return len(jobs)
 
 
 def bearer(token: str) -> dict[str, str]:

@@ -7,7 +7,7 @@ import pytest
 from backend.auth.models import User
 from backend.auth.service import issue_token
 from backend.db import Database
-from tests.backend.conftest import api, database, settings, tokens  # noqa: F401
+from tests.backend.conftest import api, database, module_api, settings, tokens  # noqa: F401
 
 
 @pytest.fixture

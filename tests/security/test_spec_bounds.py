@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import typing
-from collections.abc import Iterator
 from typing import Any
 
 import annotated_types as at
@@ -11,9 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import BaseModel, ValidationError
 
-from backend.app import create_app
-from backend.config import Settings
-from tests.backend.conftest import bearer
+from tests.backend.conftest import SharedApi, bearer, job_count
 from tests.specs import with_field
 from workers.contract.catalog import TEMPLATES
 from workers.contract.spec import JobSpec
@@ -89,17 +86,25 @@ def test_the_bounds_cover_the_spec() -> None:
 
 
 @pytest.fixture
-def lenient(settings: Settings, tokens: dict[str, str]) -> Iterator[TestClient]:
-    """The app without a practical submission limit: these tests submit many refused specs."""
-    with TestClient(
-        create_app(settings.model_copy(update={"submit_rate_limit": 10_000}))
-    ) as client:
-        yield client
+def api(module_api: SharedApi) -> TestClient:
+    """The module's app, without a practical submission limit: these tests submit many specs."""
+    return module_api.client
+
+
+@pytest.fixture
+def lenient(api: TestClient) -> TestClient:
+    return api
+
+
+@pytest.fixture
+def tokens(module_api: SharedApi) -> dict[str, str]:
+    return module_api.tokens
 
 
 def test_at_bound_is_valid_and_past_it_is_refused_by_the_api(
     lenient: TestClient, tokens: dict[str, str]
 ) -> None:
+    before = job_count(lenient, tokens["alice"])
     api = lenient
     for path, at_bound, past in _cases():
         base = ENTRYPOINT if path == "hyperparameters" else GOOD
@@ -108,7 +113,7 @@ def test_at_bound_is_valid_and_past_it_is_refused_by_the_api(
         assert response.status_code == 422, (path, past, response.text)
         locs = {".".join(map(str, e["loc"][1:])) for e in response.json()["detail"]}
         assert path in locs, (path, locs)
-    assert api.get("/api/jobs", headers=bearer(tokens["alice"])).json()["jobs"] == []
+    assert job_count(api, tokens["alice"]) == before  # nothing was stored
 
 
 def test_wrong_types_are_refused_naming_the_field(
@@ -141,6 +146,7 @@ def test_hyperparameters_past_their_range_are_refused(
 
 
 def test_nan_and_infinity_are_refused(api: TestClient, tokens: dict[str, str]) -> None:
+    before = job_count(api, tokens["alice"])
     headers = {**bearer(tokens["alice"]), "Content-Type": "application/json"}
     for field, literal in [
         ('"parallelism": {"bucket_cap_mb": NaN}', "NaN"),
@@ -151,7 +157,7 @@ def test_nan_and_infinity_are_refused(api: TestClient, tokens: dict[str, str]) -
         body = '{"name": "n", "template": "mlp", ' + field + "}"
         response = api.post("/api/jobs", content=body, headers=headers)
         assert response.status_code == 422, (literal, response.text)
-    assert api.get("/api/jobs", headers=bearer(tokens["alice"])).json()["jobs"] == []
+    assert job_count(api, tokens["alice"]) == before  # nothing was stored
 
 
 def test_a_template_spec_without_hyperparameters_takes_the_defaults(
@@ -206,6 +212,7 @@ def test_an_overflowing_number_gets_422_naming_the_field(
 def test_a_non_finite_free_form_hyperparameter_is_refused_not_stored_as_null(
     api: TestClient, tokens: dict[str, str]
 ) -> None:
+    before = job_count(api, tokens["alice"])
     for value in ("1e999", '{"deep": [1, -1e999]}'):
         body = '{"name": "f", "entrypoint": {"module": "train"}, "hyperparameters": {"lr": '
         headers = {**bearer(tokens["alice"]), "Content-Type": "application/json"}
@@ -214,4 +221,4 @@ def test_a_non_finite_free_form_hyperparameter_is_refused_not_stored_as_null(
         (error,) = response.json()["detail"]
         assert error["loc"] == ["body", "hyperparameters"] and "lr" in error["msg"], error
         assert "finite" in error["msg"]
-    assert api.get("/api/jobs", headers=bearer(tokens["alice"])).json()["jobs"] == []
+    assert job_count(api, tokens["alice"]) == before  # nothing was stored

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
-from backend.app import create_app
-from backend.config import Settings
-from tests.backend.conftest import bearer
+from tests.backend.conftest import SharedApi, bearer, job_count
 from workers.contract.spec import JobSpec
 
 SPEC: dict[str, Any] = {"name": "env", "template": "mlp"}
@@ -52,10 +49,14 @@ MALFORMED = ["1ST", "A-B", "A B", "A=B", "", "é", "N" * 129]
 
 
 @pytest.fixture
-def lenient(settings: Settings, tokens: dict[str, str]) -> Iterator[TestClient]:
-    """The app without a practical submission limit: these tests submit many refused specs."""
-    with TestClient(create_app(settings.model_copy(update={"submit_rate_limit": 10**4}))) as api:
-        yield api
+def lenient(module_api: SharedApi) -> TestClient:
+    """The module's app, without a practical submission limit: these tests submit many specs."""
+    return module_api.client
+
+
+@pytest.fixture
+def tokens(module_api: SharedApi) -> dict[str, str]:
+    return module_api.tokens
 
 
 def _submit(api: TestClient, token: str, env: Any) -> Any:
@@ -81,12 +82,13 @@ def test_env_defaults_to_empty(lenient: TestClient, tokens: dict[str, str]) -> N
 def test_reserved_and_malformed_names_get_422_naming_the_variable(
     lenient: TestClient, tokens: dict[str, str], name: str
 ) -> None:
+    before = job_count(lenient, tokens["alice"])
     response = _submit(lenient, tokens["alice"], {"NCCL_DEBUG": "INFO", name: "x"})
     assert response.status_code == 422, (name, response.text)
     (error,) = response.json()["detail"]
     assert error["loc"] == ["body", "env"]
     assert repr(name[:70]) in error["msg"], error["msg"]
-    assert lenient.get("/api/jobs", headers=bearer(tokens["alice"])).json()["jobs"] == []
+    assert job_count(lenient, tokens["alice"]) == before  # nothing was stored
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,11 @@ def redis_url() -> Iterator[str]:
 @pytest.fixture(params=["sqlite_url", "postgres_url"], ids=["sqlite", "postgres"])
 def db_url(request: pytest.FixtureRequest, migrate: Callable[[str], None]) -> str:
     """A migrated, empty database: SQLite file or PostgreSQL."""
+    return migrated(request, migrate)
+
+
+def migrated(request: pytest.FixtureRequest, migrate: Callable[[str], None]) -> str:
+    """The database that request.param names (a fixture), migrated: a `db_url` fixture's body."""
     url: str = request.getfixturevalue(request.param)
     migrate(url)
     return url

@@ -19,9 +19,20 @@ from backend.telemetry.series.rollup_builder import (
     MAX_LAG_STEPS,
     sweep,
 )
+from tests.telemetry.conftest import migrated
 from tests.telemetry.curve_data import blocks_match_the_curve, error, fill, finish, walk
 
 STEPS = 60_000
+
+
+@pytest.fixture(
+    params=["sqlite_url", pytest.param("postgres_url", marks=pytest.mark.slow)],
+    ids=["sqlite", "postgres"],
+)
+def db_url(request: pytest.FixtureRequest, migrate: Callable[[str], None]) -> str:
+    """Either database; curves of 60,000+ steps take 1-2.5 s a test on PostgreSQL, so that
+    twin runs in `make test` and not in `make test-fast`."""
+    return migrated(request, migrate)
 
 
 def shown_faithfully(view: Curve, raw: Curve, points: int) -> None:

@@ -8,7 +8,7 @@ import threading
 
 import redis
 
-from backend.background import BLOCKING_READ_SECONDS, keep_running
+from backend.background import POLL_SECONDS, keep_running
 from backend.db import Database
 from backend.deployment_keys import keys_of
 from backend.jobs.models import Job
@@ -32,7 +32,7 @@ def relay_announcements(
             nodes_channel = keys.name(NODE_UPDATES_CHANNEL)
             pubsub.subscribe(keys.name(JOB_UPDATES_CHANNEL), nodes_channel)
             while not stop.is_set():
-                message = pubsub.get_message(timeout=BLOCKING_READ_SECONDS)
+                message = pubsub.get_message(timeout=POLL_SECONDS)
                 if message is None:
                     continue
                 channel = message["channel"].decode()
