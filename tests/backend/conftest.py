@@ -75,6 +75,7 @@ class SharedApi:
 
     client: TestClient
     tokens: dict[str, str]
+    settings: Settings
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +98,7 @@ def module_api(
     )
     try:
         with TestClient(create_app(settings)) as client:
-            yield SharedApi(client, tokens)
+            yield SharedApi(client, tokens, settings)
     finally:
         server.stop()
 

@@ -12,13 +12,31 @@ from fastapi.testclient import TestClient
 
 from backend.app import create_app
 from backend.config import Settings
-from tests.backend.conftest import bearer
+from tests.backend.conftest import SharedApi, bearer, job_count
 
 MIB = 1 << 20
 
 
-def _nothing_written(api: TestClient, token: str) -> bool:
-    return api.get("/api/jobs", headers=bearer(token)).json()["jobs"] == []
+@pytest.fixture
+def api(module_api: SharedApi) -> TestClient:
+    """One app for the module: each test's refused request writes nothing another reads."""
+    return module_api.client
+
+
+@pytest.fixture
+def tokens(module_api: SharedApi) -> dict[str, str]:
+    return module_api.tokens
+
+
+@pytest.fixture
+def settings(module_api: SharedApi) -> Settings:
+    return module_api.settings
+
+
+def _nothing_written(api: TestClient, token: str, name: str) -> bool:
+    """No job of that name is stored (no test of this module stores one under a refused name)."""
+    jobs = api.get("/api/jobs", params={"limit": 1000}, headers=bearer(token)).json()["jobs"]
+    return all(job["name"] != name for job in jobs)
 
 
 def test_a_body_over_the_limit_gets_413(api: TestClient, tokens: dict[str, str]) -> None:
@@ -26,7 +44,7 @@ def test_a_body_over_the_limit_gets_413(api: TestClient, tokens: dict[str, str])
     response = api.post("/api/jobs", json=spec, headers=bearer(tokens["alice"]))
     assert response.status_code == 413
     assert "larger than 1048576 bytes" in response.json()["detail"]
-    assert _nothing_written(api, tokens["alice"])
+    assert _nothing_written(api, tokens["alice"], "x")
 
 
 def test_a_streamed_body_without_length_is_cut_at_the_limit(
@@ -41,7 +59,7 @@ def test_a_streamed_body_without_length_is_cut_at_the_limit(
     headers = {**bearer(tokens["alice"]), "Content-Type": "application/json"}
     response = api.post("/api/jobs", content=chunks(), headers=headers)
     assert response.status_code == 413
-    assert _nothing_written(api, tokens["alice"])
+    assert _nothing_written(api, tokens["alice"], "x")
 
 
 @pytest.mark.parametrize("depth", [33, 10_000, 500_000])
@@ -81,7 +99,7 @@ def test_control_and_format_characters_in_names_are_refused(
     body = json.dumps({"name": name, "template": "mlp"})  # ASCII, with \u escapes
     headers = {**bearer(tokens["alice"]), "Content-Type": "application/json"}
     assert api.post("/api/jobs", content=body, headers=headers).status_code == 422
-    assert _nothing_written(api, tokens["alice"])
+    assert _nothing_written(api, tokens["alice"], name)
 
 
 def test_invalid_utf8_is_refused(api: TestClient, tokens: dict[str, str]) -> None:
@@ -136,7 +154,7 @@ def test_entrypoint_traversal_is_refused(
     response = api.post("/api/jobs", json=spec, headers=bearer(tokens["alice"]))
     assert response.status_code == 422
     assert [e["loc"] for e in response.json()["detail"]] == [["body", "entrypoint", "script"]]
-    assert _nothing_written(api, tokens["alice"])
+    assert _nothing_written(api, tokens["alice"], "t")
 
 
 def test_static_files_are_served_only_from_the_frontend_directory(
@@ -177,6 +195,7 @@ def test_overflowing_numbers_in_clone_and_resume_get_422_naming_the_field(
     alice = bearer(tokens["alice"])
     job = api.post("/api/jobs", json={"name": "p", "template": "mlp"}, headers=alice).json()
     api.post(f"/api/jobs/{job['id']}/cancel", headers=alice)
+    before = job_count(api, tokens["alice"])
     headers = {**alice, "Content-Type": "application/json"}
     for route, body, loc in [
         ("clone", '{"grad_clip": 1e999}', ["body", "grad_clip"]),
@@ -189,7 +208,7 @@ def test_overflowing_numbers_in_clone_and_resume_get_422_naming_the_field(
         response = api.post(f"/api/jobs/{job['id']}/{route}", content=body, headers=headers)
         assert response.status_code == 422, (route, body, response.text)
         assert [e["loc"] for e in response.json()["detail"]] == [loc], response.text
-    assert len(api.get("/api/jobs", headers=alice).json()["jobs"]) == 1
+    assert job_count(api, tokens["alice"]) == before  # no clone was made
 
 
 @pytest.mark.parametrize(
