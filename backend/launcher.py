@@ -154,6 +154,10 @@ def up(settings: Settings, *, cpu_slots: int, node_name: str = "local") -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_signal)
+    # Ctrl-C stops it even when it was started in the background of a script, where SIGINT
+    # arrives ignored (and Python then leaves it so): seen as `trainboard up` outliving
+    # every test stack that a backgrounded `make test` started
+    signal.signal(signal.SIGINT, on_signal)
     try:
         redis_url = resolve_redis(settings.redis_url, data_dir, stack)
         upgrade(settings.db_url)
