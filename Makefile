@@ -21,16 +21,20 @@ test: install frontend lint typecheck
 
 # the tests that start no rank process, service or browser (not marked slow or browser),
 # in two pytest-xdist worker processes (each with Redis databases of its own, see
-# tests/conftest.py), then the frontend's unit tests
+# tests/conftest.py; worksteal: an idle worker takes tests from the busy one at the end),
+# and beside them the frontend's unit tests (their output is printed after pytest's; pytest
+# leaves a third of the two cores idle, waiting on PostgreSQL and Redis)
 # bytecode and pytest's rewritten test modules are cached (__pycache__, ignored by git) even
 # where the environment says not to (set but empty it is off): each of the three processes
 # compiles them otherwise
 test-fast: export PYTHONDONTWRITEBYTECODE =
 test-fast: install frontend/node_modules/.package-lock.json
-	base=$$(mktemp -d /tmp/trainboard-pytest.XXXXXX) && \
-	$(PY) -m pytest -q -n 2 -m "not slow and not browser" -p no:cacheprovider --basetemp=$$base; \
-	status=$$?; rm -rf $$base; exit $$status
-	cd frontend && npm test
+	base=$$(mktemp -d /tmp/trainboard-pytest.XXXXXX); vitest=$$(mktemp); \
+	(cd frontend && npm test > $$vitest 2>&1) & frontend=$$!; \
+	$(PY) -m pytest -q -n 2 --dist worksteal -m "not slow and not browser" -p no:cacheprovider \
+		--basetemp=$$base; \
+	status=$$?; rm -rf $$base; wait $$frontend; frontend_status=$$?; cat $$vitest; rm -f $$vitest; \
+	[ $$status = 0 ] && [ $$frontend_status = 0 ]
 
 install: $(STAMP)
 

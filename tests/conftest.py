@@ -16,6 +16,7 @@ import redis
 import redis.utils
 
 from backend.migrate import upgrade
+from tests.postgres_pool import PostgresPool
 from tests.workers.worker_helpers import PrivateRedis
 
 # redis-py looks its own version up in the installed distributions for every new connection
@@ -74,17 +75,27 @@ def sqlite_url(tmp_path: Path) -> str:
 
 
 @pytest.fixture(scope="session")
-def migrate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], None]]:
+def postgres_pool() -> Iterator[PostgresPool]:
+    """This process's migrated PostgreSQL databases (see tests/postgres_pool.py)."""
+    pool = PostgresPool(POSTGRES_BASE, _admin)
+    yield pool
+    pool.close()
+
+
+@pytest.fixture(scope="session")
+def migrate(
+    tmp_path_factory: pytest.TempPathFactory, postgres_pool: PostgresPool
+) -> Callable[[str], None]:
     """Bring a database to the newest schema, as `backend.migrate.upgrade` does.
 
     A new SQLite file is a copy of one that ran every migration once this session, a new
     PostgreSQL database a copy (CREATE DATABASE ... TEMPLATE) of one that did: each run of
     the migrations costs ~0.4 s of CPU, and most tests want one. Each copy gets a deployment
-    id of its own.
+    id of its own. A test that wants a migrated PostgreSQL database from the start takes
+    `migrated_postgres_url` (cheaper still).
     """
     template = tmp_path_factory.mktemp("schema") / "head.db"
     upgrade(f"sqlite:///{template}")
-    postgres_templates: dict[str, str] = {}
 
     def to_head(url: str) -> None:
         path = Path(url.removeprefix("sqlite:///"))
@@ -93,13 +104,11 @@ def migrate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str]
             with contextlib.closing(sqlite3.connect(path)) as db, db:
                 db.execute("UPDATE deployment SET id = ?", (uuid.uuid4().hex,))
         elif url.startswith(POSTGRES_BASE + "/") and _is_empty(url):
-            _clone_postgres(url, postgres_templates)
+            _clone_postgres(url, postgres_pool)
         else:
             upgrade(url)
 
-    yield to_head
-    for name in postgres_templates.values():
-        _drop_postgres(name)
+    return to_head
 
 
 def _is_empty(url: str) -> bool:
@@ -113,14 +122,8 @@ def _is_empty(url: str) -> bool:
         engine.dispose()
 
 
-def _clone_postgres(url: str, templates: dict[str, str]) -> None:
-    """Make the (empty) database at url anew as a copy of a migrated template."""
-    import sqlalchemy as sa
-
-    if "head" not in templates:
-        name = templates["head"] = f"tb_template_{uuid.uuid4().hex[:12]}"
-        _admin(f'CREATE DATABASE "{name}"')
-        upgrade(f"{POSTGRES_BASE}/{name}")
+def _clone_postgres(url: str, pool: PostgresPool) -> None:
+    """Make the (empty) database at url anew as a copy of the pool's migrated template."""
     database = url.rsplit("/", 1)[1]
     # kept where the test put it (a tablespace on a small filesystem, say)
     space = _admin(
@@ -128,11 +131,7 @@ def _clone_postgres(url: str, templates: dict[str, str]) -> None:
         f"WHERE d.datname = '{database}'"
     )
     _admin(f'DROP DATABASE "{database}" WITH (FORCE)')
-    _admin(f'CREATE DATABASE "{database}" TEMPLATE "{templates["head"]}" TABLESPACE "{space}"')
-    engine = sa.create_engine(url)
-    with engine.begin() as connection:
-        connection.execute(sa.text("UPDATE deployment SET id = :id"), {"id": uuid.uuid4().hex})
-    engine.dispose()
+    pool.copy_template(database, str(space))
 
 
 def _admin(statement: str) -> object:
@@ -158,6 +157,15 @@ def postgres_url() -> Iterator[str]:
     _admin(f'CREATE DATABASE "{name}"')
     yield f"{POSTGRES_BASE}/{name}"
     _drop_postgres(name)
+
+
+@pytest.fixture
+def migrated_postgres_url(postgres_pool: PostgresPool) -> Iterator[str]:
+    """A PostgreSQL database at the newest schema holding only what the migrations wrote
+    (kept for the next test afterwards, emptied then: see tests/postgres_pool.py)."""
+    url = postgres_pool.take()
+    yield url
+    postgres_pool.give_back(url)
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,13 +79,12 @@ class SharedApi:
     settings: Settings
 
 
-@pytest.fixture(scope="module")
-def module_api(
+@contextlib.contextmanager
+def module_settings(
     tmp_path_factory: pytest.TempPathFactory, migrate: Callable[[str], None]
-) -> Iterator[SharedApi]:
-    """One app (SQLite, a Redis server of its own, no submission limit) for a module whose tests
-    each send requests that are refused or add rows no other test of it reads: an app of its
-    own costs a test ~0.1 s, most of what such a test takes."""
+) -> Iterator[tuple[Settings, dict[str, str]]]:
+    """Settings for an app that a whole test module shares (SQLite, a Redis server of its own,
+    no submission limit), and its tokens."""
     tmp = tmp_path_factory.mktemp("module-api")
     url = f"sqlite:///{tmp / 'trainboard.db'}"
     migrate(url)
@@ -93,14 +93,29 @@ def module_api(
     database.dispose()
     server = PrivateRedis(tmp)  # apart from the suite's: a test's redis_url flushes that one
     server.start()
-    settings = api_settings(
-        tmp, database_url=url, redis_url=server.url, scripts=True, submit_rate_limit=10**4
-    )
     try:
-        with TestClient(create_app(settings)) as client:
-            yield SharedApi(client, tokens, settings)
+        yield (
+            api_settings(
+                tmp, database_url=url, redis_url=server.url, scripts=True, submit_rate_limit=10**4
+            ),
+            tokens,
+        )
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def module_api(
+    tmp_path_factory: pytest.TempPathFactory, migrate: Callable[[str], None]
+) -> Iterator[SharedApi]:
+    """One app for a module whose tests each send requests that are refused or add rows no
+    other test of it reads: an app of its own costs a test ~0.1 s, most of what such a test
+    takes."""
+    with (
+        module_settings(tmp_path_factory, migrate) as (settings, tokens),
+        TestClient(create_app(settings)) as client,
+    ):
+        yield SharedApi(client, tokens, settings)
 
 
 def job_count(api: TestClient, token: str) -> int:

@@ -30,9 +30,9 @@ INSTANCE = "0123456789abcdef0123456789abcdef"
 
 
 @pytest.fixture
-def settings(tmp_path: Path, postgres_url: str, redis_url: str) -> Settings:
-    """The API on a fresh PostgreSQL database (row locks, READ COMMITTED), no scheduler loop."""
-    return api_settings(tmp_path, database_url=postgres_url, redis_url=redis_url)
+def settings(tmp_path: Path, migrated_postgres_url: str, redis_url: str) -> Settings:
+    """The API on an empty PostgreSQL database (row locks, READ COMMITTED), no scheduler loop."""
+    return api_settings(tmp_path, database_url=migrated_postgres_url, redis_url=redis_url)
 
 
 def scheduled_attempt(api: TestClient, tokens: dict[str, str], scheduler: Scheduler) -> int:

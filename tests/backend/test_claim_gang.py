@@ -36,7 +36,8 @@ ROUNDS = 4
 def settings(
     request: pytest.FixtureRequest, tmp_path: Path, sqlite_url: str, redis_url: str
 ) -> Settings:
-    url = sqlite_url if request.param == "sqlite" else request.getfixturevalue("postgres_url")
+    postgres = request.param == "postgresql"
+    url = request.getfixturevalue("migrated_postgres_url") if postgres else sqlite_url
     return api_settings(tmp_path, database_url=url, redis_url=redis_url)
 
 

@@ -16,7 +16,6 @@ from sqlalchemy import select
 from backend.auth.models import User
 from backend.db import Database
 from backend.jobs.models import Job, JobEvent
-from backend.migrate import upgrade
 from backend.webhooks.delivery import deliver_due
 from backend.webhooks.models import Webhook, WebhookCursor, WebhookDelivery
 from backend.webhooks.service import enqueue_new_events
@@ -140,10 +139,9 @@ def test_urls_are_http_only_and_webhooks_are_private(
 
 
 def test_on_postgresql_events_become_deliveries_once_and_a_dead_receiver_is_retried(
-    postgres_url: str, receiver: Receiver
+    migrated_postgres_url: str, receiver: Receiver
 ) -> None:
-    upgrade(postgres_url)
-    database = Database(postgres_url)
+    database = Database(migrated_postgres_url)
     with database.session() as session:
         user = User(username="bob", role="user")
         session.add(user)

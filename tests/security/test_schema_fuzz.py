@@ -54,7 +54,8 @@ def settings(settings: Settings, identity: str, request: pytest.FixtureRequest) 
     """The API tests' settings, on the identity's database (PostgreSQL refuses NUL in text)."""
     if IDENTITIES[identity] == "sqlite":
         return settings
-    return settings.model_copy(update={"database_url": request.getfixturevalue("postgres_url")})
+    postgres = request.getfixturevalue("migrated_postgres_url")
+    return settings.model_copy(update={"database_url": postgres})
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -16,7 +16,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from backend.config import Settings
-from tests.backend.conftest import bearer
+from tests.backend.conftest import bearer, module_settings
 from tests.telemetry.helpers import LiveServer, receive, subscribe
 
 
@@ -24,6 +24,19 @@ from tests.telemetry.helpers import LiveServer, receive, subscribe
 def live(settings: Settings, tokens: dict[str, str]) -> Iterator[LiveServer]:
     with LiveServer.running(settings) as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def shared(
+    tmp_path_factory: pytest.TempPathFactory, migrate: Callable[[str], None]
+) -> Iterator[tuple[LiveServer, dict[str, str]]]:
+    """One server and its tokens for the tests whose connections change nothing stored
+    (uvicorn takes ~0.25 s to stop)."""
+    with (
+        module_settings(tmp_path_factory, migrate) as (settings, tokens),
+        LiveServer.running(settings) as server,
+    ):
+        yield server, tokens
 
 
 def _open(live: LiveServer, headers: dict[str, str]) -> ClientConnection:
@@ -40,8 +53,9 @@ def _closed_with(ws: ClientConnection) -> tuple[int, str]:
 
 
 def test_refused_handshakes_reach_a_real_client_with_their_codes(
-    live: LiveServer, tokens: dict[str, str]
+    shared: tuple[LiveServer, dict[str, str]],
 ) -> None:
+    live, tokens = shared
     foreign = {**bearer(tokens["alice"]), "Origin": "http://evil.example"}
     for headers, refusal in [
         ({}, (4401, "authentication required")),
@@ -66,12 +80,12 @@ def test_refused_handshakes_reach_a_real_client_with_their_codes(
     ],
 )
 def test_hostile_frames_close_with_the_documented_code_and_no_traceback(
-    live: LiveServer,
-    tokens: dict[str, str],
+    shared: tuple[LiveServer, dict[str, str]],
     caplog: pytest.LogCaptureFixture,
     frame: Any,
     code: int,
 ) -> None:
+    live, tokens = shared
     with caplog.at_level(logging.ERROR), _open(live, bearer(tokens["alice"])) as ws:
         ws.send(frame)
         assert _closed_with(ws)[0] == code

@@ -27,7 +27,7 @@ def redis_url() -> Iterator[str]:
     yield from emptied(f"{REDIS_BASE}/{TELEMETRY_REDIS_DB}")
 
 
-@pytest.fixture(params=["sqlite_url", "postgres_url"], ids=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite_url", "migrated_postgres_url"], ids=["sqlite", "postgres"])
 def db_url(request: pytest.FixtureRequest, migrate: Callable[[str], None]) -> str:
     """A migrated, empty database: SQLite file or PostgreSQL."""
     return migrated(request, migrate)

@@ -51,7 +51,7 @@ def test_a_full_buffer_drops_the_oldest_device_samples_and_says_so(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("db_url", ["postgres_url"], indirect=True)
+@pytest.mark.parametrize("db_url", ["migrated_postgres_url"], indirect=True, ids=["postgres"])
 def test_a_publisher_that_loses_redis_for_10_s_delivers_every_point(
     private_redis: PrivateRedis,
     database: Database,

@@ -12,7 +12,6 @@ from sqlalchemy import insert, select
 
 from backend.db import Database
 from backend.jobs.models import Attempt
-from backend.migrate import upgrade
 from backend.telemetry.models import CurveBlock, MetricPoint
 from backend.telemetry.series import rollups
 from backend.telemetry.series.cache import SeriesCache
@@ -65,9 +64,10 @@ def test_a_rank_is_read_raw(
     assert stats["final"] == pytest.approx(walk(20_000).value[-1] + rank)
 
 
-def test_two_processes_sealing_one_curve_leave_one_set_of_blocks(postgres_url: str) -> None:
-    upgrade(postgres_url)
-    database = Database(postgres_url)
+def test_two_processes_sealing_one_curve_leave_one_set_of_blocks(
+    migrated_postgres_url: str,
+) -> None:
+    database = Database(migrated_postgres_url)
     try:
         job, attempt = add_attempt(database)
         fill(database, attempt, walk(STEPS))

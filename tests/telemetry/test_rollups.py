@@ -26,7 +26,7 @@ STEPS = 60_000
 
 
 @pytest.fixture(
-    params=["sqlite_url", pytest.param("postgres_url", marks=pytest.mark.slow)],
+    params=["sqlite_url", pytest.param("migrated_postgres_url", marks=pytest.mark.slow)],
     ids=["sqlite", "postgres"],
 )
 def db_url(request: pytest.FixtureRequest, migrate: Callable[[str], None]) -> str:

@@ -81,7 +81,7 @@ def test_a_batch_that_all_went_in_marks_each_series_lowest_step_and_a_replay_mar
     assert len(marked(database)) == before + COPY_THRESHOLD - 10
 
 
-@pytest.mark.parametrize("db_url", ["postgres_url"], indirect=True)
+@pytest.mark.parametrize("db_url", ["migrated_postgres_url"], indirect=True, ids=["postgres"])
 def test_binary_copy_round_trips_every_column_kind(database: Database) -> None:
     rows = [
         (-(2**31), 2**31 - 1, 2**40, "loss", 1.5, True),
@@ -147,7 +147,7 @@ def ids_in_insert_order(database: Database) -> list[tuple[int, int]]:
         return [(i, s) for i, s in session.execute(query)]
 
 
-@pytest.mark.parametrize("db_url", ["postgres_url"], indirect=True)
+@pytest.mark.parametrize("db_url", ["migrated_postgres_url"], indirect=True, ids=["postgres"])
 @pytest.mark.parametrize("increment", [1024, 1], ids=["migrated", "increment-1"])
 def test_copied_points_take_ids_in_blocks_that_nothing_else_gets(
     database: Database, new_attempt: NewAttempt, increment: int
