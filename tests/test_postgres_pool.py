@@ -61,7 +61,6 @@ def test_a_database_given_back_is_handed_out_empty_with_restarted_ids_and_a_new_
     [
         "ALTER SEQUENCE metric_points_id_seq INCREMENT BY 1",
         "CREATE TABLE scratch (a int)",
-        "CREATE INDEX extra ON users (role)",
         "UPDATE alembic_version SET version_num = '0001'",
         "DROP TABLE sweeps CASCADE",
     ],

@@ -10,6 +10,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from backend.app import create_app
@@ -19,6 +20,9 @@ from tests.backend.conftest import bearer
 from tests.telemetry.helpers import add_attempt, insert_points, point
 
 SPEC = {"name": "kept", "template": "mlp", "parallelism": {"devices": 1}}
+
+#: each test runs `trainboard backup` in a child process, as an operator does (~1 s of imports)
+pytestmark = pytest.mark.slow
 
 
 def trainboard(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import concurrent.futures
-import time
 from collections.abc import Callable
 
 import numpy as np
 import pytest
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, text
 
 from backend.db import Database
 from backend.jobs.models import Attempt
@@ -26,6 +25,7 @@ from backend.telemetry.series.rollup_builder import (
 )
 from tests.telemetry.curve_data import blocks_match_the_curve, fill, finish, walk
 from tests.telemetry.helpers import add_attempt
+from tests.workers.worker_helpers import wait_for
 
 STEPS = 60_000
 
@@ -64,6 +64,18 @@ def test_a_rank_is_read_raw(
     assert stats["final"] == pytest.approx(walk(20_000).value[-1] + rank)
 
 
+def waits_on_a_lock(database: Database) -> bool:
+    """Whether a connection to the database waits on a lock another one holds."""
+    with database.session() as session:
+        waiting = session.scalar(
+            text(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+        )
+    return bool(waiting)
+
+
 def test_two_processes_sealing_one_curve_leave_one_set_of_blocks(
     migrated_postgres_url: str,
 ) -> None:
@@ -74,7 +86,7 @@ def test_two_processes_sealing_one_curve_leave_one_set_of_blocks(
         first = database.sessions()
         assert seal(first, job_id=job, name="loss", settled=False) > 0  # not committed yet
         racer = concurrent.futures.ThreadPoolExecutor(1).submit(sweep, database, grace=0)
-        time.sleep(0.5)  # the racer waits on the first builder's uncommitted seal row
+        wait_for(lambda: waits_on_a_lock(database), what="the racer to wait on the seal row")
         first.commit()
         first.close()
         assert racer.result(timeout=60) == 0  # it lost the race and says so, no error
@@ -82,7 +94,7 @@ def test_two_processes_sealing_one_curve_leave_one_set_of_blocks(
         first = database.sessions()
         assert seal(first, job_id=job, name="loss", settled=False) > 0  # holds the seal row
         racer = concurrent.futures.ThreadPoolExecutor(1).submit(sweep, database, grace=0)
-        time.sleep(0.5)  # the racer waits on the locked seal row, then finds it current
+        wait_for(lambda: waits_on_a_lock(database), what="the racer to wait on the locked row")
         first.commit()
         first.close()
         assert racer.result(timeout=60) == 0
