@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -10,17 +11,31 @@ from collections.abc import Callable
 
 import redis
 
+from backend.deployment_keys import keys_of
+
 #: how long a loop's blocking Redis read (XREAD, XREADGROUP) waits for news before the loop
 #: looks at its stop event and its timers; `stop_loops` ends such reads at once
 BLOCKING_READ_MS = 1000
-#: how long a loop's own wait on a socket (a pub/sub subscription, which CLIENT UNBLOCK cannot
-#: end) may hold up its stop: every app shutdown waits for it, so every API test does
-POLL_SECONDS = 0.05
+#: how long a pub/sub subscriber's wait for a message may last before it looks at its stop
+#: event; `stop_loops` ends the wait at once with a message on `wake_channel`
+POLL_SECONDS = 1.0
 
 
 def named_client(url: str) -> redis.Redis:
     """A Redis client whose connections carry a name of their own (see `unblock_readers`)."""
     return redis.Redis.from_url(url, client_name=f"trainboard-{uuid.uuid4().hex[:12]}")
+
+
+def _name(client: redis.Redis) -> str | None:
+    name = client.connection_pool.connection_kwargs.get("client_name")
+    return str(name) if name else None
+
+
+def wake_channel(client: redis.Redis) -> str:
+    """A pub/sub channel that only this client's subscribers listen on: `stop_loops` sends
+    on it, so that a subscriber's wait for a message (which CLIENT UNBLOCK cannot end) ends
+    at once."""
+    return keys_of(client).name(f"wake:{_name(client) or 'unnamed'}")
 
 
 def unblock_readers(client: redis.Redis) -> None:
@@ -30,7 +45,7 @@ def unblock_readers(client: redis.Redis) -> None:
     app shutdown (so every API test) waited ~0.1 s on it. Where CLIENT LIST or CLIENT
     UNBLOCK is refused (an ACL), the reads end on their own timeout as before.
     """
-    name = client.connection_pool.connection_kwargs.get("client_name")
+    name = _name(client)
     if not name:
         return
     try:
@@ -44,14 +59,19 @@ def unblock_readers(client: redis.Redis) -> None:
 def stop_loops(
     threads: list[threading.Thread], stop: threading.Event, client: redis.Redis, *, timeout: float
 ) -> None:
-    """Set stop and wait for the loops' threads, ending their blocking reads as they start."""
+    """Set stop and wait for the loops' threads, ending their blocking reads and their
+    subscribers' waits as they start."""
     stop.set()
+    with contextlib.suppress(redis.RedisError):  # without Redis they end on their timeouts
+        client.publish(wake_channel(client), b"")
     deadline = time.monotonic() + timeout
-    # a loop between two reads when the readers were ended blocks again once: end it again
-    while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
+    # a loop between two reads when the readers were ended blocks again once: end it again,
+    # looking soon at first (most loops end within milliseconds), then less and less often
+    pause = 0.001
+    while (alive := [t for t in threads if t.is_alive()]) and time.monotonic() < deadline:
         unblock_readers(client)
-        for thread in threads:
-            thread.join(timeout=0.01)
+        alive[0].join(timeout=pause)
+        pause = min(2 * pause, 0.05)
 
 
 def keep_running(

@@ -8,7 +8,7 @@ import threading
 
 import redis
 
-from backend.background import POLL_SECONDS, keep_running
+from backend.background import POLL_SECONDS, keep_running, wake_channel
 from backend.db import Database
 from backend.deployment_keys import keys_of
 from backend.jobs.models import Job
@@ -29,8 +29,11 @@ def relay_announcements(
         pubsub = client.pubsub(ignore_subscribe_messages=True)
         try:
             keys = keys_of(client)
-            nodes_channel = keys.name(NODE_UPDATES_CHANNEL)
-            pubsub.subscribe(keys.name(JOB_UPDATES_CHANNEL), nodes_channel)
+            nodes_channel, jobs_channel = (
+                keys.name(NODE_UPDATES_CHANNEL),
+                keys.name(JOB_UPDATES_CHANNEL),
+            )
+            pubsub.subscribe(jobs_channel, nodes_channel, wake_channel(client))
             while not stop.is_set():
                 message = pubsub.get_message(timeout=POLL_SECONDS)
                 if message is None:
@@ -38,7 +41,7 @@ def relay_announcements(
                 channel = message["channel"].decode()
                 if channel == nodes_channel:
                     _send_nodes(db, hub)
-                else:
+                elif channel == jobs_channel:
                     _send_jobs(db, hub, json.loads(message["data"]))
         finally:
             pubsub.close()
