@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import os
 import shutil
 import sqlite3
@@ -18,6 +19,11 @@ import redis.utils
 from backend.migrate import upgrade
 from tests.postgres_pool import PostgresPool
 from tests.workers.worker_helpers import PrivateRedis
+
+# the test processes allocate far more than a server does (an app, a database, routes per
+# test): a young-generation pass every 700 allocations ran ~9,000 times a worker, ~2 s of
+# the fast suite's CPU; every 20,000 it runs a few hundred times
+gc.set_threshold(20_000, 10, 10)
 
 # redis-py looks its own version up in the installed distributions for every new connection
 # (~10 ms here: ~4 s of the fast suite's CPU); it cannot change while the tests run
