@@ -23,7 +23,7 @@ test: install frontend lint typecheck
 # in two pytest-xdist worker processes (each with Redis databases of its own, see
 # tests/conftest.py; worksteal: an idle worker takes tests from the busy one at the end),
 # and beside them the frontend's unit tests (their output is printed after pytest's; pytest
-# leaves a third of the two cores idle, waiting on PostgreSQL and Redis)
+# leaves part of the two cores idle, waiting on PostgreSQL and Redis)
 # bytecode and pytest's rewritten test modules are cached (__pycache__, ignored by git) even
 # where the environment says not to (set but empty it is off): each of the three processes
 # compiles them otherwise

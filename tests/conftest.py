@@ -21,8 +21,8 @@ from tests.postgres_pool import PostgresPool
 from tests.workers.worker_helpers import PrivateRedis
 
 # the test processes allocate far more than a server does (an app, a database, routes per
-# test): a young-generation pass every 700 allocations ran ~9,000 times a worker, ~2 s of
-# the fast suite's CPU; every 20,000 it runs a few hundred times
+# test): a young-generation pass every 700 allocations ran thousands of times a worker;
+# every 20,000 it runs a few hundred times (docs/benchmarks.md "Fast test loop")
 gc.set_threshold(20_000, 10, 10)
 
 # redis-py looks its own version up in the installed distributions for every new connection

@@ -1,10 +1,10 @@
 """Migrated PostgreSQL test databases: copies of one template, emptied and reused test after test.
 
 Making a database is the dearest step of a PostgreSQL test here: CREATE DATABASE copies the
-template's ~8 MB of catalogs through the WAL (~0.2 s alone, ~0.6 s beside another test
-process). A database a test is done with is kept and, when the next test asks for one, made
-as new again: its other connections ended, every table emptied and its sequences restarted
-(TRUNCATE ... RESTART IDENTITY, ~0.07 s), a deployment id of its own. A test that changed the
+template's catalogs through the WAL. A database a test is done with is kept and, when the
+next test asks for one, made as new again, in a fraction of that time (docs/benchmarks.md
+"Fast test loop"): its other connections ended, every table emptied and its sequences
+restarted (TRUNCATE ... RESTART IDENTITY), a deployment id of its own. A test that changed the
 schema (a downgrade, an altered sequence, a table of its own) leaves a database whose schema
 no longer matches the template's; that one is dropped and a fresh copy made instead.
 """

@@ -39,7 +39,7 @@ def _compose(*args: str) -> subprocess.CompletedProcess[str]:
 
 @functools.cache
 def _config(*profiles: str) -> str:
-    """`docker-compose config` with these profiles (~0.4 s a run: once per set of profiles)."""
+    """`docker-compose config` with these profiles (a run takes a while: once per set)."""
     flags = [arg for profile in profiles for arg in ("--profile", profile)]
     result = _compose(*flags, "config")
     assert result.returncode == 0, result.stderr

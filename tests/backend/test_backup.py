@@ -21,7 +21,7 @@ from tests.telemetry.helpers import add_attempt, insert_points, point
 
 SPEC = {"name": "kept", "template": "mlp", "parallelism": {"devices": 1}}
 
-#: each test runs `trainboard backup` in a child process, as an operator does (~1 s of imports)
+#: each test runs `trainboard backup` in a child process, as an operator does (its imports)
 pytestmark = pytest.mark.slow
 
 

@@ -31,7 +31,7 @@ def shared(
     tmp_path_factory: pytest.TempPathFactory, migrate: Callable[[str], None]
 ) -> Iterator[tuple[LiveServer, dict[str, str]]]:
     """One server and its tokens for the tests whose connections change nothing stored
-    (uvicorn takes ~0.25 s to stop)."""
+    (uvicorn takes a while to stop)."""
     with (
         module_settings(tmp_path_factory, migrate) as (settings, tokens),
         LiveServer.running(settings) as server,
