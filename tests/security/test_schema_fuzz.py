@@ -78,19 +78,21 @@ def _takes_text(schema: dict[str, Any]) -> bool:
 
 
 def text_in_query(case: schemathesis.Case) -> bool:
-    """Whether the case puts a boolean or number in a query parameter that takes text.
+    """Whether the case puts anything but a string (a boolean, a number, an object) in a
+    query parameter that takes text.
 
     A query string carries only text: `metric=false` reaches the server as the string
-    "false", a valid metric name, so taking it is right and no schema lie; schemathesis'
-    negative mode draws such values for `list[str] | None` parameters now and then."""
+    "false", a valid metric name, and an object `q={}` as `q=`, no text at all, so taking
+    them is right and no schema lie; schemathesis' negative mode draws such values for
+    `str | None` and `list[str] | None` parameters now and then."""
     raw = case.operation.definition.raw
     schemas = {
         p["name"]: p.get("schema", {}) for p in raw.get("parameters", []) if p["in"] == "query"
     }
     for name, value in (case.query or {}).items():
         values = value if isinstance(value, list) else [value]
-        scalar = any(isinstance(v, bool | int | float) for v in values)
-        if scalar and name in schemas and _takes_text(schemas[name]):
+        not_text = any(not isinstance(v, str) for v in values)
+        if not_text and name in schemas and _takes_text(schemas[name]):
             return True
     return False
 
