@@ -109,6 +109,8 @@ def migrate(
             shutil.copyfile(template, path)
             with contextlib.closing(sqlite3.connect(path)) as db, db:
                 db.execute("UPDATE deployment SET id = ?", (uuid.uuid4().hex,))
+        elif postgres_pool.made(url):
+            return  # migrated when the pool copied it, emptied when it was taken
         elif url.startswith(POSTGRES_BASE + "/") and _is_empty(url):
             _clone_postgres(url, postgres_pool)
         else:

@@ -82,6 +82,10 @@ class PostgresPool:
         self._made.append(name)
         return f"{self.base}/{name}"
 
+    def made(self, url: str) -> bool:
+        """Whether url is one of this pool's databases (at the newest schema since `take`)."""
+        return url.startswith(self.base + "/") and url.rsplit("/", 1)[1] in self._made
+
     def give_back(self, url: str) -> None:
         """The test is done with the database at url: the next `take` may hand it out."""
         self._free.append(url.rsplit("/", 1)[1])

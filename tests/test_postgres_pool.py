@@ -45,7 +45,7 @@ def test_a_database_given_back_is_handed_out_empty_with_restarted_ids_and_a_new_
     pool.give_back(first)
 
     second = pool.take()
-    assert second == first  # kept, not copied again
+    assert second == first and pool.made(second)  # kept, not copied again
     assert run(second, "SELECT count(*) FROM users", "SELECT count(*) FROM deployment") == [0, 1]
     assert run(second, "SELECT id FROM deployment") != [deployment]
     (user_id,) = run(
@@ -73,7 +73,7 @@ def test_a_database_whose_schema_a_test_changed_is_dropped_for_a_fresh_copy(
     pool.give_back(first)
 
     second = pool.take()
-    assert second != first
+    assert second != first and pool.made(second) and not pool.made(first)
     assert first.rsplit("/", 1)[1] not in databases()
     increment, tables = run(
         second,
