@@ -1,0 +1,1 @@
+"""Executors: how an attempt runs (the node pool of `trainboard worker`s, Slurm)."""

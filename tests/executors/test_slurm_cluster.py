@@ -1,0 +1,126 @@
+"""The Slurm driver against a real one-host Slurm (munged + slurmctld + slurmd) started here."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from backend.executors.slurm.cli import BatchRequest, SlurmCli, SlurmUnreachable
+from backend.executors.slurm.states import ended
+from tests.slurm_cluster import SlurmCluster, slurm_cluster, slurm_installed
+from tests.stack import wait_for
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not slurm_installed(), reason="needs slurm-wlm and munge (.ci/run installs them)"
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    with slurm_cluster(tmp_path_factory.mktemp("slurm"), cpus=2, kill_wait=2) as running:
+        yield running
+
+
+def _batch(name: str, body: str, *, tasks: int = 1) -> BatchRequest:
+    return BatchRequest(name=name, script=f"#!/bin/sh\n{body}\n", nodes=1, tasks_per_node=tasks)
+
+
+def _final(cli: SlurmCli, job_id: str) -> str:
+    return str(
+        wait_for(
+            lambda: (
+                (j := cli.job(job_id))
+                and j.state not in ("PENDING", "RUNNING", "COMPLETING")
+                and j.state
+            ),
+            timeout=60,
+            what=f"Slurm job {job_id} to end",
+        )
+    )
+
+
+def test_a_gang_waits_with_slurms_reason_then_runs_every_task(
+    cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    cli = cluster.cli
+    tmp_path.chmod(0o755)
+    out = tmp_path / "ranks.txt"
+    first = cli.submit(
+        _batch("tb-t1-1-1", f"srun sh -c 'echo $SLURM_PROCID >> {out}; sleep 3'", tasks=2)
+    )
+    second = cli.submit(_batch("tb-t1-2-1", "sleep 1", tasks=2))
+    queue = wait_for(
+        lambda: (q := cli.queue("tb-t1-")) and q.get(first) and q[first].state == "RUNNING" and q,
+        timeout=30,
+        what="the first job to run",
+    )
+    assert queue[second].state == "PENDING"
+    assert queue[second].reason in ("Resources", "Priority")  # the whole node is taken
+    assert queue[first].nodes == (cluster.node,)
+    assert _final(cli, first) == "COMPLETED"
+    assert sorted(out.read_text().split()) == ["0", "1"]  # both tasks ran under srun
+    assert _final(cli, second) == "COMPLETED"
+    assert cli.queue("tb-t1-") == {}
+
+
+def test_a_failed_job_maps_to_failed_with_its_exit_code(cluster: SlurmCluster) -> None:
+    cli = cluster.cli
+    job_id = cli.submit(_batch("tb-t2-1-1", "exit 7"))
+    assert _final(cli, job_id) == "FAILED"
+    record = cli.job(job_id)
+    assert record is not None and record.exit_code == 7
+    end = ended(record.state, exit_code=record.exit_code, reason=record.reason)
+    assert (end.outcome, end.platform_fault) == ("failed", False)
+    assert "exit code 7" in end.reason
+
+
+def test_scancel_leaves_no_process_of_the_job_within_killwait_plus_5_s(
+    cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    cli = cluster.cli
+    tmp_path.chmod(0o755)
+    pids = tmp_path / "pids"
+    # a task that ignores SIGTERM and leaves a child: only SIGKILL after KillWait ends them
+    body = f"srun sh -c 'trap \"\" TERM; sleep 300 & echo $$ $! >> {pids}; wait'"
+    job_id = cli.submit(_batch("tb-t3-1-1", body))
+    wait_for(lambda: pids.exists() and pids.read_text().strip(), timeout=30, what="the task")
+    started = [int(p) for p in pids.read_text().split()]
+    assert all(psutil.pid_exists(p) for p in started)
+    cli.cancel(job_id)
+    cancelled_at = time.monotonic()
+    wait_for(
+        lambda: not any(_alive(p) for p in started),
+        timeout=cluster.kill_wait + 5,
+        what="every process of the cancelled job to end",
+    )
+    assert time.monotonic() - cancelled_at <= cluster.kill_wait + 5
+    assert _final(cli, job_id) == "CANCELLED"
+    assert ended("CANCELLED").outcome == "stopped"
+
+
+def test_the_cluster_page_reads_slurms_nodes(cluster: SlurmCluster) -> None:
+    [node] = cluster.cli.nodes()
+    assert (node.name, node.cpus, node.partitions) == (cluster.node, 2, ("main",))
+
+
+def test_an_unreachable_controller_is_named(cluster: SlurmCluster, tmp_path: Path) -> None:
+    conf = cluster.conf.read_text()
+    port = next(line for line in conf.splitlines() if line.startswith("SlurmctldPort="))
+    dead = tmp_path / "slurm.conf"
+    dead.write_text(conf.replace(port, "SlurmctldPort=1"))
+    with pytest.raises(SlurmUnreachable):
+        SlurmCli(conf=str(dead), timeout=20).queue("tb-")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
