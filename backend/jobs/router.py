@@ -8,11 +8,13 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Query, Request, status
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from backend.auth.service import Principal
 from backend.checkpoint import service as checkpoints
+from backend.db import Database
 from backend.deps import ObjectId, ReaderDep, SessionDep, SettingsDep, SubmitterDep
 from backend.jobs import service
 from backend.jobs.models import Job
@@ -29,6 +31,7 @@ from backend.jobs.schemas import (
 from backend.jobs.views import attempt_view, describe_job, describe_jobs, event_view
 from backend.security.ratelimit import SubmissionDep
 from backend.telemetry import series
+from backend.telemetry.series import logs
 from workers.contract.spec import JobSpec
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
@@ -195,11 +198,41 @@ def get_logs(
     principal: ReaderDep,
     session: SessionDep,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 300,
+    q: Annotated[
+        str | None,
+        Query(
+            max_length=200,
+            description="only lines holding this text (any case), searched "
+            "over the job's whole stored log",
+        ),
+    ] = None,
+    rank: Annotated[int | None, Query(ge=0, le=1_000_000)] = None,
 ) -> LogList:
+    """The job's newest lines, oldest first; with q or rank, the newest that match."""
     job = _job(session, principal, job_id)
-    return LogList.model_validate(
-        {"lines": series.recent_logs(session, job_id=job.id, limit=limit)}
-    )
+    found = series.recent_logs(session, job_id=job.id, limit=limit, contains=q, rank=rank)
+    return LogList.model_validate({"lines": found})
+
+
+@router.get("/{job_id}/logs.txt", response_class=StreamingResponse)
+def download_logs(
+    job_id: ObjectId,
+    request: Request,
+    principal: ReaderDep,
+    session: SessionDep,
+    attempt: Annotated[int | None, Query(ge=1, le=1_000_000, description="one attempt")] = None,
+) -> StreamingResponse:
+    """Every stored line of the job (or one attempt) as text, streamed; readable like its logs."""
+    job = _job(session, principal, job_id)
+    db: Database = request.app.state.db
+
+    def chunks() -> Iterator[str]:
+        with db.session() as reading:  # the request's session closes before the body streams
+            yield from logs.log_text(reading, job_id=job.id, attempt=attempt)
+
+    filename = logs.log_filename(job_id=job.id, attempt=attempt)
+    headers = {"Content-Disposition": f'attachment; filename="{filename}"'}
+    return StreamingResponse(chunks(), media_type="text/plain; charset=utf-8", headers=headers)
 
 
 @contextmanager

@@ -51,6 +51,11 @@ class JobOut(BaseModel):
     queue_position: int | None = Field(
         None, description="a queued job's place in the queue (1: placed next; docs/scheduler.md)"
     )
+    loss_rank: int = Field(
+        0,
+        description="the rank whose loss stands for the job (the board's sparkline): 0, or for "
+        "a pipeline (model, hybrid) the first rank of its last stage, where the loss is computed",
+    )
     restarts: int
     restart_at: datetime | None = Field(
         None, description="a restarting job is placed again at this time (its back-off)"

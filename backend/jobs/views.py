@@ -79,6 +79,8 @@ def _view(job: Job, owner: str, attempt: Attempt | None, placement: list[SliceOu
         actions=allowed_actions(JobState(job.state)),
         spec=spec,
         implications=Implications.model_validate(spec.implications()),
+        # ranks form a (dp, pp) grid, rank = dp_rank * stages + pp_rank (engine/distributed.py)
+        loss_rank=spec.parallelism.stages - 1,
         placement=placement,
         facts=attempt.facts if attempt else None,
         wait_reason=job.wait_reason if job.state == "queued" else None,

@@ -66,8 +66,18 @@ def series(
 
 
 def recent_logs(
-    session: Session, *, job_id: int, limit: int = SNAPSHOT_LOG_LINES
+    session: Session,
+    *,
+    job_id: int,
+    limit: int = SNAPSHOT_LOG_LINES,
+    contains: str | None = None,
+    rank: int | None = None,
 ) -> list[dict[str, Any]]:
+    """The job's newest `limit` lines (of every attempt), oldest first.
+
+    `contains`: only lines holding this text, any case (searched over every stored line);
+    `rank`: only that rank's lines.
+    """
     query = (
         select(LogLine)
         .join(Attempt, Attempt.id == LogLine.attempt_id)
@@ -75,6 +85,10 @@ def recent_logs(
         .order_by(LogLine.id.desc())
         .limit(limit)
     )
+    if contains:
+        query = query.where(LogLine.line.icontains(contains, autoescape=True))
+    if rank is not None:
+        query = query.where(LogLine.rank == rank)
     return [
         {
             "attempt_id": r.attempt_id,

@@ -355,8 +355,31 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Get Logs */
+        /**
+         * Get Logs
+         * @description The job's newest lines, oldest first; with q or rank, the newest that match.
+         */
         get: operations["jobs-get_logs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/jobs/{job_id}/logs.txt": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Download Logs
+         * @description Every stored line of the job (or one attempt) as text, streamed; readable like its logs.
+         */
+        get: operations["jobs-download_logs"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1928,6 +1951,12 @@ export interface components {
             /** Id */
             id: number;
             implications: components["schemas"]["Implications"];
+            /**
+             * Loss Rank
+             * @description the rank whose loss stands for the job (the board's sparkline): 0, or for a pipeline (model, hybrid) the first rank of its last stage, where the loss is computed
+             * @default 0
+             */
+            loss_rank: number;
             /** Name */
             name: string;
             /**
@@ -3791,6 +3820,9 @@ export interface operations {
         parameters: {
             query?: {
                 limit?: number;
+                /** @description only lines holding this text (any case), searched over the job's whole stored log */
+                q?: string | null;
+                rank?: number | null;
             };
             header?: never;
             path: {
@@ -3809,6 +3841,39 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["LogList"];
                 };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "jobs-download_logs": {
+        parameters: {
+            query?: {
+                /** @description one attempt */
+                attempt?: number | null;
+            };
+            header?: never;
+            path: {
+                /** @description a row id */
+                job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description Validation Error */
             422: {
