@@ -10,7 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter
 from fastapi import Path as PathParam
 from fastapi.responses import FileResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from starlette.background import BackgroundTask
 
 from backend.checkpoint import service
@@ -29,16 +29,32 @@ class CheckpointOut(BaseModel):
     saved_at: datetime
 
 
-@router.get("/{job_id}/checkpoints", response_model=list[CheckpointOut])
+class CheckpointListOut(BaseModel):
+    checkpoints: list[CheckpointOut] = Field(
+        description=f"the newest {service.MAX_LISTED} complete checkpoints, oldest step first"
+    )
+    total: int = Field(description="complete checkpoints on disk, listed or not")
+    more: int = Field(description="older checkpoints on disk that are not listed")
+
+
+@router.get("/{job_id}/checkpoints", response_model=CheckpointListOut)
 def list_checkpoints(
     job_id: ObjectId, principal: ReaderDep, session: SessionDep
-) -> list[CheckpointOut]:
-    """The job's complete checkpoints on disk, oldest step first, with their sizes."""
+) -> CheckpointListOut:
+    """The job's newest complete checkpoints on disk, oldest step first, with their sizes,
+    and how many older ones are not listed."""
     job = get_job(session, principal=principal, job_id=job_id)
-    return [
-        CheckpointOut(attempt=c.attempt, step=c.step, size_bytes=c.size_bytes, saved_at=c.saved_at)
-        for c in service.checkpoints_of(session, job=job)
-    ]
+    listing = service.checkpoints_of(session, job=job)
+    return CheckpointListOut(
+        checkpoints=[
+            CheckpointOut(
+                attempt=c.attempt, step=c.step, size_bytes=c.size_bytes, saved_at=c.saved_at
+            )
+            for c in listing.checkpoints
+        ],
+        total=listing.total,
+        more=listing.total - len(listing.checkpoints),
+    )
 
 
 @router.get(
@@ -52,11 +68,11 @@ def download_checkpoint(
     """The checkpoint's model weights as one file that torch loads with weights_only=True
     (the job's owner only: to anyone else the job does not exist)."""
     job = service.owned_job(session, principal=principal, job_id=job_id)
-    checkpoint = service.at_step(session, job=job, step=step)
     scratch = tempfile.mkdtemp(prefix="tb-download-")
-    out = Path(scratch) / f"job-{job.id}-step-{checkpoint.step}.pt"
+    out = Path(scratch) / f"job-{job.id}-step-{step}.pt"
     try:
-        consolidate(Path(checkpoint.path), out)
+        with service.open_step(session, job=job, step=step) as (_, step_fd):
+            consolidate(step_fd, out)
     except BaseException:
         _remove(scratch)
         raise

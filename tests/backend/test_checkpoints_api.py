@@ -67,7 +67,7 @@ def test_checkpoints_are_listed_with_step_and_size(
 ) -> None:
     listed = api.get(
         f"/api/jobs/{trained['job']}/checkpoints", headers=bearer(tokens["alice"])
-    ).json()
+    ).json()["checkpoints"]
     assert [(c["attempt"], c["step"]) for c in listed] == [(1, 10), (1, 20), (1, 30)]
     on_disk = sum(f.stat().st_size for f in (trained["dir"] / "step-20").iterdir())
     assert listed[1]["size_bytes"] == on_disk > 0
@@ -115,7 +115,7 @@ def test_links_the_job_planted_are_neither_listed_nor_read(
     os.symlink("/etc/passwd", shard)  # a shard that is a link: never followed
     listed = api.get(
         f"/api/jobs/{trained['job']}/checkpoints", headers=bearer(tokens["alice"])
-    ).json()
+    ).json()["checkpoints"]
     assert [c["step"] for c in listed] == [10, 20, 30]
     assert listed[0]["size_bytes"] < listed[1]["size_bytes"]  # the link counted for nothing
     response = api.get(

@@ -235,7 +235,8 @@ export interface paths {
         };
         /**
          * List Checkpoints
-         * @description The job's complete checkpoints on disk, oldest step first, with their sizes.
+         * @description The job's newest complete checkpoints on disk, oldest step first, with their sizes,
+         *     and how many older ones are not listed.
          */
         get: operations["checkpoints-list_checkpoints"];
         put?: never;
@@ -1243,6 +1244,24 @@ export interface components {
             id: number;
             /** Ok */
             ok: boolean;
+        };
+        /** CheckpointListOut */
+        CheckpointListOut: {
+            /**
+             * Checkpoints
+             * @description the newest 100 complete checkpoints, oldest step first
+             */
+            checkpoints: components["schemas"]["CheckpointOut"][];
+            /**
+             * More
+             * @description older checkpoints on disk that are not listed
+             */
+            more: number;
+            /**
+             * Total
+             * @description complete checkpoints on disk, listed or not
+             */
+            total: number;
         };
         /** CheckpointOut */
         CheckpointOut: {
@@ -3632,7 +3651,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["CheckpointOut"][];
+                    "application/json": components["schemas"]["CheckpointListOut"];
                 };
             };
             /** @description Validation Error */

@@ -8,14 +8,14 @@ import { navigate } from "../router";
 import type { components } from "../api/schema";
 import { TableHead } from "./bits";
 
-type Checkpoint = components["schemas"]["CheckpointOut"];
+type Listing = components["schemas"]["CheckpointListOut"];
 
 export function JobCheckpoints({ job, version }: { job: Job; version: string }) {
-  const [checkpoints, setCheckpoints] = useState<Checkpoint[] | null>(null);
+  const [listing, setListing] = useState<Listing | null>(null);
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
     ok(client.GET("/api/jobs/{job_id}/checkpoints", { params: { path: { job_id: job.id } } }))
-      .then(setCheckpoints)
+      .then(setListing)
       .catch((err: unknown) => setError(problemText(err)));
   }, [job.id, version]);
 
@@ -35,16 +35,16 @@ export function JobCheckpoints({ job, version }: { job: Job; version: string }) 
     <div data-testid="job-checkpoints">
       <h2>Checkpoints</h2>
       {error && <p class="error" role="alert">{error}</p>}
-      {checkpoints === null ? (
+      {listing === null ? (
         <p class="muted">Loading…</p>
-      ) : checkpoints.length === 0 ? (
+      ) : listing.checkpoints.length === 0 ? (
         <p class="muted">No checkpoints on disk.</p>
       ) : (
         <div class="table-scroll">
           <table class="jobs">
             <TableHead columns={["Step", "Attempt", "Size", "Saved", ""]} />
             <tbody>
-              {checkpoints.map((c) => (
+              {listing.checkpoints.map((c) => (
                 <tr key={`${c.attempt}-${c.step}`} data-testid={`checkpoint-${c.step}`}>
                   <td>{c.step}</td>
                   <td>{c.attempt}</td>
@@ -68,6 +68,11 @@ export function JobCheckpoints({ job, version }: { job: Job; version: string }) 
               ))}
             </tbody>
           </table>
+          {listing.more > 0 && (
+            <p class="muted" data-testid="checkpoints-more">
+              {listing.more} older of {listing.total} not shown
+            </p>
+          )}
         </div>
       )}
     </div>
