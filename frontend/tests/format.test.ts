@@ -1,5 +1,6 @@
+import { metricAxis } from "../src/lib/axes";
 import { describe, expect, it } from "vitest";
-import { restartIn, formatByteTicks, formatBytes, formatMetric, formatTick, isBytesMetric } from "../src/lib/format";
+import { restartIn, formatByteTicks, formatBytes, formatMetric, formatTick, isBytesMetric, tickLabels } from "../src/lib/format";
 
 describe("byte metrics", () => {
   it("peak_mem and *_bytes are drawn in bytes, other metrics as numbers", () => {
@@ -65,5 +66,24 @@ describe("byte axis ticks", () => {
       const shown = labels.filter(Boolean);
       expect(new Set(shown).size).toBe(shown.length);
     }
+  });
+});
+
+describe("log-scale tick labels", () => {
+  // what uPlot's log10 filter hands `values` on a 0.01–10 axis with room for 1-2-5 labels
+  const filtered = [0.01, 0.02, null, null, 0.05, null, null, null, null, 0.1, 0.2, null, null, 0.5, null, null, null, null, 1, 2, null, null, 5, null, null, null, null, 10];
+
+  it("leaves the minor ticks uPlot filtered out unlabelled instead of drawing null", () => {
+    const labels = tickLabels(filtered, (t) => formatTick(t, 0.01));
+    expect(labels.filter((l) => l === "null" || l === "NaN")).toEqual([]);
+    expect(labels.filter(Boolean)).toEqual(["0.01", "0.02", "0.05", "0.10", "0.20", "0.50", "1.00", "2.00", "5.00", "10.00"]);
+    expect(labels[2]).toBe("");
+  });
+
+  it("applies to the metric axes of the job page and Compare, bytes too", () => {
+    const values = metricAxis("loss", "loss").values as (...args: unknown[]) => string[];
+    expect(values(null, [0.1, null, 1], 1, 50, 0.1)).toEqual(["0.1", "", "1.0"]);
+    const bytes = metricAxis("peak_mem", "peak_mem").values as (...args: unknown[]) => string[];
+    expect(bytes(null, [1024, null, 1048576], 1, 50, 1)).toEqual(["1.0 KiB", "", "1.0 MiB"]);
   });
 });

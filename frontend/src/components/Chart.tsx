@@ -45,6 +45,20 @@ export function axis(c: ChartColors, extra: uPlot.Axis = {}): uPlot.Axis {
   return { stroke: c.muted, grid: { stroke: c.grid, width: 1 }, ticks: { stroke: c.grid, width: 1 }, ...extra };
 }
 
+/** The y axis' labels as last drawn, kept on the chart's box (`data-y-labels`, "|"-separated) for the browser tests: the canvas has no text to read. */
+function recordingLabels(axes: uPlot.Axis[] | undefined, el: HTMLElement): uPlot.Axis[] | undefined {
+  return axes?.map((a, i) => {
+    const values = a.values;
+    if (i !== 1 || typeof values !== "function") return a;
+    const recorded: uPlot.Axis.DynamicValues = (u, splits, axisIdx, space, incr) => {
+      const out = values(u, splits, axisIdx, space, incr);
+      el.dataset.yLabels = out.map((v) => String(v)).join("|");
+      return out;
+    };
+    return { ...a, values: recorded };
+  });
+}
+
 export function Chart({ testId, title, options, data, subscribe, countAttr, count = countPoints, height = 220 }: ChartProps) {
   const box = useRef<HTMLDivElement>(null);
   const theme = useTheme();
@@ -53,12 +67,14 @@ export function Chart({ testId, title, options, data, subscribe, countAttr, coun
 
   useEffect(() => {
     const el = box.current!;
-    const build = (data: AlignedData) =>
-      new uPlot(
-        { ...latest.current.options(colors()), width: Math.max(200, el.clientWidth), height },
+    const build = (data: AlignedData) => {
+      const options = latest.current.options(colors());
+      return new uPlot(
+        { ...options, axes: recordingLabels(options.axes, el), width: Math.max(200, el.clientWidth), height },
         data as uPlot.AlignedData,
         el,
       );
+    };
     const initial = latest.current.data();
     el.setAttribute(countAttr, String(latest.current.count(initial)));
     let plot = build(initial);

@@ -1,56 +1,151 @@
-/** The live log tail with a text search and a per-rank filter; sticks to the bottom unless scrolled. */
-import { useEffect, useRef, useState } from "preact/hooks";
+/**
+ * The job's log: the live tail (following its newest line until the reader scrolls up),
+ * a search over every stored line (the server's `q`), a per-rank filter and the whole log
+ * as a download.
+ */
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
+import type { LogLine } from "../api/types";
+import { client, ok } from "../api/http";
+import { followAfterScroll } from "../lib/logFollow";
 import type { LogTail } from "../lib/stores";
 
+/** The newest matching lines a search shows. */
+const SEARCH_LIMIT = 1000;
+const key = (l: LogLine) => `${l.attempt_id}:${l.rank}:${l.stream}:${l.seq}`;
+
+interface Found {
+  query: string;
+  rank: string;
+  lines: LogLine[];
+}
+
 /** `ranks`: every rank of the current attempt (listed in the filter before it has printed). */
-export function LogView({ tail, ranks: attempt = [] }: { tail: LogTail; ranks?: number[] }) {
+export function LogView({ jobId, tail, ranks: attempt = [] }: { jobId: number; tail: LogTail; ranks?: number[] }) {
   const box = useRef<HTMLPreElement>(null);
-  const stick = useRef(true);
+  const [follow, setFollow] = useState(true);
+  const following = useRef(true);
+  following.current = follow;
+  const lastTop = useRef(0);
   const [query, setQuery] = useState("");
   const [rank, setRank] = useState("");
-  useEffect(() => {
-    if (box.current && stick.current) box.current.scrollTop = box.current.scrollHeight;
+  const [found, setFound] = useState<Found | null>(null);
+  const [searchError, setSearchError] = useState<string | null>(null);
+  const needle = query.trim();
+
+  // After every render (new lines, a filter), before the browser paints or fires the scroll
+  // event: back to the newest line while following.
+  useLayoutEffect(() => {
+    const el = box.current;
+    if (!el) return;
+    if (following.current) el.scrollTop = el.scrollHeight;
+    lastTop.current = el.scrollTop;
   });
+
+  // A search asks the server (every stored line, not only the tail held here), 300 ms after typing.
+  useEffect(() => {
+    if (!needle) {
+      setFound(null);
+      setSearchError(null);
+      return;
+    }
+    let live = true;
+    const timer = setTimeout(() => {
+      const filter = rank === "" ? {} : { rank: Number(rank) };
+      ok(client.GET("/api/jobs/{job_id}/logs", { params: { path: { job_id: jobId }, query: { q: needle, limit: SEARCH_LIMIT, ...filter } } }))
+        .then((got) => {
+          if (!live) return;
+          setFound({ query: needle, rank, lines: got.lines });
+          setSearchError(null);
+        })
+        .catch((err: unknown) => live && setSearchError(String(err instanceof Error ? err.message : err)));
+    }, 300);
+    return () => {
+      live = false;
+      clearTimeout(timer);
+    };
+  }, [jobId, needle, rank]);
+
   const ranks = [...new Set([...attempt, ...tail.lines.map((l) => l.rank)])].sort((a, b) => a - b);
-  const needle = query.trim().toLowerCase();
-  const lines = tail.lines.filter((l) => (rank === "" || l.rank === Number(rank)) && (!needle || l.line.toLowerCase().includes(needle)));
+  const lower = needle.toLowerCase();
+  const matches = (l: LogLine) => (rank === "" || l.rank === Number(rank)) && (!lower || l.line.toLowerCase().includes(lower));
+  const liveLines = tail.lines.filter(matches);
+  // while searching: the server's matches, then matching lines that arrived since
+  const searched = found && found.query === needle && found.rank === rank;
+  let lines = liveLines;
+  if (needle && searched) {
+    const seen = new Set(found.lines.map(key));
+    lines = [...found.lines, ...liveLines.filter((l) => !seen.has(key(l)))];
+  }
+
+  const jump = () => {
+    setFollow(true);
+    const el = box.current;
+    if (el) el.scrollTop = el.scrollHeight;
+  };
+
   return (
     <div>
-      <h2>Log tail</h2>
+      <h2>Log</h2>
       <div class="log-tools">
-        <input type="search" placeholder="Search the log" aria-label="Search the log" data-testid="log-search" value={query} onInput={(e) => setQuery(e.currentTarget.value)} />
+        <input type="search" placeholder="Search the whole log" aria-label="Search the whole log" data-testid="log-search" value={query} onInput={(e) => setQuery(e.currentTarget.value)} />
         <select aria-label="Rank" data-testid="log-rank" value={rank} onChange={(e) => setRank(e.currentTarget.value)}>
           <option value="">all ranks</option>
           {ranks.map((r) => (
             <option value={String(r)}>rank {r}</option>
           ))}
         </select>
-        {lines.length !== tail.lines.length && (
-          <span class="muted small">
-            {lines.length} of {tail.lines.length} lines
-          </span>
+        <label class="small" title="Keep the newest line in view">
+          <input type="checkbox" data-testid="log-follow" checked={follow} onChange={(e) => setFollow(e.currentTarget.checked)} /> follow
+        </label>
+        <a class="button secondary small" data-testid="log-download" href={`/api/jobs/${jobId}/logs.txt`} download>
+          Download log
+        </a>
+      </div>
+      <p class="muted small" data-testid="log-status" aria-live="polite">
+        {needle
+          ? searchError
+            ? `Search failed: ${searchError}`
+            : searched
+              ? `${lines.length} matching line${lines.length === 1 ? "" : "s"} in the whole log${found.lines.length >= SEARCH_LIMIT ? ` (the newest ${SEARCH_LIMIT})` : ""}`
+              : "Searching the whole log…"
+          : rank !== ""
+            ? `${lines.length} of the newest ${tail.lines.length} lines`
+            : `The newest ${tail.lines.length} lines, live`}
+      </p>
+      <div class="log-box">
+        <pre
+          ref={box}
+          class="logs"
+          data-testid="job-logs"
+          data-following={String(follow)}
+          tabIndex={0}
+          aria-label="Log lines"
+          onScroll={(e) => {
+            const el = e.currentTarget;
+            const next = followAfterScroll(following.current, lastTop.current, el);
+            lastTop.current = el.scrollTop;
+            if (next !== following.current) {
+              following.current = next;
+              setFollow(next);
+            }
+          }}
+        >
+          {tail.lines.length === 0 && !needle
+            ? "No output yet."
+            : lines.length === 0
+              ? "No line matches."
+              : lines.map((l) => (
+                  <div key={key(l)} class={l.stream === "stderr" ? "stderr" : undefined}>
+                    <span class="muted">[{l.rank}]</span> {l.line}
+                  </div>
+                ))}
+        </pre>
+        {!follow && (
+          <button type="button" class="log-jump small" data-testid="log-jump" onClick={jump}>
+            Jump to latest ↓
+          </button>
         )}
       </div>
-      <pre
-        ref={box}
-        class="logs"
-        data-testid="job-logs"
-        tabIndex={0}
-        onScroll={(e) => {
-          const el = e.currentTarget;
-          stick.current = el.scrollTop + el.clientHeight >= el.scrollHeight - 8;
-        }}
-      >
-        {tail.lines.length === 0
-          ? "No output yet."
-          : lines.length === 0
-            ? "No line matches."
-            : lines.map((l) => (
-                <div class={l.stream === "stderr" ? "stderr" : undefined}>
-                  <span class="muted">[{l.rank}]</span> {l.line}
-                </div>
-              ))}
-      </pre>
     </div>
   );
 }

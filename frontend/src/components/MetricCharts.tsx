@@ -1,7 +1,8 @@
 /** Training metrics of a job: the loss chart first, then one chart per other metric. */
 import { useState } from "preact/hooks";
 import type uPlot from "uplot";
-import { formatBytes, formatTick, isBytesMetric } from "../lib/format";
+import { metricAxis } from "../lib/axes";
+import { formatBytes, isBytesMetric } from "../lib/format";
 import { smooth, type AlignedData, type MetricStore } from "../lib/series";
 import type { Signal } from "../live";
 import { axis, Chart, type ChartColors } from "./Chart";
@@ -23,13 +24,6 @@ function smoothed(data: AlignedData, weight: number): AlignedData {
   if (weight <= 0) return data;
   const [xs, ...ys] = data;
   return [xs, ...ys.map((col) => smooth(col as (number | null)[], weight))];
-}
-
-/** The y axis of a metric's chart: bytes in KiB/MiB/GiB, other values with the digits their ticks need. */
-export function metricAxis(name: string, label: string): uPlot.Axis {
-  return isBytesMetric(name)
-    ? { label: `${label} (bytes)`, size: 72, values: (_u, ticks) => ticks.map((t) => formatBytes(t)) }
-    : { label, size: 72, values: (_u, ticks, _a, _s, increment) => ticks.map((t) => formatTick(t, increment)) };
 }
 
 function metricOptions(store: MetricStore, name: string, unit: string, log: boolean) {

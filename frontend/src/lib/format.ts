@@ -59,6 +59,15 @@ export function formatTick(value: number, increment: number): string {
   return value.toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d });
 }
 
+/**
+ * Labels for uPlot's axis `values`: on a log scale uPlot's filter hands null for the minor
+ * ticks it leaves unlabelled (only powers of 10, or 1-2-5, or every digit, as the space
+ * allows); formatting those drew an overlapping "null" per minor tick (issue #33).
+ */
+export function tickLabels(ticks: readonly (number | null)[], label: (tick: number) => string): string[] {
+  return ticks.map((t) => (t == null || !Number.isFinite(t) ? "" : label(t)));
+}
+
 /** A metric's value in a table: bytes for byte metrics, else 4 significant digits. */
 export function formatMetric(name: string, value: number | null | undefined): string {
   if (value === null || value === undefined) return "—";

@@ -108,7 +108,7 @@ export function JobView({ id }: { id: number }) {
       )}
       <div class="two-col">
         <EventList events={events} />
-        <LogView tail={logs} ranks={attemptRanks(job)} />
+        <LogView jobId={job.id} tail={logs} ranks={attemptRanks(job)} />
       </div>
       <HangStacks jobId={job.id} version={`${job.attempt}:${eventsVersion}`} />
       <JobAttempts job={job} eventsVersion={eventsVersion} />

@@ -3,7 +3,7 @@ import { useMemo } from "preact/hooks";
 import type uPlot from "uplot";
 import type { Comparison, Job } from "../../api/types";
 import { axis, Chart, type ChartColors } from "../../components/Chart";
-import { metricAxis } from "../../components/MetricCharts";
+import { metricAxis } from "../../lib/axes";
 import type { XMode } from "../../data";
 import { smooth, type AlignedData } from "../../lib/series";
 
