@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { alignSeries, countPoints, DeviceStore, MetricStore, smooth } from "../src/lib/series";
+import { alignSeries, countPoints, DeviceStore, MetricStore, smooth, ofRank } from "../src/lib/series";
 import { LogTail, busyDevices, jobsFromSnapshot, upsertJob } from "../src/lib/stores";
 import type { Job } from "../src/api/types";
 
@@ -116,5 +116,21 @@ describe("smooth", () => {
   it("smooths with an EMA and keeps gaps", () => {
     expect(smooth([1, null, 3], 0.5)).toEqual([1, null, 2]);
     expect(smooth([1, 2], 0)).toEqual([1, 2]);
+  });
+});
+
+describe("a board sparkline's rank", () => {
+  // a hybrid job, 2 stages × 2 replicas: ranks 1 and 3 (the last stage) report the loss
+  const snapshot = {
+    loss: { step: [1, 1, 2, 2], time: [0, 0, 1, 1], value: [2.0, 2.1, 1.5, 1.6], rank: [1, 3, 1, 3] },
+    step_time: { step: [1, 1, 1, 1], time: [0, 0, 0, 0], value: [0.1, 0.2, 0.3, 0.4], rank: [0, 1, 2, 3] },
+  };
+
+  it("keeps only the loss-reporting rank the server names; rank 0 has no loss to draw", () => {
+    expect(ofRank(snapshot, 1)).toEqual({
+      loss: { step: [1, 2], time: [0, 1], value: [2.0, 1.5], rank: [1, 1] },
+      step_time: { step: [1], time: [0], value: [0.2], rank: [1] },
+    });
+    expect(Object.keys(ofRank(snapshot, 0))).toEqual(["step_time"]);
   });
 });

@@ -1,7 +1,7 @@
 /** A small live loss line for a board row: its own `job:<id>` subscription, drawn on a canvas. */
 import { useEffect, useRef } from "preact/hooks";
 import type { JobTopicData, MetricPoint, SnapshotSeries } from "../api/types";
-import { MetricStore } from "../lib/series";
+import { MetricStore, ofRank } from "../lib/series";
 import { cssVar } from "../lib/theme";
 import { useTopic } from "../live";
 import { lossMetric } from "./MetricCharts";
@@ -9,7 +9,11 @@ import { lossMetric } from "./MetricCharts";
 const WIDTH = 120;
 const HEIGHT = 28;
 
-export function Sparkline({ jobId }: { jobId: number }) {
+/**
+ * `rank`: the rank whose loss stands for the job, as the server says (`JobOut.loss_rank`):
+ * 0, or for a pipeline the first rank of its last stage (the only stage that computes the loss).
+ */
+export function Sparkline({ jobId, rank }: { jobId: number; rank: number }) {
   const canvas = useRef<HTMLCanvasElement>(null);
   const store = useRef(new MetricStore(400)).current;
   const frame = useRef(0);
@@ -45,20 +49,10 @@ export function Sparkline({ jobId }: { jobId: number }) {
   useTopic(`job:${jobId}`, (message) => {
     const data = message.data as JobTopicData;
     if (!data.metrics) return;
-    // Rank 0 stands for the job (ranks of a data-parallel job report nearly the same loss).
     const touched = Array.isArray(data.metrics)
-      ? store.applyPoints((data.metrics as MetricPoint[]).filter((p) => p.rank === 0))
-      : store.applySnapshot(rankZero(data.metrics as Record<string, SnapshotSeries>));
+      ? store.applyPoints((data.metrics as MetricPoint[]).filter((p) => p.rank === rank))
+      : store.applySnapshot(ofRank(data.metrics as Record<string, SnapshotSeries>, rank));
     if (touched.size && frame.current === 0) frame.current = requestAnimationFrame(draw);
   });
-  return <canvas ref={canvas} class="sparkline" width={WIDTH} height={HEIGHT} data-testid={`sparkline-${jobId}`} aria-label="loss so far" />;
-}
-
-function rankZero(metrics: Record<string, SnapshotSeries>): Record<string, SnapshotSeries> {
-  const out: Record<string, SnapshotSeries> = {};
-  for (const [name, s] of Object.entries(metrics)) {
-    const keep = s.step.map((_, i) => i).filter((i) => (s.rank?.[i] ?? 0) === 0);
-    out[name] = { step: keep.map((i) => s.step[i]!), time: keep.map((i) => s.time[i]!), value: keep.map((i) => s.value[i]!), rank: keep.map(() => 0) };
-  }
-  return out;
+  return <canvas ref={canvas} class="sparkline" width={WIDTH} height={HEIGHT} data-testid={`sparkline-${jobId}`} data-rank={rank} aria-label="loss so far" />;
 }

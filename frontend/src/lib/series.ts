@@ -190,3 +190,14 @@ export function smooth(values: (number | null)[], weight: number): (number | nul
     return last;
   });
 }
+
+/** A snapshot's points of one rank (a board sparkline draws the job's loss-reporting rank). */
+export function ofRank(metrics: Record<string, SnapshotSeries>, rank: number): Record<string, SnapshotSeries> {
+  const out: Record<string, SnapshotSeries> = {};
+  for (const [name, s] of Object.entries(metrics)) {
+    const keep = s.step.map((_, i) => i).filter((i) => (s.rank?.[i] ?? 0) === rank);
+    if (keep.length === 0) continue;
+    out[name] = { step: keep.map((i) => s.step[i]!), time: keep.map((i) => s.time[i]!), value: keep.map((i) => s.value[i]!), rank: keep.map(() => rank) };
+  }
+  return out;
+}

@@ -115,7 +115,7 @@ export function BoardView() {
                   </td>
                   <td>{formatEta(etaSeconds(job))}</td>
                   <td>
-                    <Sparkline jobId={job.id} />
+                    <Sparkline jobId={job.id} rank={job.loss_rank} />
                   </td>
                   <td>
                     <JobDevices job={job} />
