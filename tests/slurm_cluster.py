@@ -29,6 +29,11 @@ def slurm_installed() -> bool:
     return all(shutil.which(name) for name in (*DAEMONS, "sbatch", "squeue", "scontrol"))
 
 
+def accounting_installed() -> bool:
+    """Whether slurmdbd and a MariaDB client are here (the server runs on every machine)."""
+    return all(shutil.which(name) for name in ("slurmdbd", "sacct", "mysql"))
+
+
 @dataclass
 class SlurmCluster:
     """A running cluster: its folder, config and a client pointed at it."""
@@ -65,7 +70,34 @@ def _free_ports(count: int) -> list[int]:
             sock.close()
 
 
-def _config(root: Path, *, node: str, cpus: int, kill_wait: int, ports: list[int]) -> str:
+def _dbd_config(root: Path, *, port: int, database: str) -> str:
+    return f"""\
+AuthType=auth/munge
+AuthInfo=socket={root}/munge/socket
+DbdHost=localhost
+DbdPort={port}
+SlurmUser=root
+PidFile={root}/slurmdbd.pid
+LogFile={root}/log/slurmdbd.log
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StorageUser=root
+StorageLoc={database}
+"""
+
+
+def _config(
+    root: Path, *, node: str, cpus: int, kill_wait: int, ports: list[int], dbd_port: int | None
+) -> str:
+    accounting = (
+        f"AccountingStorageType=accounting_storage/slurmdbd\n"
+        f"AccountingStorageHost=localhost\nAccountingStoragePort={dbd_port}\n"
+        # the munge socket of the persistent connection to slurmdbd (AuthInfo does not cover it)
+        f"AccountingStoragePass={root}/munge/socket\n"
+        "JobAcctGatherType=jobacct_gather/linux\nJobAcctGatherFrequency=5"
+        if dbd_port
+        else "AccountingStorageType=accounting_storage/none"
+    )
     return f"""\
 ClusterName=tbtest
 SlurmctldHost={node}
@@ -90,7 +122,7 @@ SchedulerType=sched/backfill
 ReturnToService=2
 MpiDefault=none
 JobCompType=jobcomp/none
-AccountingStorageType=accounting_storage/none
+{accounting}
 KillWait={kill_wait}
 MinJobAge=600
 InactiveLimit=0
@@ -100,8 +132,14 @@ PartitionName=main Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 
 
 @contextlib.contextmanager
-def slurm_cluster(root: Path, *, cpus: int = 2, kill_wait: int = 5) -> Iterator[SlurmCluster]:
-    """Start munged, slurmctld and slurmd in root; yield the cluster once its node is idle."""
+def slurm_cluster(
+    root: Path, *, cpus: int = 2, kill_wait: int = 5, accounting: bool = False
+) -> Iterator[SlurmCluster]:
+    """Start munged, (slurmdbd,) slurmctld and slurmd in root; yield it once its node is idle.
+
+    With accounting, slurmdbd stores jobs in a MariaDB database of its own on the machine's
+    server (root over 127.0.0.1, as every machine here has it), dropped afterwards.
+    """
     for folder in ("munge", "state", "spool", "log"):
         (root / folder).mkdir(parents=True, exist_ok=True)
     os.chmod(root / "munge", 0o700)
@@ -110,7 +148,16 @@ def slurm_cluster(root: Path, *, cpus: int = 2, kill_wait: int = 5) -> Iterator[
     os.chmod(key, 0o400)
     node = socket.gethostname().split(".")[0]
     conf = root / "slurm.conf"
-    conf.write_text(_config(root, node=node, cpus=cpus, kill_wait=kill_wait, ports=_free_ports(2)))
+    ports = _free_ports(3)
+    database = f"slurm_acct_{os.getpid()}_{ports[2]}"
+    dbd_port = ports[2] if accounting else None
+    conf.write_text(
+        _config(root, node=node, cpus=cpus, kill_wait=kill_wait, ports=ports, dbd_port=dbd_port)
+    )
+    if accounting:
+        dbd_conf = root / "slurmdbd.conf"
+        dbd_conf.write_text(_dbd_config(root, port=ports[2], database=database))
+        os.chmod(dbd_conf, 0o600)
     processes: list[subprocess.Popen[bytes]] = []
     env = {**os.environ, "SLURM_CONF": str(conf)}
     try:
@@ -133,17 +180,11 @@ def slurm_cluster(root: Path, *, cpus: int = 2, kill_wait: int = 5) -> Iterator[
             )
         )
         _wait(lambda: (munge / "socket").exists(), "munged's socket", processes)
+        if accounting:
+            processes.append(_daemon(root, ["slurmdbd", "-D"], env))
+            _wait(lambda: _listening(ports[2]), "slurmdbd", processes, timeout=60)
         for daemon in ("slurmctld", "slurmd"):
-            log = (root / "log" / f"{daemon}.out").open("wb")
-            processes.append(
-                subprocess.Popen(
-                    [daemon, "-D", "-f", str(conf)],
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            )
+            processes.append(_daemon(root, [daemon, "-D", "-f", str(conf)], env))
         cluster = SlurmCluster(root, conf, node, cpus, kill_wait, processes)
         _wait(lambda: _idle(cluster), "the Slurm node to be idle", processes, timeout=60)
         yield cluster
@@ -158,6 +199,39 @@ def slurm_cluster(root: Path, *, cpus: int = 2, kill_wait: int = 5) -> Iterator[
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
+        if accounting:
+            subprocess.run(
+                [
+                    "mysql",
+                    "-h",
+                    "127.0.0.1",
+                    "-u",
+                    "root",
+                    "-e",
+                    f"DROP DATABASE IF EXISTS {database}",
+                ],
+                capture_output=True,
+                check=False,
+            )
+
+
+def _daemon(root: Path, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """A daemon in the foreground, its output in log/<name>.out (slurmdbd reads slurmdbd.conf
+    beside SLURM_CONF)."""
+    with (root / "log" / f"{args[0]}.out").open("wb") as log:
+        return subprocess.Popen(
+            args,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def _idle(cluster: SlurmCluster) -> bool:

@@ -11,7 +11,12 @@ import pytest
 
 from backend.executors.slurm.cli import BatchRequest, SlurmCli, SlurmUnreachable
 from backend.executors.slurm.states import ended
-from tests.slurm_cluster import SlurmCluster, slurm_cluster, slurm_installed
+from tests.slurm_cluster import (
+    SlurmCluster,
+    accounting_installed,
+    slurm_cluster,
+    slurm_installed,
+)
 from tests.stack import wait_for
 
 pytestmark = [
@@ -124,3 +129,26 @@ def _alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+@pytest.mark.skipif(not accounting_installed(), reason="needs slurmdbd (.ci/run installs it)")
+def test_sacct_allocated_cpu_hours_agree_with_the_runtime(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """With slurmdbd on the machine's MariaDB, sacct's AllocTRES x Elapsed is what ran."""
+    with slurm_cluster(tmp_path_factory.mktemp("slurm-acct"), accounting=True) as accounted:
+        cli = accounted.cli
+        job_id = cli.submit(_batch("tb-t5-1-1", "srun sleep 4", tasks=2))
+        assert _final(cli, job_id) == "COMPLETED"
+        # slurmctld sends the job's end to slurmdbd a moment after the job ended
+        record = wait_for(
+            lambda: (r := cli.accounting([job_id]).get(job_id)) and r.state == "COMPLETED" and r,
+            timeout=30,
+            what="sacct's record of the end",
+        )
+        assert record.state == "COMPLETED" and record.tres["cpu"] == "2"
+        runtime = cli.job(job_id)
+        assert runtime is not None
+        assert record.elapsed == runtime.elapsed  # both whole seconds of the same run
+        expected = 2 * runtime.elapsed.total_seconds() / 3600
+        assert record.allocated("cpu") == pytest.approx(expected, rel=0.01)

@@ -58,10 +58,10 @@ def test_scontrol_nodes_2205() -> None:
 
 def test_sacct_allocation_lines_skip_steps_and_keep_the_last_run_of_a_requeued_job() -> None:
     text = (
-        "17|tb-d-5-1|PREEMPTED|0:15|None|0|120|billing=8,cpu=8,gres/gpu=4,node=2|gpu[01-02]|low\n"
-        "17.batch|batch|CANCELLED|0:15||0|120|cpu=4,gres/gpu=2,node=1|gpu01|\n"
-        "17|tb-d-5-1|COMPLETED|0:0|None|1|3600|billing=8,cpu=8,gres/gpu=4,node=2|gpu[01-02]|low\n"
-        "18|tb-d-6-1|CANCELLED by 0|0:0|None|0|30|cpu=2,node=1|n1|main\n"
+        "17|tb-d-5-1|PREEMPTED|0:15|None|120|billing=8,cpu=8,gres/gpu=4,node=2|gpu[01-02]|low\n"
+        "17.batch|batch|CANCELLED|0:15||120|cpu=4,gres/gpu=2,node=1|gpu01|\n"
+        "17|tb-d-5-1|COMPLETED|0:0|None|3600|billing=8,cpu=8,gres/gpu=4,node=2|gpu[01-02]|low\n"
+        "18|tb-d-6-1|CANCELLED by 0|0:0|None|30|cpu=2,node=1|n1|main\n"
     )
     jobs = {job.job_id: job for job in parse_sacct(text)}
     assert jobs["17"].state == "COMPLETED" and jobs["17"].restarts == 1

@@ -36,7 +36,6 @@ SACCT_FIELDS = (
     "State",
     "ExitCode",
     "Reason",
-    "Restarts",
     "ElapsedRaw",
     "AllocTRES",
     "NodeList",
@@ -276,21 +275,24 @@ def parse_squeue(text: str) -> list[QueuedJob]:
 def parse_sacct(text: str) -> list[AccountedJob]:
     """Allocation lines of `sacct --parsable2 --noheader --format=<SACCT_FIELDS>`.
 
-    A requeued job has one line per run with --duplicates; the last one is its current run.
-    Step lines (`123.batch`, `123.0`) are skipped: the allocation carries AllocTRES.
+    A requeued job has one line per run with --duplicates; the last one is its current run,
+    and the lines before it count its restarts (sacct has no restart field). Step lines
+    (`123.batch`, `123.0`) are skipped: the allocation line carries AllocTRES.
     """
     jobs: dict[str, AccountedJob] = {}
+    runs: dict[str, int] = {}
     for line in text.splitlines():
         if not line.strip():
             continue
         cells = line.split("|")
         if len(cells) < len(SACCT_FIELDS):
             raise SlurmError(f"sacct line with {len(cells)} fields: {line!r}")
-        job_id, name, state, exit_code, reason, restarts, elapsed, tres, nodes, partition = cells[
+        job_id, name, state, exit_code, reason, elapsed, tres, nodes, partition = cells[
             : len(SACCT_FIELDS)
         ]
         if "." in job_id:
             continue
+        runs[job_id] = runs.get(job_id, -1) + 1
         code, signal = _exit_code(exit_code)
         jobs[job_id] = AccountedJob(
             job_id=job_id,
@@ -299,7 +301,7 @@ def parse_sacct(text: str) -> list[AccountedJob]:
             exit_code=code,
             signal=signal,
             reason=_none(reason),
-            restarts=_int(restarts),
+            restarts=runs[job_id],
             elapsed=timedelta(seconds=_int(elapsed)),
             tres=parse_tres(tres),
             nodes=expand_hostlist(nodes),
