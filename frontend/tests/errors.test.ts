@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { dottedField, fieldErrors } from "../src/lib/errors";
+import { dottedField, fieldErrors, plainIssues, plainMessage } from "../src/lib/errors";
 
 const known = ["name", "parallelism", "parallelism.devices", "hyperparameters", "hyperparameters.lr", "tags"];
 
@@ -31,5 +31,31 @@ describe("422 field errors", () => {
 
   it("a string detail is a form error", () => {
     expect(fieldErrors("template not found", known).get("")).toEqual(["template not found"]);
+  });
+});
+
+describe("a pasted spec's refusals", () => {
+  it("lists every refusal with its field, in plain words", () => {
+    const detail = [
+      { type: "int_parsing", loc: ["body", "parallelism", "devices"], msg: "Input should be a valid integer, unable to parse string as an integer", input: "two" },
+      { type: "extra_forbidden", loc: ["body", "hyperparamters"], msg: "Extra inputs are not permitted", input: {} },
+      { type: "greater_than_equal", loc: ["body", "checkpoint", "keep_last"], msg: "Input should be greater than or equal to 1", input: 0 },
+      { type: "literal_error", loc: ["body", "parallelism", "schedule"], msg: "Input should be 'gpipe' or '1f1b'", input: "x" },
+      { type: "missing", loc: ["body", "template"], msg: "Field required" },
+      { type: "value_error", loc: ["body", "hyperparameters"], msg: "Value error, hyperparameters.lr must be <= 10" },
+    ];
+    expect(plainIssues(detail)).toEqual([
+      "parallelism.devices: must be a whole number",
+      "hyperparamters: is not a setting of a job spec (misspelt, or in the wrong section?)",
+      "checkpoint.keep_last: must be at least 1",
+      "parallelism.schedule: must be 'gpipe' or '1f1b'",
+      "template: is required",
+      "hyperparameters.lr must be <= 10",
+    ]);
+  });
+
+  it("keeps a sentence it has no plain form for, and a plain-text refusal", () => {
+    expect(plainMessage("Value error, devices (3) must divide evenly by nodes (2)")).toBe("devices (3) must divide evenly by nodes (2)");
+    expect(plainIssues("spec too large")).toEqual(["spec too large"]);
   });
 });

@@ -61,3 +61,49 @@ export function fieldErrors(detail: unknown, known: readonly string[]): Map<stri
   }
   return out;
 }
+
+/** Pydantic's sentences for common refusals, in the words a person filling a spec uses. */
+const PLAIN: [RegExp, (m: RegExpExecArray) => string][] = [
+  [/^Field required$/, () => "is required"],
+  [/^Extra inputs are not permitted$/, () => "is not a setting of a job spec (misspelt, or in the wrong section?)"],
+  [/^Input should be a valid integer.*$/, () => "must be a whole number"],
+  [/^Input should be a valid number.*$/, () => "must be a number"],
+  [/^Input should be a valid boolean.*$/, () => "must be true or false"],
+  [/^Input should be a valid string$/, () => "must be text"],
+  [/^Input should be a valid (dictionary|object).*$/, () => "must be a mapping of names to values"],
+  [/^Input should be a valid list$/, () => "must be a list"],
+  [/^Input should be greater than or equal to (.+)$/, (m) => `must be at least ${m[1]}`],
+  [/^Input should be greater than (.+)$/, (m) => `must be more than ${m[1]}`],
+  [/^Input should be less than or equal to (.+)$/, (m) => `must be at most ${m[1]}`],
+  [/^Input should be less than (.+)$/, (m) => `must be less than ${m[1]}`],
+  [/^Input should be (.+)$/, (m) => `must be ${m[1]}`],
+  [/^String should have at most (\d+) characters?$/, (m) => `must be at most ${m[1]} characters`],
+  [/^String should have at least (\d+) characters?$/, (m) => `must be at least ${m[1]} characters`],
+  [/^String should match pattern '(.+)'$/, () => "has characters that are not allowed here"],
+  [/^List should have at most (\d+) items?.*$/, (m) => `must have at most ${m[1]} entries`],
+];
+
+/** One refusal in plain words. */
+export function plainMessage(msg: string): string {
+  const clean = cleanMessage(msg);
+  for (const [pattern, say] of PLAIN) {
+    const m = pattern.exec(clean);
+    if (m) return say(m);
+  }
+  return clean;
+}
+
+/**
+ * Every refusal of a 422 as one line each, "field: what is wrong" in plain words (for a
+ * pasted spec, shown under the paste box: the form's fields may not show the pasted ones).
+ */
+export function plainIssues(detail: unknown): string[] {
+  if (!Array.isArray(detail)) return [typeof detail === "string" ? detail : "the server refused the spec"];
+  const lines = detail.filter(isIssue).map((item) => {
+    const field = dottedField(item.loc);
+    const message = plainMessage(item.msg);
+    // a model validator's sentence names its field itself
+    return field === "" || message.startsWith(field) ? message : `${field}: ${message}`;
+  });
+  return lines.length ? [...new Set(lines)] : ["the server refused the spec"];
+}

@@ -4,6 +4,7 @@ import { useState } from "preact/hooks";
 import { client, ok } from "../api/http";
 import type { Job } from "../api/types";
 import { resumeText } from "../lib/runShape";
+import { useEscape } from "../lib/keys";
 import { Link } from "../router";
 
 type Asking = "cancel" | "pause" | "resume" | null;
@@ -39,6 +40,9 @@ export function JobActions({ job, onChanged }: { job: Job; onChanged: (job: Job)
     setDevices(String(current));
     setAsking(what);
   };
+
+  // Escape dismisses the open confirmation (wherever the focus is), like "Keep it"
+  useEscape(asking === null || busy ? null : () => setAsking(null));
 
   if (asking === null) {
     return (
@@ -82,8 +86,9 @@ export function JobActions({ job, onChanged }: { job: Job; onChanged: (job: Job)
     resume: {
       text: (
         <>
+          Resume “{job.name}” from its newest checkpoint.{" "}
           <label for="resume-devices" class="inline">
-            Resume from the newest checkpoint on
+            Devices:
           </label>{" "}
           <input
             id="resume-devices"
@@ -95,7 +100,6 @@ export function JobActions({ job, onChanged }: { job: Job; onChanged: (job: Job)
             value={devices}
             onInput={(e) => setDevices(e.currentTarget.value)}
           />{" "}
-          devices.{" "}
           <span data-testid="resume-summary">{resumeText(wanted, current)}</span>
         </>
       ),

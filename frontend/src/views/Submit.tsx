@@ -3,7 +3,7 @@ import { useEffect, useMemo, useState } from "preact/hooks";
 import { ApiError, client, ok } from "../api/http";
 import type { Job, JobSpec, Node, Template } from "../api/types";
 import { FieldError } from "../components/bits";
-import { fieldErrors } from "../lib/errors";
+import { fieldErrors, plainIssues } from "../lib/errors";
 import {
   defaultHyperparameters,
   formFromSpec,
@@ -50,6 +50,7 @@ export function SubmitView({ clone }: { clone: number | null }) {
   const [templates, setTemplates] = useState<Template[] | null>(null);
   const [form, setForm] = useState<SpecForm>(initialForm(undefined));
   const [errors, setErrors] = useState<Map<string, string[]>>(new Map());
+  const [pasteProblems, setPasteProblems] = useState<string[]>([]);
   const [busy, setBusy] = useState(false);
   const [parent, setParent] = useState<Job | null>(null);
   const [nodes, setNodes] = useState<Node[] | null>(null);
@@ -92,9 +93,11 @@ export function SubmitView({ clone }: { clone: number | null }) {
   }, [errors]);
   const set = <K extends keyof SpecForm>(key: K, value: SpecForm[K]) => setForm((f) => ({ ...f, [key]: value }));
 
-  const post = async (body: unknown) => {
+  /** `pasted`: a spec submitted as pasted, whose refusals are listed under the paste box. */
+  const post = async (body: unknown, pasted = false) => {
     setBusy(true);
     setErrors(new Map());
+    setPasteProblems([]);
     try {
       // the form's candidate spec: the server validates it and answers 422 per field
       const job = await ok(
@@ -104,7 +107,9 @@ export function SubmitView({ clone }: { clone: number | null }) {
       );
       navigate(`/jobs/${job.id}`);
     } catch (err) {
-      if (err instanceof ApiError && (err.status === 422 || err.status === 400)) setErrors(fieldErrors(err.detail, known));
+      const refused = err instanceof ApiError && (err.status === 422 || err.status === 400);
+      if (pasted) setPasteProblems(refused ? plainIssues(err.detail) : [String(err)]);
+      else if (refused) setErrors(fieldErrors(err.detail, known));
       else setErrors(new Map([["", [String(err)]]]));
     } finally {
       setBusy(false);
@@ -231,13 +236,15 @@ export function SubmitView({ clone }: { clone: number | null }) {
 
       <PasteSpec
         busy={busy}
-        onError={(message) => setErrors(new Map([["", [message]]]))}
+        problems={pasteProblems}
+        onProblems={setPasteProblems}
         onFill={(spec) => {
           const chosen = templates.find((t) => t.name === spec.template);
           setForm(formFromSpec(spec, chosen && chosen !== template ? initialForm(chosen) : form));
           setErrors(new Map());
+          setPasteProblems([]);
         }}
-        onSubmit={(spec) => void post(spec)}
+        onSubmit={(spec) => void post(spec, true)}
       />
     </section>
   );

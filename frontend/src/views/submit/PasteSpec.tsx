@@ -6,17 +6,20 @@ type Spec = Record<string, unknown>;
 
 export function PasteSpec({
   busy,
-  onError,
+  problems,
+  onProblems,
   onFill,
   onSubmit,
 }: {
   busy: boolean;
-  /** the pasted text is not a mapping, or not YAML/JSON at all */
-  onError: (message: string) => void;
+  /** what is wrong with the pasted spec (unparsable, or every refusal of the API's 422), shown under the box */
+  problems: string[];
+  onProblems: (problems: string[]) => void;
   onFill: (spec: Spec) => void;
   onSubmit: (spec: Spec) => void;
 }) {
   const [pasted, setPasted] = useState("");
+  const onError = (message: string) => onProblems([message]);
 
   const pastedSpec = (): Spec | null => {
     try {
@@ -24,7 +27,7 @@ export function PasteSpec({
       if (value && typeof value === "object" && !Array.isArray(value)) return value as Spec;
       onError("The pasted text is not a YAML/JSON mapping.");
     } catch (err) {
-      onError(`Could not parse the pasted spec: ${String(err)}`);
+      onError(`Could not read the pasted text as YAML or JSON: ${err instanceof Error ? err.message : String(err)}`);
     }
     return null;
   };
@@ -68,6 +71,16 @@ export function PasteSpec({
           Submit as pasted
         </button>
       </div>
+      {problems.length > 0 && (
+        <div class="field-error" role="alert" data-testid="paste-errors">
+          <div>The pasted spec was not submitted{problems.length > 1 ? ` (${problems.length} problems)` : ""}:</div>
+          <ul>
+            {problems.map((p) => (
+              <li>{p}</li>
+            ))}
+          </ul>
+        </div>
+      )}
     </details>
   );
 }
