@@ -8,6 +8,7 @@ node it acts on is the token's own; a reported checkpoint counts only when it is
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import posixpath
@@ -15,7 +16,8 @@ import re
 from pathlib import Path
 
 from backend.auth.service import Principal
-from workers.contract.run_layout import checkpoint_root
+from workers.contract.run_files import UnsafeRunPath, open_run_dir
+from workers.contract.run_layout import RUNS, checkpoint_root
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +63,7 @@ def refusal(path: str, *, data_dir: str | None, job_id: int) -> str | None:
         return f"not a step-<n> directory in {root} or one of its attempt-<n> directories"
     if not _STEP_DIR.match(name):
         return f"not a step-<n> directory in {root}"
-    if os.path.lexists(path) and not _real(path, root):
+    if _through_link(data_dir, path):
         return "resolves outside the job's checkpoint dir (a symlink)"
     return None
 
@@ -81,7 +83,13 @@ def accepted_checkpoint(
     return None
 
 
-def _real(path: str, root: str) -> bool:
-    """Whether no component below root (attempt dir or step dir) is a symlink that leaves it."""
-    real_root = os.path.realpath(root)
-    return os.path.realpath(path) == posixpath.join(real_root, posixpath.relpath(path, root))
+def _through_link(data_dir: str, path: str) -> bool:
+    """Whether a component of path below the node's runs root is a link (or not a directory),
+    walked by descriptor without following any; a path not there (yet, or on a node whose
+    data dir this host does not see) is not refused for that."""
+    runs = posixpath.join(posixpath.normpath(data_dir), RUNS)
+    try:
+        os.close(open_run_dir(data_dir, posixpath.relpath(path, runs).split("/")))
+    except UnsafeRunPath as err:
+        return err.errno in (errno.ELOOP, errno.ENOTDIR)
+    return False

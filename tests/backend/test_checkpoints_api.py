@@ -4,7 +4,9 @@ job planted neither listed nor read, clone from an older step recorded as the st
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -156,3 +158,38 @@ def test_clone_from_an_older_step_starts_from_that_checkpoint(
             )
             == "alice"
         )
+
+
+def test_a_listing_shows_the_newest_hundred_and_counts_the_rest(
+    api: TestClient, tokens: dict[str, str], trained: dict
+) -> None:
+    for step in range(1000, 21000):  # 20,000 more, each complete (.metadata present)
+        folder = trained["dir"] / f"step-{step}"
+        folder.mkdir()
+        (folder / ".metadata").write_bytes(b"{}")
+    started = time.perf_counter()
+    response = api.get(f"/api/jobs/{trained['job']}/checkpoints", headers=bearer(tokens["alice"]))
+    took = time.perf_counter() - started
+    body = response.json()
+    steps = [c["step"] for c in body["checkpoints"]]
+    assert steps == list(range(20900, 21000))  # the newest 100, oldest first
+    assert (body["total"], body["more"]) == (20003, 19903)
+    assert took < 3.0, f"{took:.2f} s"  # 6 s before the cap (issue #30), ~0.3 s here
+
+
+@pytest.mark.slow  # the download starts its child process (refused before torch loads)
+def test_a_crafted_list_index_in_the_metadata_is_refused_quickly(
+    api: TestClient, tokens: dict[str, str], trained: dict
+) -> None:
+    metadata = trained["dir"] / "step-20" / ".metadata"
+    document = json.loads(metadata.read_bytes())
+    document["planner_data"]["model.0.weight"] = ["model", 10**9]  # grows a list to 10**9
+    metadata.write_text(json.dumps(document))
+    started = time.perf_counter()
+    response = api.get(
+        f"/api/jobs/{trained['job']}/checkpoints/20/download", headers=bearer(tokens["alice"])
+    )
+    took = time.perf_counter() - started
+    assert response.status_code == 422, response.text
+    assert "checkpoint refused: planner_data 'model.0.weight' has list index" in response.text
+    assert took < 10, f"{took:.1f} s"  # ~51 s of CPU and 1.3 GiB before the bounds check

@@ -17,9 +17,11 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
+from backend.checkpoint import service
+from backend.checkpoint.consolidate import copy_plain_files
 from backend.config import Settings
 from backend.db import Database
-from backend.jobs.models import Attempt, AttemptSlice
+from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.nodes.models import Device, Node
 from tests.backend.conftest import bearer, job_row
 from workers.contract import run_layout
@@ -36,6 +38,7 @@ AT_FDCWD = -100
 CLEAN_REFUSALS = {404, 409, 422}
 LISTINGS = 300
 DOWNLOADS = 24
+COPIES = 300
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,29 @@ def test_the_listing_under_a_swap_loop_shows_the_owners_checkpoints_only(
     print(f"{LISTINGS} listings under {swaps['done']} swaps: {dict(outcomes)}")
     assert swaps["done"] > LISTINGS  # the attacker really raced every listing
     assert outcomes["victim's"] == 0 and set(outcomes) <= {"own", "empty"}, outcomes
+
+
+def test_a_step_read_under_a_swap_loop_is_the_owners_own(
+    database: Database, two_jobs: TwoJobs, tmp_path: Path
+) -> None:
+    """What a download reads of the job's dir (the child reads only this copy), many times."""
+    own = {f.name: f.read_bytes() for f in (two_jobs.attacker_dir / "step-10").iterdir()}
+    outcomes: Counter[str] = Counter()
+    with database.session() as session, swapping(two_jobs.attacker_dir, two_jobs.victim_dir):
+        job = session.get_one(Job, two_jobs.attacker)
+        for i in range(COPIES):
+            target = tmp_path / str(i)
+            target.mkdir()
+            try:
+                with service.open_step(session, job=job, step=10) as (checkpoint, step_fd):
+                    copy_plain_files(step_fd, target, max_bytes=1 << 30)
+            except service.CheckpointNotFound:
+                outcomes["not found"] += 1
+                continue
+            got = {f.name: f.read_bytes() for f in target.iterdir()}
+            outcomes["own" if got == own and checkpoint.step == 10 else "victim's"] += 1
+    print(f"{COPIES} reads: {dict(outcomes)}")
+    assert outcomes["victim's"] == 0 and outcomes["own"] > 0, outcomes
 
 
 @pytest.mark.slow  # each download reads the checkpoint in a child process (~3 s)
