@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from workers.contract import run_layout
+from workers.contract import run_files, run_layout
 from workers.contract.protocol import AttemptOrder
 from workers.contract.rank_env import failure_file
 from workers.supervisor.job_user import JobIdentity
@@ -129,10 +129,17 @@ def remove_file(directory: Path, name: str) -> None:
 
 
 def read_job_file(path: Path, identity: JobIdentity, limit: int = 4096) -> str | None:
-    """A rank's file, if it is a regular file the job owns; None otherwise."""
+    """A rank's file (runs/job-<id>/attempt-<n>/<name>), if it is a regular file the job owns;
+    None otherwise. Opened from the job dir down (whose name, in the root-owned runs dir, the
+    job cannot swap), no component followed: the job may swap attempt-<n> for a link."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+        with _opened(path.parent.parent) as job_fd:
+            dir_fd = run_files.open_dir_below(job_fd, [path.parent.name])
+        try:
+            fd = run_files.open_file(dir_fd, path.name)
+        finally:
+            os.close(dir_fd)
+    except (OSError, UnsafeRunDir):
         return None
     with os.fdopen(fd, "rb") as file:
         info = os.fstat(file.fileno())
