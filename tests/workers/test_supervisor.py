@@ -96,7 +96,9 @@ def test_two_rank_attempt_succeeds_and_publishes_every_point_once(
     assert [(e["kind"], e["step"]) for e in events] == [("started", 0), ("checkpoint", 40)]
     assert registry.snapshot() == {}
     # as root the ranks ran as the job's own unprivileged uid: it owns what they wrote
-    owner = supervisor_settings.isolation.identity(order.job_id).uid
+    owner = supervisor_settings.isolation.identity(
+        order.job_id, deployment=order.deployment, data_dir=supervisor_settings.data_dir
+    ).uid
     if owner is not None:
         written = Path(outcome.last_checkpoint)
         assert {written.stat().st_uid, written.parents[1].stat().st_uid} == {owner}

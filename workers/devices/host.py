@@ -1,4 +1,8 @@
-"""CPU slots of a GPU-less machine: each slot reports its rank process's CPU % and RSS."""
+"""CPU slots of a GPU-less machine: each slot reports its rank's CPU % and RSS.
+
+A rank's use is that of every process it started (its descendants, and on the attempt's
+first slot whatever of the attempt left its tree, such as a daemon in its own session).
+"""
 
 from __future__ import annotations
 
@@ -39,6 +43,7 @@ class HostProbe:
         self.slots = slots
         self._registry = registry
         self._processes: dict[int, psutil.Process] = {}
+        self._seen: set[int] = set()  # pids read during the current sample
         self._lock = threading.Lock()
         self._memory_total = psutil.virtual_memory().total  # read once: it does not change
 
@@ -52,19 +57,23 @@ class HostProbe:
     def sample(self, node: str, now: float) -> list[DeviceSample]:
         """One reading per slot: 0 % and 0 bytes when the slot is idle."""
         with self._lock:
-            return [self._read_slot(node, i, now, self._memory_total) for i in range(self.slots)]
+            samples = [self._read_slot(node, i, now, self._memory_total) for i in range(self.slots)]
+            for gone in set(self._processes) - self._seen:
+                del self._processes[gone]
+            self._seen = set()
+            return samples
 
     def _read_slot(self, node: str, slot: int, now: float, total: int) -> DeviceSample:
-        occupant = self._registry.get(slot)
         util, rss = 0.0, 0
-        if occupant is not None:
+        for pid in self._registry.processes_on(slot):  # the rank and all it started
+            self._seen.add(pid)
             try:
-                process = self._process(occupant.pid)
+                process = self._process(pid)
                 with process.oneshot():
-                    util = process.cpu_percent(interval=None)
-                    rss = process.memory_info().rss
+                    util += process.cpu_percent(interval=None)
+                    rss += process.memory_info().rss
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                self._processes.pop(occupant.pid, None)
+                self._processes.pop(pid, None)
         return DeviceSample(
             node=node,
             device=slot,
@@ -79,9 +88,7 @@ class HostProbe:
 
     def _process(self, pid: int) -> psutil.Process:
         """A cached handle, so cpu_percent measures since the previous sample."""
-        live = {o.pid for o in self._registry.snapshot().values()}
-        for stale in set(self._processes) - live:
-            del self._processes[stale]
-        if pid not in self._processes:
-            self._processes[pid] = psutil.Process(pid)
-        return self._processes[pid]
+        handle = self._processes.get(pid)
+        if handle is None or not handle.is_running():  # new, or its pid was reused
+            handle = self._processes[pid] = psutil.Process(pid)
+        return handle

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import psutil
@@ -34,6 +35,38 @@ class DeviceRegistry:
         self._owners: dict[int, Occupant | None] = {}
         self._generation = 0  # slot changes so far: a trace across one is not kept
         self._traced_since = time.monotonic()
+        #: attempt id → every process of the attempt now (its cgroup or its uid)
+        self._members: dict[int, Callable[[], set[int]]] = {}
+
+    def track(self, attempt_id: int, members: Callable[[], set[int]]) -> None:
+        """Account every process `members()` lists to the attempt, not only its ranks."""
+        with self._lock:
+            self._members[attempt_id] = members
+            self._forget_owners()
+
+    def untrack(self, attempt_id: int) -> None:
+        """The attempt ended: its processes are no longer listed."""
+        with self._lock:
+            self._members.pop(attempt_id, None)
+            self._forget_owners()
+
+    def processes_on(self, slot: int) -> list[int]:
+        """The pids whose use counts on slot: its rank, the rank's descendants, and (on the
+        attempt's first slot) the attempt's processes no rank is an ancestor of, such as a
+        daemon that left its rank's session."""
+        with self._lock:
+            occupant = self._slots.get(slot)
+            if occupant is None:
+                return []
+            members = self._members.get(occupant.attempt_id)
+            ranks = {
+                o.pid: index
+                for index, o in self._slots.items()
+                if o.attempt_id == occupant.attempt_id
+            }
+        pids = (members() if members is not None else set()) | {occupant.pid}
+        first = min(ranks.values())
+        return sorted(pid for pid in pids if _rank_slot(pid, ranks, default=first) == slot)
 
     def assign(self, slot: int, occupant: Occupant) -> None:
         """Record that a rank process now runs on slot."""
@@ -72,8 +105,18 @@ class DeviceRegistry:
             if pid in self._owners:
                 return self._owners[pid]
             ranks = {occupant.pid: occupant for occupant in self._slots.values()}
+            members = dict(self._members)
             generation = self._generation
         owner = self._trace(pid, ranks) if ranks else None
+        if owner is None:  # left its rank's tree (setsid, double fork): still its attempt's
+            owner = next(
+                (
+                    min((o for o in ranks.values() if o.attempt_id == attempt), key=_by_rank)
+                    for attempt, listed in members.items()
+                    if any(o.attempt_id == attempt for o in ranks.values()) and pid in listed()
+                ),
+                None,
+            )
         with self._lock:
             if generation == self._generation and len(self._owners) < MAX_TRACED:
                 self._owners[pid] = owner
@@ -96,3 +139,21 @@ class DeviceRegistry:
             if pid <= 1:
                 return None
         return None
+
+
+def _by_rank(occupant: Occupant) -> int:
+    return occupant.rank
+
+
+def _rank_slot(pid: int, ranks: dict[int, int], *, default: int) -> int:
+    """The slot of the rank that is pid or its nearest ancestor; default when none is."""
+    for _ in range(MAX_ANCESTORS + 1):
+        if pid in ranks:
+            return ranks[pid]
+        try:
+            pid = psutil.Process(pid).ppid()
+        except (psutil.Error, ValueError):
+            return default
+        if pid <= 1:
+            return default
+    return default

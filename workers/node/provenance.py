@@ -4,15 +4,19 @@ The script tree is hashed by the worker itself, reading files and running nothin
 user's. The interpreter, torch and packages are printed by the ranks' interpreter with
 the ranks' PYTHONPATH, run as the job's user (what the ranks would import); git runs as
 that user too, never as the worker: a repository's own config (filters, fsmonitor) can
-run commands.
+run commands. So each of these runs like a rank: through the orphan guard, inside the
+attempt's containment (a cgroup of its own under the attempt's, ended when the step ends
+or times out; everything of the attempt ends with the attempt).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -28,13 +32,17 @@ from workers.contract.provenance import (
     ScriptTree,
 )
 from workers.node.api_client import NodeApiClient
+from workers.supervisor.containment import Containment
 from workers.supervisor.job_user import JobIdentity
+from workers.supervisor.orphan_guard import guarded
 from workers.supervisor.settings import SupervisorSettings
 
 log = logging.getLogger(__name__)
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 MAX_TREE_FILES = 20_000
 MAX_TREE_BYTES = 512 << 20
+#: how long one step run as the job's user (git, the interpreter report) may take
+STEP_SECONDS = 60
 SKIP_DIRS = frozenset({".git", "__pycache__", ".venv", "node_modules"})
 _REPORT = """
 import importlib.metadata as m, json, sys
@@ -51,25 +59,37 @@ print(json.dumps({"python": sys.version.split()[0], "executable": sys.executable
 
 
 def send_provenance(
-    api: NodeApiClient, order: AttemptOrder, settings: SupervisorSettings, node: str
+    api: NodeApiClient,
+    order: AttemptOrder,
+    settings: SupervisorSettings,
+    node: str,
+    containment: Containment | None = None,
 ) -> None:
     """Collect and send; a failure is logged, never the attempt's."""
     try:
-        api.provenance(order.attempt_id, collect(order, settings, node))
+        api.provenance(order.attempt_id, collect(order, settings, node, containment))
     except Exception:
         log.exception("attempt %d: provenance not recorded", order.attempt_id)
 
 
-def collect(order: AttemptOrder, settings: SupervisorSettings, node: str) -> ProvenanceIn:
-    """Everything we record of what this attempt runs."""
-    identity = settings.isolation.identity(order.job_id)
+def collect(
+    order: AttemptOrder,
+    settings: SupervisorSettings,
+    node: str,
+    containment: Containment | None = None,
+) -> ProvenanceIn:
+    """Everything we record of what this attempt runs (job-user steps in containment)."""
+    identity = settings.isolation.identity(
+        order.job_id, deployment=order.deployment, data_dir=settings.data_dir
+    )
+    containment = containment or Containment(identity)
     entry, paths, tree = order.spec.entrypoint, [PACKAGE_ROOT], None
     if entry is not None:
         launch = entrypoints.resolve(entry, settings.script_roots)
         paths.insert(0, str(launch.root))
         target = entry.script or entry.module or ""
         tree = hash_tree(launch.root, entrypoint=target)
-        tree.git = git_state(launch.root, identity)
+        tree.git = git_state(launch.root, identity, containment=containment)
     recorded = Recorded(
         template=order.spec.template,
         script=tree,
@@ -77,7 +97,7 @@ def collect(order: AttemptOrder, settings: SupervisorSettings, node: str) -> Pro
         node=node,
     )
     try:
-        reported, error = interpreter(identity, paths), None
+        reported, error = interpreter(identity, paths, containment=containment), None
     except (OSError, ValueError, subprocess.SubprocessError) as err:
         reported, error = None, f"{type(err).__name__}: {err}"[:1000]
     return ProvenanceIn(recorded=recorded, reported=reported, reported_error=error)
@@ -115,7 +135,9 @@ def hash_tree(root: Path, *, entrypoint: str) -> ScriptTree:
     )
 
 
-def git_state(directory: Path, identity: JobIdentity) -> GitState | None:
+def git_state(
+    directory: Path, identity: JobIdentity, *, containment: Containment | None = None
+) -> GitState | None:
     """The checkout's commit, branch and `git diff HEAD` (capped), read as the job's user."""
 
     def git(*args: str) -> str:
@@ -124,6 +146,7 @@ def git_state(directory: Path, identity: JobIdentity) -> GitState | None:
             ["git", "-c", "core.fsmonitor=false", "-c", "safe.directory=*", *args],
             cwd=directory,
             env={"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"},
+            containment=containment,
         )
         if done.returncode != 0:
             raise ValueError(done.stderr.strip()[:300])
@@ -148,13 +171,16 @@ def git_state(directory: Path, identity: JobIdentity) -> GitState | None:
     )
 
 
-def interpreter(identity: JobIdentity, python_paths: list[str]) -> Reported:
+def interpreter(
+    identity: JobIdentity, python_paths: list[str], *, containment: Containment | None = None
+) -> Reported:
     """What the ranks' interpreter says about itself, run as the job's user."""
     done = _as_job_user(
         identity,
         [sys.executable, "-c", _REPORT],
         cwd=Path("/"),
         env={"PYTHONPATH": os.pathsep.join(python_paths)},
+        containment=containment,
     )
     if done.returncode != 0:
         raise ValueError((done.stderr.strip().splitlines() or ["no output"])[-1][:300])
@@ -162,20 +188,40 @@ def interpreter(identity: JobIdentity, python_paths: list[str]) -> Reported:
 
 
 def _as_job_user(
-    identity: JobIdentity, argv: list[str], *, cwd: Path, env: dict[str, str]
+    identity: JobIdentity,
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    containment: Containment | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        argv,
+    """Run argv as the job's user like a rank: guarded, in a part of the attempt's
+    containment, killed with everything it started when it ends or times out."""
+    step = (containment or Containment(identity)).child("provenance")
+    process = subprocess.Popen(
+        guarded(argv, cgroup=step.relative),
         user=identity.uid,
         group=identity.gid,
         extra_groups=[] if identity.uid is not None else None,
         env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", **env},
         cwd=cwd,
-        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=60,
-        check=False,
+        process_group=0,
     )
+    try:
+        step.adopt(process.pid)
+        stdout, stderr = process.communicate(timeout=STEP_SECONDS)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # what it left in its group
+        step.end()  # what it left anywhere (its cgroup)
+        process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):  # a pipe held by a daemon
+            process.communicate(timeout=5)
+    return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
 
 
 def _own_commit() -> str | None:

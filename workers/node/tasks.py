@@ -17,6 +17,7 @@ from workers.node.provenance import send_provenance
 from workers.node.rendezvous import PortUnknown, await_port, claim_attempt
 from workers.node.settings import WorkerSettings
 from workers.supervisor.attempt import Supervisor
+from workers.supervisor.job_user import IsolationError
 from workers.supervisor.settings import SupervisorSettings
 
 log = logging.getLogger(__name__)
@@ -94,21 +95,25 @@ def run_attempt(
         log.info("attempt %d: claim refused (stale, duplicate or cancelled)", order.attempt_id)
         return "refused"
     order = order.model_copy(update={"master_port": claim.master_port or 0})
-    if order.node_rank == 0:  # what it runs, recorded beside the ranks' start
-        threading.Thread(
-            target=send_provenance,
-            args=(api, order, supervisor_settings, settings.node_name),
-            name=f"provenance-{order.attempt_id}",
-            daemon=True,
-        ).start()
-    supervisor = Supervisor(
-        order, supervisor_settings, registry=registry, use_gpus=use_gpus, lease=lease
-    )
 
     def report(outcome: AttemptOutcome) -> str:
         log.info("attempt %d: %s %s", order.attempt_id, outcome.outcome, outcome.reason or "")
         api.finish(order.attempt_id, outcome.model_copy(update={"node": settings.node_name}))
         return outcome.outcome
+
+    try:
+        supervisor = Supervisor(
+            order, supervisor_settings, registry=registry, use_gpus=use_gpus, lease=lease
+        )
+    except IsolationError as err:  # no uid for the job on this node: not the job's fault
+        return report(AttemptOutcome(outcome="failed", reason=str(err), platform_fault=True))
+    if order.node_rank == 0:  # what it runs, recorded beside the ranks' start
+        threading.Thread(
+            target=send_provenance,
+            args=(api, order, supervisor_settings, settings.node_name, supervisor.containment),
+            name=f"provenance-{order.attempt_id}",
+            daemon=True,
+        ).start()
 
     if not active.add(supervisor):
         return report(supervisor.refuse("the worker node is shutting down"))

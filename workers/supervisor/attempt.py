@@ -22,6 +22,7 @@ from workers.contract.rank_env import (
 from workers.devices.registry import DeviceRegistry, Occupant
 from workers.supervisor import run_dirs, seed
 from workers.supervisor.attempt_streams import AttemptStreams, ControlKey
+from workers.supervisor.containment import Containment
 from workers.supervisor.disk_notice import LogLossNotice, disk_full
 from workers.supervisor.disk_pause import paused_for_disk
 from workers.supervisor.hang_watch import HangWatch, flag_hang
@@ -60,7 +61,13 @@ class Supervisor:
         self.streams = AttemptStreams(order, settings.redis_url, logs=publisher)
         self._shutdown = threading.Event()
         self._control = ControlKey(order, settings.redis_url, shutdown=self._shutdown)
-        self.identity = settings.isolation.identity(order.job_id)
+        self.identity = settings.isolation.identity(
+            order.job_id, deployment=order.deployment, data_dir=settings.data_dir
+        )
+        #: every process of the attempt, however it detaches: ended with it (see _cleanup)
+        self.containment = Containment.create(
+            f"a{order.attempt_id}", self.identity, exclusive_uid=settings.isolation.per_job
+        )
         self.run_dir = run_layout.attempt_dir(settings.data_dir, order.job_id, order.number)
         # per attempt: a fenced attempt that trains on can never touch its successor's files
         self.checkpoint_dir = run_layout.checkpoint_dir(
@@ -102,6 +109,7 @@ class Supervisor:
         self._fenced = reason
         self._shutdown.set()
         self.ranks.signal(signal.SIGKILL)
+        self.containment.signal(signal.SIGKILL)
 
     def shutdown(self) -> None:
         """Stop the ranks because this node agent is going away (the attempt counts as failed)."""
@@ -109,6 +117,7 @@ class Supervisor:
 
     def refuse(self, reason: str) -> AttemptOutcome:
         """The outcome of an attempt that was claimed but never started."""
+        self.containment.end()  # its provenance step may have started something
         self._close_connections()
         return AttemptOutcome(outcome="failed", reason=reason)
 
@@ -167,6 +176,8 @@ class Supervisor:
         )
         if entry is not None:
             self.streams.open_stdout_metrics()
+        # its use counts while it lives, whatever it started (a daemon in its own session too)
+        self.registry.track(self.order.attempt_id, self.containment.pids)
         for env, slot in zip(self.rank_envs(), self.order.devices, strict=True):
             read_fd, write_fd = os.pipe()
             try:
@@ -181,6 +192,7 @@ class Supervisor:
                     interface=self.settings.interface,
                     telemetry_fd=write_fd,
                     process_group=self.ranks.pgid,
+                    containment=self.containment,
                 )
             finally:
                 os.close(write_fd)  # the rank holds the only writing end now
@@ -208,10 +220,11 @@ class Supervisor:
                 on_write_error=self._log_loss,
             )
         log.info(
-            "attempt %d: started %d ranks as %s",
+            "attempt %d: started %d ranks as %s in %s",
             self.order.attempt_id,
             len(self.processes),
             self.identity.name,
+            self.containment.mechanism,
         )
 
     def _watch(self) -> str | None:
@@ -232,6 +245,7 @@ class Supervisor:
                 if self._stop_reason is not None:
                     log.info("attempt %d: %s requested", self.order.attempt_id, self._stop_reason)
                     self.ranks.signal(signal.SIGTERM)
+                    self.containment.signal(signal.SIGTERM)  # what left the group, too
                     kill_at = time.monotonic() + self.settings.grace_for(self._stop_reason)
             elif kill_at is not None and time.monotonic() >= kill_at:
                 log.warning("attempt %d: ranks ignored SIGTERM; killing", self.order.attempt_id)
@@ -267,13 +281,15 @@ class Supervisor:
         return self.ranks.exit_reason(index)
 
     def _cleanup(self) -> None:
-        """Kill whatever is left of the group (no orphan survives), drain output, free slots."""
+        """Kill whatever is left of the attempt (no orphan survives), drain output, free slots."""
         self.ranks.kill()
+        self.containment.end()  # what left the group (setsid) and its provenance step
         self.ranks.drain()
         for relay in self._relays:
             relay.join(timeout=5.0)
         for slot, process in zip(self.order.devices, self.processes, strict=False):
             self.registry.release(slot, process.pid)
+        self.registry.untrack(self.order.attempt_id)
         self._close_connections()
 
     def _close_connections(self) -> None:

@@ -1,9 +1,10 @@
 """Who a job's ranks run as: an unprivileged OS user, one uid per job, never the worker's.
 
 A worker running as root creates (or uses) the job account `TRAINBOARD_JOB_USER` and
-starts each job's ranks as uid `job_uid_base + job id` in that account's group, so a
-job can read neither the worker's files and environment nor another job's run
-directory. A worker that cannot switch users (an unprivileged person's laptop) runs
+starts each job's ranks as a uid of the job's own (from `job_uid_base` up, leased from the
+host-wide registry in uid_leases, so two deployments on one host never share one) in that
+account's group, so a job can read neither the worker's files and environment nor another
+job's run directory. A worker that cannot switch users (an unprivileged person's laptop) runs
 ranks as itself, only where that was allowed, and says once that jobs are not isolated.
 """
 
@@ -18,6 +19,9 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from workers.contract import run_layout
+from workers.supervisor.uid_leases import DEFAULT_DIRECTORY, UidExhausted, UidRegistry
 
 log = logging.getLogger(__name__)
 
@@ -52,16 +56,30 @@ class Isolation:
     gid: int = -1
     account_uid: int = -1
     uid_base: int = 0
+    #: where job uids are leased, shared by every Trainboard on this host
+    uid_registry: Path = DEFAULT_DIRECTORY
 
-    def identity(self, job_id: int) -> JobIdentity:
-        """The identity of one job's ranks."""
+    @property
+    def per_job(self) -> bool:
+        """Whether each job has a uid of its own (so all processes of that uid are the job's)."""
+        return self.account is not None and self.uid_base != 0
+
+    def identity(self, job_id: int, *, deployment: str = "", data_dir: Path) -> JobIdentity:
+        """The identity of one job's ranks (the same for every attempt of it on this host).
+
+        deployment: the deployment's id; without one, the data dir stands for it.
+        """
         if self.account is None:
             return JobIdentity(uid=None, gid=None, name=pwd.getpwuid(os.getuid()).pw_name)
         if self.uid_base == 0:  # one uid for every job: jobs are not isolated from each other
             return JobIdentity(uid=self.account_uid, gid=self.gid, name=self.account)
-        uid = self.uid_base + job_id
-        if uid > MAX_JOB_UID:
-            raise IsolationError(f"job {job_id} needs uid {uid}, above {MAX_JOB_UID}")
+        registry = UidRegistry(self.uid_registry, self.uid_base, MAX_JOB_UID)
+        data_dir = data_dir.resolve()
+        owner = deployment or f"data-dir:{data_dir}"
+        try:
+            uid = registry.uid_for(owner, job_id, job_dir=run_layout.job_dir(data_dir, job_id))
+        except (UidExhausted, OSError) as err:
+            raise IsolationError(f"no uid for job {job_id}: {err}") from err
         return JobIdentity(uid=uid, gid=self.gid, name=f"{self.account}-{job_id}")
 
 
@@ -71,7 +89,12 @@ def same_user() -> Isolation:
 
 
 def prepare_isolation(
-    *, account: str, uid_base: int, allow_same_user: bool, runs_dir: Path
+    *,
+    account: str,
+    uid_base: int,
+    allow_same_user: bool,
+    runs_dir: Path,
+    uid_registry: Path = DEFAULT_DIRECTORY,
 ) -> Isolation:
     """Set up the job account when root; else same-user mode if allowed. Says what it chose."""
     if os.geteuid() != 0:
@@ -90,10 +113,20 @@ def prepare_isolation(
         return same_user()
     entry = _account(account)
     isolation = Isolation(
-        account=account, gid=entry.pw_gid, account_uid=entry.pw_uid, uid_base=uid_base
+        account=account,
+        gid=entry.pw_gid,
+        account_uid=entry.pw_uid,
+        uid_base=uid_base,
+        uid_registry=uid_registry,
     )
-    _probe(isolation.identity(0) if uid_base else isolation.identity(1), runs_dir)
-    how = f"uid {uid_base} + job id" if uid_base else f"uid {entry.pw_uid} for every job"
+    # uid_base itself is no job's: candidates start above it
+    probe_uid = uid_base or entry.pw_uid
+    _probe(JobIdentity(uid=probe_uid, gid=entry.pw_gid, name=account), runs_dir)
+    how = (
+        f"uids from {uid_base} leased in {uid_registry}"
+        if uid_base
+        else f"uid {entry.pw_uid} for every job"
+    )
     log.info("ranks run as job user %s (%s, gid %d)", account, how, entry.pw_gid)
     return isolation
 

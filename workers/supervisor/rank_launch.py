@@ -11,6 +11,7 @@ from pathlib import Path
 
 from workers.contract import entrypoints
 from workers.contract.spec_parts import Entrypoint
+from workers.supervisor.containment import Containment
 from workers.supervisor.job_user import JobIdentity
 from workers.supervisor.orphan_guard import guarded
 from workers.supervisor.rank_environment import rank_environment
@@ -43,8 +44,12 @@ def start_rank(
     interface: str | None,
     telemetry_fd: int,
     process_group: int | None,
+    containment: Containment,
 ) -> subprocess.Popen[bytes]:
-    """Start a rank (killed with its supervisor, no new privileges) in the attempt's group."""
+    """Start a rank (killed with its supervisor, no new privileges) in the attempt's group.
+
+    It runs nothing of the job's before it is in the attempt's containment (its cgroup).
+    """
     environment = rank_environment(
         worker_env=os.environ,
         rank_vars=rank_vars,
@@ -58,8 +63,8 @@ def start_rank(
     )
     # process_group=0 makes the first rank lead a new group; the others join it.
     # (A new session would not do: setpgid cannot join a group in another session.)
-    return subprocess.Popen(
-        guarded(argv),
+    process = subprocess.Popen(
+        guarded(argv, cgroup=containment.relative),
         env=environment,
         cwd=cwd,
         stdin=subprocess.DEVNULL,
@@ -71,6 +76,13 @@ def start_rank(
         group=identity.gid,
         extra_groups=[] if identity.switches else None,
     )
+    try:
+        containment.adopt(process.pid)
+    except Exception:
+        process.kill()
+        process.wait()
+        raise
+    return process
 
 
 def free_port() -> int:

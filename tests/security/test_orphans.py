@@ -1,0 +1,215 @@
+"""A rank that double-forks and calls setsid leaves nothing running after its attempt.
+
+The hostile rank starts a daemon in a session of its own (the classic double fork), which
+ignores SIGTERM, holds 96 MiB and spins; the rank then succeeds, or waits to be cancelled.
+No process of the attempt may outlive it by more than the stop grace + 5 s, and while the
+daemon lives the attempt's CPU slot accounts for its memory. Real supervisor, real
+processes, a real Redis; as root the ranks run as the job's own uid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import redis
+
+from tests.job_users import reachable
+from workers.contract.keys import Keys
+from workers.contract.protocol import AttemptOrder, AttemptOutcome
+from workers.contract.spec import JobSpec
+from workers.devices.host import HostProbe
+from workers.devices.registry import DeviceRegistry
+from workers.node.settings import WorkerSettings
+from workers.supervisor import containment
+from workers.supervisor.attempt import Supervisor
+from workers.supervisor.job_user import prepare_isolation
+from workers.supervisor.settings import SupervisorSettings
+
+pytestmark = pytest.mark.slow  # real rank processes and their daemons
+
+GRACE = 3.0
+DAEMON_BYTES = 96 << 20
+HOSTILE_RANK = """
+import os, signal, sys, time
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    if os.fork() > 0:
+        os._exit(0)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    ballast = bytearray(DAEMON_BYTES)
+    for i in range(0, len(ballast), 4096):
+        ballast[i] = 1
+    with open("daemon.pid.partial", "w") as out:
+        out.write(str(os.getpid()))
+    os.rename("daemon.pid.partial", "daemon.pid")
+    while True:
+        time.sleep(0.05)
+os.waitpid(pid, 0)
+while not os.path.exists("daemon.pid"):
+    time.sleep(0.05)
+print("daemon started", flush=True)
+while not os.path.exists("release"):  # the test has sampled the accounting
+    time.sleep(0.05)
+if sys.argv[1] == "wait":
+    while True:
+        time.sleep(1)
+""".replace("DAEMON_BYTES", str(DAEMON_BYTES))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+@pytest.fixture
+def hostile_settings(tmp_path: Path, redis_url: str) -> SupervisorSettings:
+    """Supervisor settings whose one script root holds the hostile rank."""
+    worker = WorkerSettings(
+        redis_url=redis_url,
+        node_name="test-node",
+        data_dir=reachable(tmp_path / "data"),
+        stop_grace_seconds=GRACE,
+    )
+    scripts = reachable(tmp_path / "scripts")
+    (scripts / "daemonize.py").write_text(HOSTILE_RANK)
+    os.chmod(scripts / "daemonize.py", 0o644)
+    isolation = prepare_isolation(
+        account=worker.job_user,
+        uid_base=worker.job_uid_base,
+        allow_same_user=True,
+        runs_dir=worker.data_dir / "runs",
+        uid_registry=tmp_path / "uids",
+    )
+    settings = worker.for_supervisor(isolation)
+    return dataclasses.replace(settings, script_roots=[scripts.resolve()])
+
+
+def order(job_id: int, mode: str) -> AttemptOrder:
+    spec = JobSpec.model_validate(
+        {
+            "name": "daemonizer",
+            "entrypoint": {"script": "daemonize.py", "args": [mode]},
+            "parallelism": {"devices": 1},
+        }
+    )
+    return AttemptOrder(
+        attempt_id=job_id * 100 + 1,
+        job_id=job_id,
+        number=1,
+        node="test-node",
+        devices=[0],
+        master_port=free_port(),
+        spec=spec,
+    )
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def processes_of_uid(uid: int) -> list[int]:
+    """Live processes whose real or effective uid is uid."""
+    found = []
+    for process in psutil.process_iter(["uids", "status"]):
+        uids = process.info["uids"]
+        if uids and uid in (uids.real, uids.effective) and process.info["status"] != "zombie":
+            found.append(process.pid)
+    return found
+
+
+def run_hostile(
+    settings: SupervisorSettings, redis_url: str, *, job_id: int, cancel: bool
+) -> tuple[AttemptOutcome, int, float, Supervisor]:
+    """Run the hostile attempt; return its outcome, the daemon's pid, when it ended, itself."""
+    registry = DeviceRegistry()
+    probe = HostProbe(1, registry)
+    supervisor = Supervisor(
+        order(job_id, "wait" if cancel else "exit"), settings, registry=registry
+    )
+    outcomes: list[AttemptOutcome] = []
+    ended: list[float] = []
+
+    def supervise() -> None:
+        outcomes.append(supervisor.run())
+        ended.append(time.monotonic())
+
+    thread = threading.Thread(target=supervise)
+    thread.start()
+    pid_file = supervisor.run_dir / "daemon.pid"
+    daemon = int(wait_for(lambda: pid_file.exists() and pid_file.read_text(), 60, "the daemon"))
+    assert alive(daemon)
+    # the attempt's accounting sees the daemon's memory while it lives
+    probe.sample("test-node", time.time())
+    time.sleep(0.3)
+    (slot,) = probe.sample("test-node", time.time())
+    daemon_rss = psutil.Process(daemon).memory_info().rss
+    assert daemon_rss >= DAEMON_BYTES * 0.9
+    assert slot.mem_used >= daemon_rss, (slot.mem_used, daemon_rss)
+    (supervisor.run_dir / "release").touch()
+    if cancel:
+        redis.Redis.from_url(redis_url).set(
+            Keys(supervisor.order.deployment).control(supervisor.order.attempt_id), "cancel"
+        )
+    thread.join(timeout=60)
+    (outcome,) = outcomes
+    return outcome, daemon, ended[0], supervisor
+
+
+@pytest.fixture(params=["cgroup", "uid"])
+def mechanism(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each attempt in a cgroup v2 of its own, or (a host without one) by its job's uid."""
+    if request.param == "cgroup" and containment.cgroup2_mount() is None:
+        pytest.skip("this host has no cgroup v2 hierarchy")
+    if request.param == "uid":
+        if os.geteuid() != 0:
+            pytest.skip("jobs have uids of their own only when the worker runs as root")
+        monkeypatch.setattr(containment, "_make_cgroup", lambda name: (None, None))
+    return str(request.param)
+
+
+@pytest.mark.parametrize("cancel", [False, True], ids=["succeeds", "cancelled"])
+def test_a_daemonized_process_ends_with_its_attempt(
+    hostile_settings: SupervisorSettings, redis_url: str, cancel: bool, mechanism: str
+) -> None:
+    outcome, daemon, ended, supervisor = run_hostile(
+        hostile_settings, redis_url, job_id=7 if cancel else 6, cancel=cancel
+    )
+    try:
+        assert supervisor.containment.mechanism.startswith(mechanism)
+        assert outcome.outcome == ("stopped" if cancel else "succeeded"), outcome.reason
+        deadline = GRACE + 5.0 - (time.monotonic() - ended)
+        wait_for(lambda: not alive(daemon), max(deadline, 0.1), "the daemon to be gone")
+        uid = supervisor.identity.uid
+        if uid is not None:  # the job's own uid: nothing of it is left on this host
+            assert processes_of_uid(uid) == []
+        cgroup = supervisor.containment.cgroup
+        assert cgroup is None or not cgroup.exists()  # the attempt's cgroup went with it
+    finally:
+        if alive(daemon):  # the old code leaves it: do not leave it to the next test
+            psutil.Process(daemon).kill()
