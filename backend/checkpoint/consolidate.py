@@ -29,6 +29,13 @@ BASE_ADDRESS_SPACE = 2 << 30
 ADDRESS_SPACE_PER_BYTE = 3
 #: the child's exit status when the checkpoint is refused for what it is
 REFUSED = 3
+#: what the child's stderr says when RLIMIT_AS stopped it (Python, torch, a shared library)
+_OUT_OF_MEMORY = (
+    "MemoryError",
+    "DefaultCPUAllocator",
+    "failed to map segment",
+    "Memory allocation",
+)
 
 
 class ConsolidationFailed(RuntimeError):
@@ -59,10 +66,10 @@ def consolidate(step_fd: int, out_file: Path, *, max_bytes: int = MAX_CHECKPOINT
                 env={"PATH": os.environ.get("PATH", "/usr/bin"), "OMP_NUM_THREADS": "1"},
             )
         except subprocess.TimeoutExpired:
-            raise ConsolidationFailed(f"not done in {TIMEOUT_SECONDS:.0f} s") from None
+            raise ConsolidationFailed(f"not done in {TIMEOUT_SECONDS:g} s") from None
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            if "MemoryError" in last or "DefaultCPUAllocator" in last:
+            if any(sign in done.stderr for sign in _OUT_OF_MEMORY):
                 last = f"it needs more than {limit >> 20} MiB of memory to read"
             raise ConsolidationFailed(f"the checkpoint could not be read: {last[:500]}")
 

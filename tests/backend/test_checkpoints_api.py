@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from backend.auth.models import User
+from backend.checkpoint import consolidate
 from backend.config import Settings
 from backend.db import Database
 from backend.jobs.models import Attempt, AttemptSlice, Job
@@ -193,3 +194,18 @@ def test_a_crafted_list_index_in_the_metadata_is_refused_quickly(
     assert response.status_code == 422, response.text
     assert "checkpoint refused: planner_data 'model.0.weight' has list index" in response.text
     assert took < 10, f"{took:.1f} s"  # ~51 s of CPU and 1.3 GiB before the bounds check
+
+
+@pytest.mark.slow  # the download starts its child process
+def test_the_reading_child_is_bounded_in_memory_and_time(
+    api: TestClient, tokens: dict[str, str], trained: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"/api/jobs/{trained['job']}/checkpoints/20/download"
+    monkeypatch.setattr(consolidate, "BASE_ADDRESS_SPACE", 256 << 20)  # torch alone maps more
+    refused = api.get(url, headers=bearer(tokens["alice"]))
+    assert refused.status_code == 422
+    assert "needs more than 256 MiB of memory" in refused.json()["detail"]
+    monkeypatch.undo()
+    monkeypatch.setattr(consolidate, "TIMEOUT_SECONDS", 0.2)  # torch takes longer to import
+    late = api.get(url, headers=bearer(tokens["alice"]))
+    assert late.status_code == 422 and "not done in 0.2 s" in late.json()["detail"]
