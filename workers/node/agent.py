@@ -61,6 +61,7 @@ def run_node_agent(settings: WorkerSettings) -> int:
             uid_base=settings.job_uid_base,
             allow_same_user=settings.allow_same_user,
             runs_dir=job_dir(settings.data_dir, 0).parent,
+            uid_registry=settings.uid_registry,
         )
     except IsolationError as err:
         log.error("%s", err)

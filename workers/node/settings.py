@@ -59,10 +59,16 @@ class WorkerSettings(BaseSettings):
         1_900_000_000,
         ge=0,
         le=2**31 - 2,
-        description="job N's ranks run as uid base + N (0: every job as the job user's own uid)",
+        description="job uids are leased from base up in uid_registry (0: every job as the job "
+        "user's own uid)",
     )
     allow_same_user: bool = Field(
         False, description="run ranks as the worker's own user when it cannot switch (unsafe)"
+    )
+    uid_registry: Path = Field(
+        Path("/var/lib/trainboard/uids"),
+        description="the host-wide directory job uids are leased from (root's, 0700), shared "
+        "by every Trainboard on this host so no two jobs get one uid",
     )
 
     def for_supervisor(
