@@ -175,7 +175,8 @@ def test_a_listing_shows_the_newest_hundred_and_counts_the_rest(
     steps = [c["step"] for c in body["checkpoints"]]
     assert steps == list(range(20900, 21000))  # the newest 100, oldest first
     assert (body["total"], body["more"]) == (20003, 19903)
-    assert took < 3.0, f"{took:.2f} s"  # 6 s before the cap (issue #30), ~0.3 s here
+    print(f"listed 20,003 checkpoints in {took:.2f} s")
+    assert took < 3.0, f"{took:.2f} s"  # 6 s before the cap (issue #30)
 
 
 @pytest.mark.slow  # the download starts its child process (refused before torch loads)
