@@ -83,6 +83,8 @@ describe("log-scale tick labels", () => {
   it("applies to the metric axes of the job page and Compare, bytes too", () => {
     const values = metricAxis("loss", "loss").values as (...args: unknown[]) => string[];
     expect(values(null, [0.1, null, 1], 1, 50, 0.1)).toEqual(["0.1", "", "1.0"]);
+    const log = metricAxis("loss", "loss", true).values as (...args: unknown[]) => string[];
+    expect(log(null, [0.01, 0.05, null, 0.1, null, 1, 10, 100000], 1, 50, 0.01)).toEqual(["0.01", "0.05", "", "0.1", "", "1", "10", "100,000"]);
     const bytes = metricAxis("peak_mem", "peak_mem").values as (...args: unknown[]) => string[];
     expect(bytes(null, [1024, null, 1048576], 1, 50, 1)).toEqual(["1.0 KiB", "", "1.0 MiB"]);
   });

@@ -28,7 +28,7 @@ function smoothed(data: AlignedData, weight: number): AlignedData {
 
 function metricOptions(store: MetricStore, name: string, unit: string, log: boolean) {
   const bytes = isBytesMetric(name);
-  const yAxis = metricAxis(name, bytes ? name : unit);
+  const yAxis = metricAxis(name, bytes ? name : unit, log);
   return (c: ChartColors): Omit<uPlot.Options, "width" | "height"> => ({
     scales: { x: { time: false }, y: log ? { distr: 3 } : {} },
     axes: [axis(c, { label: "step" }), axis(c, yAxis)],

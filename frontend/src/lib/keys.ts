@@ -1,5 +1,5 @@
 /** Keyboard conventions every view shares. */
-import { useEffect, useRef } from "preact/hooks";
+import { useLayoutEffect, useRef } from "preact/hooks";
 
 /** Whether a key event is a plain Escape (not one an input method is composing with). */
 export function isEscape(event: Pick<KeyboardEvent, "key" | "isComposing">): boolean {
@@ -11,7 +11,9 @@ export function useEscape(onEscape: (() => void) | null): void {
   const latest = useRef(onEscape);
   latest.current = onEscape;
   const active = onEscape !== null;
-  useEffect(() => {
+  // a layout effect: listening from the moment the dialog is drawn (an effect waits for the
+  // next frame, and an Escape pressed as soon as the dialog showed was lost)
+  useLayoutEffect(() => {
     if (!active) return;
     const listener = (event: KeyboardEvent) => {
       if (!isEscape(event) || !latest.current) return;

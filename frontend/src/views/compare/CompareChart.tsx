@@ -33,7 +33,7 @@ export function CompareChart({ name, jobs, curves, xMode, csvX, weight, logScale
   );
   const options = (c: ChartColors): Omit<uPlot.Options, "width" | "height"> => ({
     scales: { x: { time: false }, y: logScale ? { distr: 3 } : {} },
-    axes: [axis(c, { label: X_LABELS[xMode] }), axis(c, metricAxis(name, name))],
+    axes: [axis(c, { label: X_LABELS[xMode] }), axis(c, metricAxis(name, name, logScale))],
     series: [
       { label: xMode },
       ...jobs.map((job, i) => ({ label: `#${job.id} ${job.name}`, stroke: c.series[i % c.series.length], width: 1.5, spanGaps: true, points: { show: false } })),
