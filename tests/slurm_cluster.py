@@ -35,19 +35,55 @@ def accounting_installed() -> bool:
 
 
 @dataclass
+class Host:
+    """One Slurm node: its name and, on a two-host cluster, its network namespace."""
+
+    name: str
+    address: str
+    namespace: str | None = None
+    link: str | None = None
+
+    def command(self, root: Path, args: list[str]) -> list[str]:
+        """args run on this host: in its network namespace, with its own /etc/hosts (the
+        machine's name resolves to the host's address there, as on a real node)."""
+        if self.namespace is None:
+            return args
+        hosts = root / f"hosts-{self.name}"
+        script = f'mount --bind {hosts} /etc/hosts && exec "$@"'
+        return [
+            "nsenter",
+            f"--net=/var/run/netns/{self.namespace}",
+            "unshare",
+            "--mount",
+            "sh",
+            "-c",
+            script,
+            "sh",
+            *args,
+        ]
+
+
+@dataclass
 class SlurmCluster:
-    """A running cluster: its folder, config and a client pointed at it."""
+    """A running cluster: its folder, config, hosts and a client pointed at it."""
 
     root: Path
     conf: Path
-    node: str
+    hosts: list[Host]
     cpus: int
     kill_wait: int
-    processes: list[subprocess.Popen[bytes]]
+    processes: dict[str, subprocess.Popen[bytes]]
+
+    @property
+    def node(self) -> str:
+        """The first node's name (the controller runs there)."""
+        return self.hosts[0].name
 
     @property
     def cli(self) -> SlurmCli:
-        return SlurmCli(conf=str(self.conf), timeout=15)
+        """A client of this cluster, run on the controller's host."""
+        prefix = self.hosts[0].command(self.root, [])
+        return SlurmCli(conf=str(self.conf), timeout=15, prefix=prefix)
 
     @property
     def env(self) -> dict[str, str]:
@@ -57,6 +93,19 @@ class SlurmCluster:
     def log(self, daemon: str) -> str:
         path = self.root / "log" / f"{daemon}.log"
         return path.read_text(errors="replace") if path.exists() else ""
+
+    def stop_slurmd(self, host: str) -> None:
+        """Kill one host's slurmd (a node that died), leaving its jobs' processes to Slurm."""
+        process = self.processes[f"slurmd-{host}"]
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+    def cut(self, host: str) -> None:
+        """Take one host's link down (a partition: peers get 'network unreachable')."""
+        found = next(h for h in self.hosts if h.name == host)
+        assert found.namespace and found.link, "only a two-host cluster has links"
+        subprocess.run(["ip", "-n", found.namespace, "link", "set", found.link, "down"], check=True)
 
 
 def _free_ports(count: int) -> list[int]:
@@ -87,7 +136,13 @@ StorageLoc={database}
 
 
 def _config(
-    root: Path, *, node: str, cpus: int, kill_wait: int, ports: list[int], dbd_port: int | None
+    root: Path,
+    *,
+    hosts: list[Host],
+    cpus: int,
+    kill_wait: int,
+    ports: list[int],
+    dbd_port: int | None,
 ) -> str:
     accounting = (
         f"AccountingStorageType=accounting_storage/slurmdbd\n"
@@ -98,9 +153,20 @@ def _config(
         if dbd_port
         else "AccountingStorageType=accounting_storage/none"
     )
+    machine = socket.gethostname().split(".")[0]
+    if len(hosts) == 1:
+        controller = machine
+        nodes = f"NodeName={machine} CPUs={cpus} State=UNKNOWN"
+    else:  # every slurmd on this machine, each in its namespace under its own node name
+        controller = f"{machine}({hosts[0].address})"
+        nodes = "\n".join(
+            f"NodeName={h.name} NodeHostname={machine} NodeAddr={h.address} CPUs={cpus} "
+            "State=UNKNOWN"
+            for h in hosts
+        )
     return f"""\
 ClusterName=tbtest
-SlurmctldHost={node}
+SlurmctldHost={controller}
 AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket={root}/munge/socket
@@ -109,11 +175,11 @@ SlurmdUser=root
 SlurmctldPort={ports[0]}
 SlurmdPort={ports[1]}
 StateSaveLocation={root}/state
-SlurmdSpoolDir={root}/spool
+SlurmdSpoolDir={root}/spool/%n
 SlurmctldPidFile={root}/slurmctld.pid
-SlurmdPidFile={root}/slurmd.pid
+SlurmdPidFile={root}/slurmd-%n.pid
 SlurmctldLogFile={root}/log/slurmctld.log
-SlurmdLogFile={root}/log/slurmd.log
+SlurmdLogFile={root}/log/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -124,101 +190,158 @@ MpiDefault=none
 JobCompType=jobcomp/none
 {accounting}
 KillWait={kill_wait}
+SlurmdTimeout=10
 MinJobAge=600
 InactiveLimit=0
-NodeName={node} CPUs={cpus} State=UNKNOWN
+{nodes}
 PartitionName=main Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
 
 
 @contextlib.contextmanager
 def slurm_cluster(
-    root: Path, *, cpus: int = 2, kill_wait: int = 5, accounting: bool = False
+    root: Path,
+    *,
+    cpus: int = 2,
+    kill_wait: int = 5,
+    accounting: bool = False,
+    hosts: int = 1,
 ) -> Iterator[SlurmCluster]:
-    """Start munged, (slurmdbd,) slurmctld and slurmd in root; yield it once its node is idle.
+    """Start munged, (slurmdbd,) slurmctld and slurmd in root; yield it once every node is idle.
 
     With accounting, slurmdbd stores jobs in a MariaDB database of its own on the machine's
-    server (root over 127.0.0.1, as every machine here has it), dropped afterwards.
+    server (root over 127.0.0.1, as every machine here has it), dropped afterwards. With two
+    hosts, each slurmd runs in a network namespace of its own joined by a veth pair (the
+    controller in the first), so srun's traffic between them crosses a link a test can cut.
     """
+    assert hosts in (1, 2), "one host, or two joined by one veth pair"
+    assert not (accounting and hosts > 1), "slurmdbd listens in the root namespace"
     for folder in ("munge", "state", "spool", "log"):
         (root / folder).mkdir(parents=True, exist_ok=True)
     os.chmod(root / "munge", 0o700)
     key = root / "munge" / "key"
     key.write_bytes(os.urandom(1024))
     os.chmod(key, 0o400)
-    node = socket.gethostname().split(".")[0]
-    conf = root / "slurm.conf"
     ports = _free_ports(3)
     database = f"slurm_acct_{os.getpid()}_{ports[2]}"
     dbd_port = ports[2] if accounting else None
-    conf.write_text(
-        _config(root, node=node, cpus=cpus, kill_wait=kill_wait, ports=ports, dbd_port=dbd_port)
-    )
-    if accounting:
-        dbd_conf = root / "slurmdbd.conf"
-        dbd_conf.write_text(_dbd_config(root, port=ports[2], database=database))
-        os.chmod(dbd_conf, 0o600)
-    processes: list[subprocess.Popen[bytes]] = []
+    conf = root / "slurm.conf"
+    processes: dict[str, subprocess.Popen[bytes]] = {}
     env = {**os.environ, "SLURM_CONF": str(conf)}
-    try:
-        munge = root / "munge"
-        processes.append(
-            subprocess.Popen(
-                [
-                    "munged",
-                    "--foreground",
-                    "--force",
-                    f"--key-file={key}",
-                    f"--socket={munge / 'socket'}",
-                    f"--pid-file={munge / 'pid'}",
-                    f"--log-file={munge / 'log'}",
-                    f"--seed-file={munge / 'seed'}",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
+    with contextlib.ExitStack() as cleanup:
+        machines = (
+            [Host(socket.gethostname().split(".")[0], "127.0.0.1")]
+            if hosts == 1
+            else cleanup.enter_context(_namespaces(root))
+        )
+        conf.write_text(
+            _config(
+                root,
+                hosts=machines,
+                cpus=cpus,
+                kill_wait=kill_wait,
+                ports=ports,
+                dbd_port=dbd_port,
             )
+        )
+        cleanup.callback(_stop, processes)
+        if accounting:
+            cleanup.callback(_drop_database, database)
+            dbd_conf = root / "slurmdbd.conf"
+            dbd_conf.write_text(_dbd_config(root, port=ports[2], database=database))
+            os.chmod(dbd_conf, 0o600)
+        munge = root / "munge"
+        processes["munged"] = subprocess.Popen(
+            [
+                "munged",
+                "--foreground",
+                "--force",
+                f"--key-file={key}",
+                f"--socket={munge / 'socket'}",
+                f"--pid-file={munge / 'pid'}",
+                f"--log-file={munge / 'log'}",
+                f"--seed-file={munge / 'seed'}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
         _wait(lambda: (munge / "socket").exists(), "munged's socket", processes)
         if accounting:
-            processes.append(_daemon(root, ["slurmdbd", "-D"], env))
+            processes["slurmdbd"] = _daemon(root, "slurmdbd", ["slurmdbd", "-D"], env)
             _wait(lambda: _listening(ports[2]), "slurmdbd", processes, timeout=60)
-        for daemon in ("slurmctld", "slurmd"):
-            processes.append(_daemon(root, [daemon, "-D", "-f", str(conf)], env))
-        cluster = SlurmCluster(root, conf, node, cpus, kill_wait, processes)
-        _wait(lambda: _idle(cluster), "the Slurm node to be idle", processes, timeout=60)
+        controller = machines[0].command(root, ["slurmctld", "-D", "-f", str(conf)])
+        processes["slurmctld"] = _daemon(root, "slurmctld", controller, env)
+        for host in machines:
+            named = ["-N", host.name] if hosts > 1 else []
+            command = host.command(root, ["slurmd", "-D", *named, "-f", str(conf)])
+            processes[f"slurmd-{host.name}"] = _daemon(root, f"slurmd-{host.name}", command, env)
+        cluster = SlurmCluster(root, conf, machines, cpus, kill_wait, processes)
+        _wait(lambda: _idle(cluster, hosts), "every Slurm node to be idle", processes, timeout=60)
+        cleanup.callback(_cancel_everything, cluster)
         yield cluster
-    finally:
-        for process in reversed(processes):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-        for process in reversed(processes):
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-        if accounting:
-            subprocess.run(
-                [
-                    "mysql",
-                    "-h",
-                    "127.0.0.1",
-                    "-u",
-                    "root",
-                    "-e",
-                    f"DROP DATABASE IF EXISTS {database}",
-                ],
-                capture_output=True,
-                check=False,
+
+
+@contextlib.contextmanager
+def _namespaces(root: Path) -> Iterator[list[Host]]:
+    """Two network namespaces joined by a veth pair, with an /etc/hosts for each; removed after."""
+    tag = f"tb{os.getpid() % 100000}{os.urandom(2).hex()}"
+    subnet = f"10.{200 + os.getpid() % 50}.{int.from_bytes(os.urandom(1), 'big')}"
+    machine = socket.gethostname().split(".")[0]
+    hosts = [
+        Host(f"h{i}", f"{subnet}.{i}", namespace=f"{tag}h{i}", link=f"v{tag}{i}") for i in (1, 2)
+    ]
+    made: list[str] = []
+    try:
+        for host in hosts:
+            subprocess.run(["ip", "netns", "add", host.namespace or ""], check=True)
+            made.append(host.namespace or "")
+        first, second = hosts
+        subprocess.run(
+            [
+                "ip",
+                "link",
+                "add",
+                first.link or "",
+                "type",
+                "veth",
+                "peer",
+                "name",
+                second.link or "",
+            ],
+            check=True,
+        )
+        for host in hosts:
+            ns, link = host.namespace or "", host.link or ""
+            for args in (
+                ["ip", "link", "set", link, "netns", ns],
+                ["ip", "-n", ns, "addr", "add", f"{host.address}/24", "dev", link],
+                ["ip", "-n", ns, "link", "set", "lo", "up"],
+                ["ip", "-n", ns, "link", "set", link, "up"],
+            ):
+                subprocess.run(args, check=True)
+            others = "".join(f"{h.address} {h.name}\n" for h in hosts if h is not host)
+            (root / f"hosts-{host.name}").write_text(
+                f"127.0.0.1 localhost\n{host.address} {machine}\n{others}"
             )
+        yield hosts
+    finally:
+        for namespace in made:
+            # a slurmstepd cut off from its slurmd lives on in the namespace with its tasks
+            pids = subprocess.run(
+                ["ip", "netns", "pids", namespace], capture_output=True, text=True, check=False
+            ).stdout.split()
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, ValueError):
+                    os.kill(int(pid), signal.SIGKILL)
+            # deleting a namespace deletes its end of the veth pair, and so the pair
+            subprocess.run(["ip", "netns", "del", namespace], check=False)
 
 
-def _daemon(root: Path, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+def _daemon(root: Path, name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
     """A daemon in the foreground, its output in log/<name>.out (slurmdbd reads slurmdbd.conf
     beside SLURM_CONF)."""
-    with (root / "log" / f"{args[0]}.out").open("wb") as log:
+    with (root / "log" / f"{name}.out").open("wb") as log:
         return subprocess.Popen(
             args,
             env=env,
@@ -228,31 +351,69 @@ def _daemon(root: Path, args: list[str], env: dict[str, str]) -> subprocess.Pope
         )
 
 
+def _cancel_everything(cluster: SlurmCluster) -> None:
+    """scancel every job and wait until Slurm has ended them (their tasks killed after
+    KillWait), so that no task outlives the cluster."""
+    with contextlib.suppress(Exception):
+        subprocess.run(
+            [*cluster.hosts[0].command(cluster.root, []), "scancel", "--user=root"],
+            env=cluster.env,
+            capture_output=True,
+            timeout=15,
+            check=False,
+        )
+        deadline = time.monotonic() + cluster.kill_wait + 10
+        while cluster.cli.queue("") and time.monotonic() < deadline:
+            time.sleep(0.5)
+
+
+def _stop(processes: dict[str, subprocess.Popen[bytes]]) -> None:
+    """SIGTERM every daemon (last started first), SIGKILL what is left after 15 s."""
+    for process in reversed(processes.values()):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+    for process in reversed(processes.values()):
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def _drop_database(database: str) -> None:
+    subprocess.run(
+        ["mysql", "-h", "127.0.0.1", "-u", "root", "-e", f"DROP DATABASE IF EXISTS {database}"],
+        capture_output=True,
+        check=False,
+    )
+
+
 def _listening(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.5)
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _idle(cluster: SlurmCluster) -> bool:
+def _idle(cluster: SlurmCluster, count: int) -> bool:
     try:
         nodes = cluster.cli.nodes()
     except Exception:  # the controller is still starting
         return False
-    return bool(nodes) and all(n.state.split("+")[0] == "IDLE" for n in nodes)
+    return len(nodes) == count and all(n.state.split("+")[0] == "IDLE" for n in nodes)
 
 
 def _wait(
     check: Callable[[], bool],
     what: str,
-    processes: list[subprocess.Popen[bytes]],
+    processes: dict[str, subprocess.Popen[bytes]],
     timeout: float = 20,
 ) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():
             return
-        dead = [str(p.args) for p in processes if p.poll() is not None]
+        dead = [name for name, p in processes.items() if p.poll() is not None]
         if dead:
             raise RuntimeError(f"{dead} exited while waiting for {what}")
         time.sleep(0.2)

@@ -152,3 +152,54 @@ def test_sacct_allocated_cpu_hours_agree_with_the_runtime(
         assert record.elapsed == runtime.elapsed  # both whole seconds of the same run
         expected = 2 * runtime.elapsed.total_seconds() / 3600
         assert record.allocated("cpu") == pytest.approx(expected, rel=0.01)
+
+
+@pytest.fixture(scope="module")
+def two_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    root = tmp_path_factory.mktemp("slurm-2h")
+    root.chmod(0o755)
+    with slurm_cluster(root, cpus=1, kill_wait=2, hosts=2) as running:
+        yield running
+
+
+def test_a_gang_across_two_hosts_starts_whole_on_both(two_hosts: SlurmCluster) -> None:
+    cli = two_hosts.cli
+    out = two_hosts.root / "gang.txt"
+    body = f"srun sh -c 'echo $SLURM_PROCID $SLURMD_NODENAME >> {out}'"
+    job_id = cli.submit(BatchRequest(name="tb-t6-1-1", script=f"#!/bin/sh\n{body}\n", nodes=2))
+    assert _final(cli, job_id) == "COMPLETED"
+    assert sorted(out.read_text().splitlines()) == ["0 h1", "1 h2"]
+    record = cli.job(job_id)
+    assert record is not None and record.nodes == ("h1", "h2")
+
+
+def test_a_host_whose_link_goes_down_ends_its_job_as_the_platforms_fault(
+    two_hosts: SlurmCluster,
+) -> None:
+    cli = two_hosts.cli
+    script = "#!/bin/sh\nsrun sleep 300\n"
+    job_id = cli.submit(BatchRequest(name="tb-t7-1-1", script=script, nodes=2))
+    wait_for(
+        lambda: (q := cli.queue("tb-t7-")).get(job_id) and q[job_id].state == "RUNNING",
+        timeout=30,
+        what="the two-host job to run",
+    )
+    two_hosts.cut("h2")
+    state = str(
+        wait_for(
+            lambda: (j := cli.job(job_id)) and j.state not in ("RUNNING", "COMPLETING") and j.state,
+            timeout=90,
+            what="Slurm to notice the lost host",
+        )
+    )
+    # NODE_FAIL when slurmctld notices first, FAILED when srun notices its lost task first
+    assert state in ("NODE_FAIL", "FAILED")
+    lost = wait_for(
+        lambda: tuple(n.name for n in cli.nodes() if n.lost),
+        timeout=60,
+        what="the cut host to show as down",
+    )
+    assert lost == ("h2",)
+    end = ended(state, lost_nodes=lost)
+    assert end.outcome == "failed" and end.platform_fault  # a new attempt spends no restart
+    assert "lost node h2" in end.reason

@@ -50,6 +50,22 @@ def test_scontrol_jobs_2205_terminal_states_map_to_outcomes() -> None:
     assert end.outcome == "failed" and "exit code 3" in end.reason
 
 
+def test_a_job_record_keeps_every_field_after_a_key_with_a_colon() -> None:
+    line = "JobId=9 JobName=x JobState=RUNNING Partition=main AllocNode:Sid=login:42 NodeList=vm"
+    [job] = parse_scontrol_jobs(line)
+    assert (job.partition, job.nodes) == ("main", ("vm",))
+
+
+def test_lost_nodes() -> None:
+    line = "NodeName=h2 CPUTot=1 CPUAlloc=0 State={} Partitions=main Reason=Not responding [root@x]"
+    states = {"IDLE": False, "DOWN+NOT_RESPONDING": True, "IDLE*": True, "MIXED+DRAIN": False}
+    for state, lost in states.items():
+        [node] = parse_scontrol_nodes(line.format(state))
+        assert node.lost is lost, state
+    [node] = parse_scontrol_nodes(line.format("DOWN"))
+    assert node.reason == "Not responding [root@x]"
+
+
 def test_scontrol_nodes_2205() -> None:
     [node] = parse_scontrol_nodes(recorded("22.05", "scontrol_nodes.txt"))
     assert (node.name, node.cpus, node.partitions, node.gres) == ("vm", 2, ("main",), None)

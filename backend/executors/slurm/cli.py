@@ -101,6 +101,12 @@ class SlurmNode:
     partitions: tuple[str, ...]
     reason: str | None
 
+    @property
+    def lost(self) -> bool:
+        """Down, not responding or failing: what ran there is gone."""
+        flags = set(self.state.replace("*", "+NOT_RESPONDING").split("+"))
+        return bool(flags & {"DOWN", "NOT_RESPONDING", "FAIL", "FAILING", "POWERED_DOWN"})
+
 
 @dataclass(frozen=True)
 class BatchRequest:
@@ -144,9 +150,18 @@ class BatchRequest:
 class SlurmCli:
     """The commands of one Slurm cluster (`SLURM_CONF`), each with a timeout."""
 
-    def __init__(self, *, conf: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(
+        self,
+        *,
+        conf: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        prefix: Sequence[str] = (),
+    ) -> None:
         self.conf = conf
         self.timeout = timeout
+        #: what each command runs under, e.g. ["ssh", "login1"] where only a login node
+        #: reaches the controller
+        self.prefix = list(prefix)
 
     def submit(self, request: BatchRequest) -> str:
         """Submit one batch job; its Slurm job id."""
@@ -211,7 +226,7 @@ class SlurmCli:
             env["SLURM_CONF"] = self.conf
         try:
             done = subprocess.run(
-                args,
+                [*self.prefix, *args],
                 input=stdin,
                 capture_output=True,
                 text=True,
@@ -373,7 +388,7 @@ def _key_values(line: str) -> dict[str, str]:
     key: str | None = None
     for token in line.split(" "):
         head, sep, value = token.partition("=")
-        if sep and head and head[0].isupper() and head.replace("/", "").isalnum():
+        if sep and head and head[0].isupper() and head.replace("/", "").replace(":", "").isalnum():
             key = head
             fields[key] = value
         elif key is not None and token:

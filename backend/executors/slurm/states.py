@@ -50,11 +50,24 @@ class SlurmEnd:
 
 
 def ended(
-    state: str, *, exit_code: int = 0, signal: int = 0, reason: str | None = None
+    state: str,
+    *,
+    exit_code: int = 0,
+    signal: int = 0,
+    reason: str | None = None,
+    lost_nodes: tuple[str, ...] = (),
 ) -> SlurmEnd:
-    """The attempt outcome of a terminal Slurm state (ValueError for a non-terminal one)."""
+    """The attempt outcome of a terminal Slurm state (ValueError for a non-terminal one).
+
+    lost_nodes: the job's nodes Slurm now shows down or not responding. A host lost mid-job
+    ends it NODE_FAIL when slurmctld notices first, or FAILED when srun notices the lost
+    tasks first (both seen on a two-host cluster); either way the platform failed it.
+    """
     state = state.split(" ")[0].rstrip("+").upper()
     why = f" ({reason})" if reason and reason != "None" else ""
+    if lost_nodes and state in ("FAILED", "CANCELLED", "NODE_FAIL"):
+        hosts = ", ".join(lost_nodes)
+        return SlurmEnd("failed", f"Slurm: {state}: lost node {hosts}{why}", platform_fault=True)
     if state == "COMPLETED":
         if exit_code == 0:
             return SlurmEnd("succeeded", "Slurm: COMPLETED")
