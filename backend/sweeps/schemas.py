@@ -22,6 +22,8 @@ from workers.contract.spec_parts import Number
 Method = Literal["grid", "random"]
 SPEC_PATH = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,4}$"
 MAX_TRIALS = 256
+#: the most points a grid may have, counted before it is built (`trials` takes the first)
+MAX_GRID_POINTS = 4096
 
 
 class Strict(BaseModel):
@@ -84,7 +86,11 @@ class SweepIn(Strict):
         Choice | Range,
     ] = Field(min_length=1, max_length=16, description="spec path → values to try")
     trials: StrictInt | None = Field(
-        None, ge=1, le=MAX_TRIALS, description="random: how many; grid: a cap"
+        None,
+        ge=1,
+        le=MAX_TRIALS,
+        description="random: how many; grid: the first this many points (a grid without"
+        f" it may have up to {MAX_TRIALS}; any grid up to {MAX_GRID_POINTS})",
     )
     seed: StrictInt = Field(0, ge=0, le=2**31)
     max_concurrency: StrictInt = Field(2, ge=1, le=64, description="trials running at once")

@@ -8,7 +8,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from backend.sweeps.schemas import Choice, Method, Range
+from backend.sweeps.schemas import MAX_GRID_POINTS, MAX_TRIALS, Choice, Method, Range
 
 Setting = dict[str, Any]  # a spec path ("hyperparameters.lr") → its value in one trial
 
@@ -17,19 +17,36 @@ def expand(
     space: Mapping[str, Choice | Range], *, method: Method, trials: int | None, seed: int
 ) -> list[Setting]:
     """The trials of a search, in order: the grid's product (paths in the order given), or
-    `trials` random draws (ranges sampled uniformly, or log-uniformly; choices uniformly)."""
+    `trials` random draws (ranges sampled uniformly, or log-uniformly; choices uniformly).
+
+    A grid's size is counted from the parameters before anything is built (ValueError
+    above MAX_GRID_POINTS, or above MAX_TRIALS when `trials` does not cap it), and only
+    the trials taken are ever made: memory follows the trials, never the grid.
+    """
     if method == "grid":
+        size = grid_size(space)
+        if size > MAX_GRID_POINTS:
+            raise ValueError(
+                f"the grid has {size:,} points ({_product(space)}); the cap is"
+                f" {MAX_GRID_POINTS:,} points: narrow it, or use method random"
+            )
+        if trials is None and size > MAX_TRIALS:
+            raise ValueError(
+                f"the grid has {size:,} points, more than the {MAX_TRIALS} trials a sweep may"
+                " have: set trials to take the first ones, or narrow it"
+            )
         axes = [_grid_values(path, dim) for path, dim in space.items()]
-        grid = [dict(zip(space, point, strict=True)) for point in itertools.product(*axes)]
-        return grid[:trials] if trials is not None else grid
+        points = itertools.islice(itertools.product(*axes), trials)
+        return [dict(zip(space, point, strict=True)) for point in points]
     rng = random.Random(seed)
     count = trials if trials is not None else 10
     return [{path: _draw(rng, dim) for path, dim in space.items()} for _ in range(count)]
 
 
 def grid_size(space: Mapping[str, Choice | Range]) -> int:
-    """How many trials a grid over `space` has (before any `trials` cap)."""
-    return math.prod(len(_grid_values(path, dim)) for path, dim in space.items())
+    """How many trials a grid over `space` has (before any `trials` cap), counted from
+    the parameters without building a point."""
+    return math.prod(_count(path, dim) for path, dim in space.items())
 
 
 def apply(spec: dict[str, Any], setting: Setting) -> dict[str, Any]:
@@ -44,18 +61,31 @@ def apply(spec: dict[str, Any], setting: Setting) -> dict[str, Any]:
     return changes
 
 
+def _count(path: str, dim: Choice | Range) -> int:
+    """How many values a parameter has in a grid."""
+    if isinstance(dim, Choice):
+        return len(dim.values)
+    if dim.steps is None:
+        raise ValueError(f"{path}: a range in a grid needs steps (how many values)")
+    return dim.steps
+
+
+def _product(space: Mapping[str, Choice | Range]) -> str:
+    """The grid's size as its factors: '32 × 32 × 32'."""
+    return " × ".join(str(_count(path, dim)) for path, dim in space.items())
+
+
 def _grid_values(path: str, dim: Choice | Range) -> list[Any]:
     if isinstance(dim, Choice):
         return list(dim.values)
-    if dim.steps is None:
-        raise ValueError(f"{path}: a range in a grid needs steps (how many values)")
-    if dim.steps == 1:
+    if _count(path, dim) == 1:
         return [dim.min]
+    steps = _count(path, dim)
     if dim.log:
         low, high = math.log(dim.min), math.log(dim.max)
-        values = [math.exp(low + (high - low) * i / (dim.steps - 1)) for i in range(dim.steps)]
+        values = [math.exp(low + (high - low) * i / (steps - 1)) for i in range(steps)]
     else:
-        values = [dim.min + (dim.max - dim.min) * i / (dim.steps - 1) for i in range(dim.steps)]
+        values = [dim.min + (dim.max - dim.min) * i / (steps - 1) for i in range(steps)]
     return [_rounded(v, dim.integer) for v in values]
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+import time
+import tracemalloc
 
 import pytest
 
 from backend.sweeps.rules import judge, value_at
-from backend.sweeps.schemas import Choice, EarlyStopping, Range
+from backend.sweeps.schemas import MAX_GRID_POINTS, MAX_TRIALS, Choice, EarlyStopping, Range
 from backend.sweeps.search import apply, expand, grid_size
 
 LR = "hyperparameters.lr"
@@ -43,6 +45,39 @@ def test_grid_ranges_are_evenly_spaced_linear_or_log() -> None:
         seed=0,
     )
     assert [t["hyperparameters.hidden"] for t in ints] == [8, 36, 64]
+
+
+def test_a_huge_grid_is_refused_from_its_counts_without_building_a_point() -> None:
+    """6 parameters of 32 values: 2^30 points, refused by counting (was: built, memory ran out)."""
+    space = {f"hyperparameters.p{i}": Choice(values=list(range(32))) for i in range(6)}
+    assert grid_size(space) == 2**30
+    tracemalloc.start()
+    started = time.perf_counter()
+    with pytest.raises(ValueError) as refused:
+        expand(space, method="grid", trials=4, seed=0)
+    elapsed = time.perf_counter() - started
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert str(refused.value) == (
+        "the grid has 1,073,741,824 points (32 × 32 × 32 × 32 × 32 × 32); the cap is"
+        f" {MAX_GRID_POINTS:,} points: narrow it, or use method random"
+    )
+    assert elapsed < 0.05 and peak < 1 << 20
+
+
+def test_a_grid_is_taken_lazily_up_to_trials_and_needs_trials_above_the_sweep_cap() -> None:
+    space = {f"hyperparameters.p{i}": Choice(values=list(range(16))) for i in range(3)}
+    assert grid_size(space) == 4096 == MAX_GRID_POINTS  # at the cap: allowed
+    tracemalloc.start()
+    first = expand(space, method="grid", trials=3, seed=0)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert [list(t.values()) for t in first] == [[0, 0, 0], [0, 0, 1], [0, 0, 2]]
+    assert peak < 256 << 10  # three points made, not 4096
+    with pytest.raises(ValueError, match=f"4,096 points, more than the {MAX_TRIALS} trials"):
+        expand(space, method="grid", trials=None, seed=0)
+    random_draws = expand(space, method="random", trials=MAX_TRIALS, seed=1)
+    assert len(random_draws) == MAX_TRIALS
 
 
 def test_a_grid_range_without_steps_is_refused() -> None:

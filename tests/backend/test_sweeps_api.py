@@ -3,6 +3,7 @@ and the early-stopping pass stopping a poor trial at a rung with an event saying
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import redis
@@ -97,6 +98,24 @@ def test_refusals_name_the_field(api: TestClient, tokens: dict[str, str]) -> Non
     assert loc[:3] == ["body", "base", "template"]
     loc, _ = refused(sweep_body(max_concurrency=0))
     assert loc == ["body", "max_concurrency"]
+
+
+def test_a_grid_over_the_cap_is_refused_at_once_naming_its_size_and_the_cap(
+    api: TestClient, tokens: dict[str, str], database: Database
+) -> None:
+    """6 × 32 values (2^30 points) with trials 4: was expanded in full (memory ran out)."""
+    grid = {f"hyperparameters.p{i}": {"values": list(range(32))} for i in range(6)}
+    started = time.perf_counter()
+    response = api.post(
+        "/api/sweeps", json=sweep_body(parameters=grid, trials=4), headers=bearer(tokens["alice"])
+    )
+    assert time.perf_counter() - started < 2.0
+    assert response.status_code == 422, response.text
+    error = response.json()["detail"][0]
+    assert error["loc"] == ["body", "parameters"]
+    assert "1,073,741,824 points" in error["msg"] and "the cap is 4,096 points" in error["msg"]
+    with database.session() as session:
+        assert session.scalars(select(Job)).all() == []
 
 
 def _run(db: Database, job_id: int, *, step: int) -> int:
