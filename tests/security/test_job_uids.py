@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.job_users import reachable
+from tests.job_users import open_scratch, reachable
 from workers.contract import run_layout
 from workers.contract.protocol import AttemptOrder
 from workers.contract.spec import JobSpec
@@ -133,9 +133,13 @@ def _free_port() -> int:
 
 @pytest.mark.slow  # two deployments' real rank processes
 @pytest.mark.skipif(os.geteuid() != 0, reason="ranks switch to the job user only as root")
-def test_job_1_of_a_second_deployment_cannot_touch_job_1_of_the_first(
-    tmp_path: Path, redis_url: str
-) -> None:
+def test_job_1_of_a_second_deployment_cannot_touch_job_1_of_the_first(redis_url: str) -> None:
+    with open_scratch("tb-uids-") as scratch:
+        two_deployments_one_job_id(scratch, redis_url)
+
+
+def two_deployments_one_job_id(tmp_path: Path, redis_url: str) -> None:
+    """Job 1 of deployment "first" writes weights; job 1 of "second" tries to read them."""
     scripts = reachable(tmp_path / "scripts")
     (scripts / "snoop.py").write_text(SNOOP)
     os.chmod(scripts / "snoop.py", 0o644)

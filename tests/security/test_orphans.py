@@ -14,7 +14,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +22,13 @@ import psutil
 import pytest
 import redis
 
-from tests.job_users import reachable
+from tests.job_users import open_scratch, reachable
 from workers.contract.keys import Keys
 from workers.contract.protocol import AttemptOrder, AttemptOutcome
 from workers.contract.spec import JobSpec
 from workers.devices.host import HostProbe
 from workers.devices.registry import DeviceRegistry
+from workers.node import provenance
 from workers.node.settings import WorkerSettings
 from workers.supervisor import containment
 from workers.supervisor.attempt import Supervisor
@@ -85,15 +86,22 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
 
 
 @pytest.fixture
-def hostile_settings(tmp_path: Path, redis_url: str) -> SupervisorSettings:
+def open_tmp() -> Iterator[Path]:
+    """A scratch directory the job user can reach, whatever other pytest sessions do."""
+    with open_scratch("tb-orphans-") as directory:
+        yield directory
+
+
+@pytest.fixture
+def hostile_settings(open_tmp: Path, redis_url: str) -> SupervisorSettings:
     """Supervisor settings whose one script root holds the hostile rank."""
     worker = WorkerSettings(
         redis_url=redis_url,
         node_name="test-node",
-        data_dir=reachable(tmp_path / "data"),
+        data_dir=reachable(open_tmp / "data"),
         stop_grace_seconds=GRACE,
     )
-    scripts = reachable(tmp_path / "scripts")
+    scripts = reachable(open_tmp / "scripts")
     (scripts / "daemonize.py").write_text(HOSTILE_RANK)
     os.chmod(scripts / "daemonize.py", 0o644)
     isolation = prepare_isolation(
@@ -101,7 +109,7 @@ def hostile_settings(tmp_path: Path, redis_url: str) -> SupervisorSettings:
         uid_base=worker.job_uid_base,
         allow_same_user=True,
         runs_dir=worker.data_dir / "runs",
-        uid_registry=tmp_path / "uids",
+        uid_registry=open_tmp / "uids",
     )
     settings = worker.for_supervisor(isolation)
     return dataclasses.replace(settings, script_roots=[scripts.resolve()])
@@ -213,3 +221,77 @@ def test_a_daemonized_process_ends_with_its_attempt(
     finally:
         if alive(daemon):  # the old code leaves it: do not leave it to the next test
             psutil.Process(daemon).kill()
+
+
+SITECUSTOMIZE = """
+import os, sys, time
+if os.environ.get("TB_PROVENANCE_MODE") != "off":
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        if os.fork() > 0:
+            os._exit(0)
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        with open(os.path.join(DROP, str(os.getpid())), "w") as out:
+            out.write("daemon")
+        while True:
+            time.sleep(0.05)
+    os.waitpid(pid, 0)
+    while not os.listdir(DROP):
+        time.sleep(0.02)
+    if os.environ.get("TB_PROVENANCE_HANG"):
+        time.sleep(3600)
+"""
+
+
+@pytest.mark.parametrize("hang", [False, True], ids=["returns", "hangs"])
+def test_the_provenance_step_runs_contained_and_time_limited(
+    hostile_settings: SupervisorSettings,
+    open_tmp: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    mechanism: str,
+    hang: bool,
+) -> None:
+    """Script-root code the interpreter report runs (a sitecustomize.py) cannot outlive it."""
+    drop = reachable(open_tmp / "drop")
+    os.chmod(drop, 0o1777)
+    (root,) = hostile_settings.script_roots
+    code = SITECUSTOMIZE.replace("DROP", repr(str(drop)))
+    if hang:
+        code = code.replace('os.environ.get("TB_PROVENANCE_HANG")', "True")
+    (root / "sitecustomize.py").write_text(code)
+    os.chmod(root / "sitecustomize.py", 0o644)
+    if hang:
+        monkeypatch.setattr(provenance, "STEP_SECONDS", 3)
+    attempt = order(8, "exit")
+    identity = hostile_settings.isolation.identity(8, data_dir=hostile_settings.data_dir)
+    contained = containment.Containment.create(
+        "a801", identity, exclusive_uid=hostile_settings.isolation.per_job
+    )
+    try:
+        started = time.monotonic()
+        sent = provenance.collect(attempt, hostile_settings, "test-node", contained)
+        took = time.monotonic() - started
+        daemons = [int(name) for name in os.listdir(drop)]
+        assert daemons, ("the script root's code never ran", sent.reported_error)
+        if hang:
+            assert sent.reported is None and sent.reported_error is not None
+            assert took < 3 + 5
+        else:
+            assert sent.reported is not None, sent.reported_error
+        if mechanism == "cgroup":  # the step's own cgroup ended with the step
+            wait_for(lambda: not any(map(alive, daemons)), 5, "the step's daemons to be gone")
+            assert contained.pids() == set()
+        else:  # the job's uid: what the step left is the attempt's, ended with it
+            assert all(map(alive, daemons)) and set(daemons) <= contained.pids()
+        contained.end()
+        wait_for(lambda: not any(map(alive, daemons)), 5, "the attempt's daemons to be gone")
+        if identity.uid is not None:
+            assert processes_of_uid(identity.uid) == []
+    finally:
+        contained.end()
+        for pid in [int(name) for name in os.listdir(drop)]:
+            if alive(pid):
+                psutil.Process(pid).kill()
