@@ -72,6 +72,17 @@ def test_scontrol_nodes_2205() -> None:
     assert node.state in ("ALLOCATED", "MIXED")
 
 
+def test_sacct_2205_allocation_lines_with_their_steps() -> None:
+    jobs = {job.name: job for job in parse_sacct(recorded("22.05", "sacct.txt"))}
+    assert set(jobs) == {"tb-dep1-1-1", "tb-dep1-2-1", "tb-dep1-3-1"}  # steps skipped
+    done, failed, cancelled = jobs["tb-dep1-1-1"], jobs["tb-dep1-2-1"], jobs["tb-dep1-3-1"]
+    assert (done.state, done.elapsed, done.tres["cpu"]) == ("COMPLETED", timedelta(seconds=3), "2")
+    assert done.allocated("cpu") == pytest.approx(2 * 3 / 3600)
+    assert (failed.state, failed.exit_code) == ("FAILED", 3)
+    assert cancelled.state == "CANCELLED"  # "CANCELLED by 0"
+    assert all(job.restarts == 0 and job.partition == "main" for job in jobs.values())
+
+
 def test_sacct_allocation_lines_skip_steps_and_keep_the_last_run_of_a_requeued_job() -> None:
     text = (
         "17|tb-d-5-1|PREEMPTED|0:15|None|120|billing=8,cpu=8,gres/gpu=4,node=2|gpu[01-02]|low\n"
