@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +33,7 @@ from workers.contract.run_files import (
     open_dir_below,
     open_run_dir,
     regular_files,
+    run_dir,
     subdirectories,
 )
 from workers.contract.run_layout import RUNS
@@ -64,59 +65,38 @@ class Listing:
     total: int
 
 
-@dataclass(frozen=True)
-class _Candidate:
-    step: int
-    attempt: int
-    name: str
-    attempt_fd: int
-    path: str
-
-
 def checkpoints_of(session: Session, *, job: Job, limit: int = MAX_LISTED) -> Listing:
     """The newest `limit` complete checkpoints the job's attempts left on their rank-0 node."""
-    with ExitStack() as stack:
-        found: list[Checkpoint] = []
-        total = 0
-        for candidate in sorted(
-            _candidates(session, job, stack), key=lambda c: (c.step, c.attempt), reverse=True
-        ):
-            try:
-                step_fd = open_dir_below(candidate.attempt_fd, [candidate.name])
-            except UnsafeRunPath:
-                continue  # gone, or swapped for a link since the scan
-            try:
-                metadata = file_stat(step_fd, METADATA_FILE)
-                if metadata is None:
-                    continue  # not complete (DCP writes .metadata last)
-                total += 1
-                if len(found) < limit:
-                    found.append(_checkpoint(candidate, step_fd, metadata))
-            finally:
-                os.close(step_fd)
-        return Listing(checkpoints=found[::-1], total=total)
+    complete = sorted(_complete(session, job), reverse=True)  # (step, attempt, data dir)
+    found = []
+    for step, number, data_dir in complete[:limit]:
+        try:
+            with run_dir(data_dir, [*_parts(job.id, number), f"step-{step}"]) as step_fd:
+                found.append(_checkpoint(job.id, number, data_dir, step, step_fd))
+        except (UnsafeRunPath, _Incomplete):
+            continue  # swapped for a link (or gone) since the scan: not listed
+    return Listing(checkpoints=found[::-1], total=len(complete))
 
 
 @contextmanager
 def open_step(session: Session, *, job: Job, step: int) -> Iterator[tuple[Checkpoint, int]]:
     """The job's checkpoint of that step (the newest attempt's, if several saved it) and a
     descriptor of its directory, opened without following a link; CheckpointNotFound if none."""
-    name = f"step-{step}"
-    with ExitStack() as stack:
-        for number, data_dir in reversed(_attempt_dirs(session, job)):
+    for number, data_dir in reversed(_attempt_dirs(session, job)):
+        try:
+            step_fd = open_run_dir(data_dir, [*_parts(job.id, number), f"step-{step}"])
+        except UnsafeRunPath:
+            continue  # not there, or a link: not this attempt's
+        try:
             try:
-                step_fd = open_run_dir(data_dir, [*_parts(job.id, number), name])
-            except UnsafeRunPath:
+                checkpoint = _checkpoint(job.id, number, data_dir, step, step_fd)
+            except _Incomplete:
                 continue
-            stack.callback(os.close, step_fd)
-            metadata = file_stat(step_fd, METADATA_FILE)
-            if metadata is None:
-                continue
-            path = str(run_layout.checkpoint_dir(Path(data_dir), job.id, number) / name)
-            candidate = _Candidate(step, number, name, -1, path)
-            yield _checkpoint(candidate, step_fd, metadata), step_fd
+            yield checkpoint, step_fd  # outside the handlers: the caller's errors are its own
             return
-        raise CheckpointNotFound(f"job {job.id} has no checkpoint at step {step}")
+        finally:
+            os.close(step_fd)
+    raise CheckpointNotFound(f"job {job.id} has no checkpoint at step {step}")
 
 
 def at_step(session: Session, *, job: Job, step: int) -> Checkpoint:
@@ -152,26 +132,48 @@ def _parts(job_id: int, number: int) -> list[str]:
     return list(run_layout.checkpoint_dir(top, job_id, number).relative_to(top / RUNS).parts)
 
 
-def _candidates(session: Session, job: Job, stack: ExitStack) -> Iterator[_Candidate]:
-    """Every step-<n> directory (by name and entry type) of every attempt: one scan each."""
+def _complete(session: Session, job: Job) -> Iterator[tuple[int, int, str]]:
+    """(step, attempt, data dir) of every complete checkpoint: one scan of each attempt's
+    checkpoint dir (one open at a time), and per step dir an open and a stat of .metadata."""
     for number, data_dir in _attempt_dirs(session, job):
         try:
-            attempt_fd = open_run_dir(data_dir, _parts(job.id, number))
+            with run_dir(data_dir, _parts(job.id, number)) as attempt_fd:
+                for name in subdirectories(attempt_fd):
+                    step = step_of(Path(name)) if len(name) <= MAX_STEP_NAME else None
+                    if (
+                        step is not None
+                        and name == f"step-{step}"
+                        and _is_complete(attempt_fd, name)
+                    ):
+                        yield step, number, data_dir
         except UnsafeRunPath:
             continue  # none yet, or a link the job put there: nothing of it is listed
-        stack.callback(os.close, attempt_fd)
-        directory = run_layout.checkpoint_dir(Path(data_dir), job.id, number)
-        for name in subdirectories(attempt_fd):
-            step = step_of(Path(name)) if len(name) <= MAX_STEP_NAME else None
-            if step is not None:
-                yield _Candidate(step, number, name, attempt_fd, str(directory / name))
 
 
-def _checkpoint(candidate: _Candidate, step_fd: int, metadata: os.stat_result) -> Checkpoint:
+def _is_complete(attempt_fd: int, name: str) -> bool:
+    try:
+        step_fd = open_dir_below(attempt_fd, [name])
+    except UnsafeRunPath:
+        return False
+    try:
+        return file_stat(step_fd, METADATA_FILE) is not None  # DCP writes it last
+    finally:
+        os.close(step_fd)
+
+
+class _Incomplete(LookupError):
+    """A step directory without its .metadata."""
+
+
+def _checkpoint(job_id: int, number: int, data_dir: str, step: int, step_fd: int) -> Checkpoint:
+    """The checkpoint whose directory step_fd is; _Incomplete if it has no .metadata."""
+    metadata = file_stat(step_fd, METADATA_FILE)
+    if metadata is None:
+        raise _Incomplete(f"step-{step}")
     return Checkpoint(
-        attempt=candidate.attempt,
-        step=candidate.step,
+        attempt=number,
+        step=step,
         size_bytes=sum(regular_files(step_fd).values()),
         saved_at=datetime.fromtimestamp(metadata.st_mtime, UTC),
-        path=candidate.path,
+        path=str(run_layout.checkpoint_dir(Path(data_dir), job_id, number) / f"step-{step}"),
     )
