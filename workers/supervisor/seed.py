@@ -12,10 +12,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import stat
 from pathlib import Path
 
-from workers.contract import run_layout
+from workers.contract import run_files, run_layout
 from workers.contract.protocol import AttemptOrder
 from workers.supervisor.job_user import JobIdentity
 from workers.supervisor.run_dirs import UnsafeRunDir, _own_dir  # the same no-follow making
@@ -23,7 +22,6 @@ from workers.supervisor.run_dirs import UnsafeRunDir, _own_dir  # the same no-fo
 SEED_DIR = "seed"
 _SOURCE = re.compile(r"^job-(\d{1,18})/checkpoints/attempt-\d{1,9}/step-\d{1,18}$")
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def adopt(order: AttemptOrder, data_dir: Path, identity: JobIdentity) -> AttemptOrder:
@@ -62,27 +60,25 @@ def adopt(order: AttemptOrder, data_dir: Path, identity: JobIdentity) -> Attempt
 
 def _open_below(top: Path, parts: list[str]) -> int:
     """A directory fd for top/parts..., no component a link."""
-    fd = os.open(top, _DIR_FLAGS)
     try:
-        for part in parts:
-            next_fd = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = next_fd
+        top_fd = os.open(top, _DIR_FLAGS)
     except OSError as err:
-        os.close(fd)
+        raise UnsafeRunDir(f"{top} is not a plain directory: {err}") from err
+    try:
+        return run_files.open_dir_below(top_fd, parts)
+    except OSError as err:
         raise UnsafeRunDir(f"{'/'.join(parts)} is not a plain directory: {err}") from err
-    return fd
+    finally:
+        os.close(top_fd)
 
 
 def _copy_files(source_fd: int, target_fd: int, identity: JobIdentity) -> None:
     for name in os.listdir(source_fd):
         try:
-            src = os.open(name, _FILE_FLAGS, dir_fd=source_fd)
+            src = run_files.open_file(source_fd, name)
         except OSError:
-            continue  # a link: not part of the checkpoint
+            continue  # a link, or not a regular file: not part of the checkpoint
         with os.fdopen(src, "rb") as reader:
-            if not stat.S_ISREG(os.fstat(reader.fileno()).st_mode):
-                continue
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
             dst = os.open(name, flags, 0o600, dir_fd=target_fd)
             if identity.uid is not None:
