@@ -56,6 +56,7 @@ from backend.telemetry.series.summaries import run_summaries
 from backend.usage import router as usage_router
 from backend.webhooks import router as webhooks_router
 from backend.webhooks.delivery import run_webhooks
+from backend.webhooks.destination import AllowList
 from workers.contract.heap import settle_heap
 from workers.contract.keys import Keys
 from workers.node.celery_app import make_celery
@@ -155,7 +156,8 @@ def _start_loops(
         loops.append(("sweeps", lambda: run_sweeps(db, client, stop, script_roots=roots)))
     if settings.run_ingest:
         consumer = f"{socket.gethostname()}-{os.getpid()}"
-        ingest = Ingest(db=db, client=client, consumer=consumer)
+        cap = settings.log_lines_per_attempt
+        ingest = Ingest(db=db, client=client, consumer=consumer, log_lines_per_attempt=cap)
         loops.append(("ingest", lambda: ingest.run(stop)))
         hours, bucket = settings.device_raw_retention_hours, settings.device_rollup_seconds
         loops.append(
@@ -170,7 +172,8 @@ def _start_loops(
         summary_cache = SeriesCache(settings.series_cache_points // 4)
         loops.append(("summaries", lambda: run_summaries(db=db, cache=summary_cache, stop=stop)))
         loops.append(("stragglers", lambda: run_stragglers(db=db, stop=stop)))
-        loops.append(("webhooks", lambda: run_webhooks(db=db, stop=stop)))
+        allow = AllowList.parse(settings.webhook_allowed_hosts)
+        loops.append(("webhooks", lambda: run_webhooks(db=db, stop=stop, allow=allow)))
     threads = [
         threading.Thread(target=target, name=f"trainboard-{name}", daemon=True)
         for name, target in loops

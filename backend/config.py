@@ -82,11 +82,15 @@ class Settings(BaseSettings):
     login_rate_limit: int = Field(10, ge=1, description="logins per rate window per address")
     submit_rate_limit: int = Field(30, ge=1, description="submissions per rate window per token")
     token_rate_limit: int = Field(10, ge=1, description="tokens minted per rate window per user")
+    webhook_rate_limit: int = Field(
+        10, ge=1, description="webhooks created per rate window per user"
+    )
     rate_window_seconds: int = Field(60, ge=1, le=86400)
     webhook_allowed_hosts: str = Field(
         "",
-        description="comma-separated host names webhooks may be sent to; empty: any host "
-        "(a user can then make the API POST to internal addresses: docs/health.md)",
+        description="comma-separated host names, IPs or CIDRs webhooks may reach, whatever "
+        "their addresses; `*` or nothing listed: any public address too. Loopback, private, "
+        "link-local, multicast and reserved addresses are refused unless listed (docs/health.md)",
     )
     trusted_proxies: str = Field(
         "",
@@ -133,11 +137,6 @@ class Settings(BaseSettings):
     @property
     def cors_origin_list(self) -> list[str]:
         return [o.strip().lower().rstrip("/") for o in self.cors_origins.split(",") if o.strip()]
-
-    @property
-    def webhook_host_list(self) -> list[str]:
-        """Hosts webhooks may be sent to (lowercase); empty: any."""
-        return [h.lower() for h in _items(self.webhook_allowed_hosts)]
 
     @property
     def script_root_paths(self) -> list[Path]:

@@ -28,21 +28,27 @@ from backend.deps import (
     credentials_from,
     refuse_cross_site,
 )
-from backend.security.ratelimit import MintingDep
+from backend.security.ratelimit import LoginGate, MintingDep
 
 router = APIRouter(prefix="/api", tags=["auth"])
 
 
 @router.post("/login", response_model=Me, dependencies=[Depends(refuse_cross_site)])
-def login(body: LoginIn, response: Response, session: SessionDep, settings: SettingsDep) -> Me:
-    """Exchange an API token, or a username and password, for an HttpOnly session cookie."""
+def login(
+    body: LoginIn, request: Request, response: Response, session: SessionDep, settings: SettingsDep
+) -> Me:
+    """Exchange an API token, or a username and password, for an HttpOnly session cookie;
+    failed logins are limited (429), a valid token never is."""
+    gate = LoginGate(request, settings)
     if body.token is not None:
         principal = service.authenticate(session, body.token)
     else:
+        gate.check_password_guess(body.username or "")
         principal = users.password_login(
             session, username=body.username or "", password=body.password or ""
         )
     if principal is None or "read" not in principal.scopes:
+        gate.failed(body.username if body.token is None else None)
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, "invalid credentials")
     secret = service.start_session(session, principal=principal, days=settings.session_days)
     response.set_cookie(

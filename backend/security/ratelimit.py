@@ -1,7 +1,9 @@
-"""Fixed-window rate limits in Redis: logins per client address, submissions and tokens per user."""
+"""Fixed-window rate limits in Redis: failed logins per client address (and user name),
+submissions, token mints and webhook creations per user."""
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import logging
 import time
@@ -35,8 +37,9 @@ class Rule:
 
 
 def rules_from(settings: Settings) -> list[Rule]:
-    """The limits counted before authentication (per address)."""
-    return [Rule("login", "POST", "/api/login", settings.login_rate_limit)]
+    """The limits counted before authentication (per address); logins are counted by
+    `LoginGate` instead, on failures only, so a flood of bad ones locks no one out."""
+    return []
 
 
 def _trusted(address: str, proxies: Sequence[IPNetwork]) -> bool:
@@ -64,14 +67,19 @@ def client_address(scope: Scope, proxies: Sequence[IPNetwork]) -> str:
     return address[:64]
 
 
-def hit(client: redis.Redis, key: str, window: int) -> int:
-    """Count one request in the current window and return the window's count."""
+def hit(client: redis.Redis, key: str, window: int, cost: int = 1) -> int:
+    """Count cost requests in the current window and return the window's count."""
     slot = keys_of(client).name(f"tb:ratelimit:{key}:{int(time.time() // window)}")
     pipe = client.pipeline()
-    pipe.incr(slot)
+    pipe.incrby(slot, cost)
     pipe.expire(slot, window * 2)
     count, _ = pipe.execute()
     return int(count)
+
+
+def give_back(client: redis.Redis, key: str, window: int, cost: int) -> None:
+    """Uncount cost requests of the current window (a refused batch spends nothing)."""
+    client.decrby(keys_of(client).name(f"tb:ratelimit:{key}:{int(time.time() // window)}"), cost)
 
 
 def _retry_after(window: int) -> str:
@@ -114,24 +122,113 @@ class RateLimit:
 
 
 def count_against(
-    request: Request, settings: Settings, *, bucket: str, user_id: int, limit: int
+    request: Request,
+    settings: Settings,
+    *,
+    bucket: str,
+    user_id: int,
+    limit: int,
+    cost: int = 1,
+    what: str = "requests",
 ) -> None:
-    """429 once the user exceeds limit in this window (every token and session of theirs)."""
+    """429 once the user exceeds limit in this window (every token and session of theirs).
+
+    A request worth several (a sweep's trials) is refused whole, and then spends nothing."""
     client: redis.Redis | None = getattr(request.app.state, "redis", None)
     if client is None:
         return
     window = settings.rate_window_seconds
+    key = f"{bucket}:user:{user_id}"
     try:
-        count = hit(client, f"{bucket}:user:{user_id}", window)
+        count = hit(client, key, window, cost)
+        if count > limit and cost > 1:
+            give_back(client, key, window, cost)
     except redis.RedisError as err:
         log.warning("rate limit not enforced, Redis unavailable: %s", err)
         return
     if count > limit:
+        left = max(0, limit - (count - cost))
+        detail = f"too many {what}: at most {limit} per {window} s"
+        if cost > 1:
+            detail += f"; this one is {cost}, {left} left in this window"
         raise HTTPException(
             status.HTTP_429_TOO_MANY_REQUESTS,
-            f"too many requests: at most {limit} per {window} s",
+            detail,
             headers={"Retry-After": _retry_after(window)},
         )
+
+
+def spend_submissions(request: Request, settings: Settings, principal: Principal, n: int) -> None:
+    """Count n submissions (a sweep's trials) against the user's submit limit, all or none."""
+    limit = settings.submit_rate_limit
+    what = "submissions (each sweep trial is one)"
+    count_against(
+        request,
+        settings,
+        bucket="submit",
+        user_id=principal.user_id,
+        limit=limit,
+        cost=n,
+        what=what,
+    )
+
+
+class LoginGate:
+    """Failed logins, counted per client address (tokens) or address and user name
+    (passwords), in the login limit's window.
+
+    Only failures count and a valid API token always logs in: tokens are 256-bit
+    random, so answering whether one is valid helps no guesser, and a job flooding the
+    login from the API host's loopback locks no other loopback client out. Password
+    guesses for one user name from one address stop being checked (429) once that
+    pair has failed `login_rate_limit` times in the window; other users and tokens are
+    unaffected. Redis being away lets logins through unlimited, as every limit here does.
+    """
+
+    def __init__(self, request: Request, settings: Settings) -> None:
+        self.client: redis.Redis | None = getattr(request.app.state, "redis", None)
+        self.window, self.limit = settings.rate_window_seconds, settings.login_rate_limit
+        address = client_address(request.scope, settings.trusted_proxy_networks)
+        self.prefix = f"login-failed:ip:{address}"
+
+    def _key(self, username: str | None) -> str:
+        if username is None:
+            return f"{self.prefix}:token"
+        return f"{self.prefix}:user:{hashlib.sha256(username.lower().encode()).hexdigest()[:32]}"
+
+    def _refusal(self) -> HTTPException:
+        return HTTPException(
+            status.HTTP_429_TOO_MANY_REQUESTS,
+            f"too many failed logins: at most {self.limit} per {self.window} s",
+            headers={"Retry-After": _retry_after(self.window)},
+        )
+
+    def check_password_guess(self, username: str) -> None:
+        """429, before the password is checked, once this address and user name are spent."""
+        if self.client is None:
+            return
+        slot = keys_of(self.client).name(
+            f"tb:ratelimit:{self._key(username)}:{int(time.time() // self.window)}"
+        )
+        try:
+            failed = int(self.client.get(slot) or 0)
+        except redis.RedisError as err:
+            log.warning("login limit not enforced, Redis unavailable: %s", err)
+            return
+        if failed >= self.limit:
+            raise self._refusal()
+
+    def failed(self, username: str | None) -> None:
+        """Count a failed login; 429 (instead of 401) once past the limit."""
+        if self.client is None:
+            return
+        try:
+            count = hit(self.client, self._key(username), self.window)
+        except redis.RedisError as err:
+            log.warning("login limit not enforced, Redis unavailable: %s", err)
+            return
+        if count > self.limit:
+            raise self._refusal()
 
 
 def _submission(request: Request, principal: SubmitterDep, settings: SettingsDep) -> Principal:
@@ -148,5 +245,15 @@ def _minting(request: Request, principal: ReaderDep, settings: SettingsDep) -> P
     return principal
 
 
+def _webhook_creation(
+    request: Request, principal: SubmitterDep, settings: SettingsDep
+) -> Principal:
+    """A submitter creating a webhook, counted per user."""
+    limit = settings.webhook_rate_limit
+    count_against(request, settings, bucket="webhooks", user_id=principal.user_id, limit=limit)
+    return principal
+
+
 SubmissionDep = Annotated[Principal, Depends(_submission)]
+WebhookCreationDep = Annotated[Principal, Depends(_webhook_creation)]
 MintingDep = Annotated[Principal, Depends(_minting)]

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, status
 
 from backend.deps import ObjectId, ReaderDep, SessionDep, SettingsDep, SubmitterDep
-from backend.security.ratelimit import SubmissionDep
+from backend.security.ratelimit import spend_submissions
 from backend.sweeps import service
 from backend.sweeps.schemas import SweepIn, SweepList, SweepOut
 from backend.sweeps.views import describe_sweep
@@ -19,17 +19,19 @@ router = APIRouter(prefix="/api/sweeps", tags=["sweeps"])
 def create_sweep(
     body: SweepIn,
     request: Request,
-    principal: SubmissionDep,
+    principal: SubmitterDep,
     session: SessionDep,
     settings: SettingsDep,
 ) -> SweepOut:
-    """Start a sweep; 422 names the field when the search or any trial's spec is refused."""
+    """Start a sweep; 422 names the field when the search or any trial's spec is refused,
+    429 when its trials would pass the caller's submit limit (each trial is a submission)."""
     sweep = service.create(
         session,
         request.app.state.redis,
         principal=principal,
         sweep_in=body,
         script_roots=settings.script_root_paths,
+        admit=lambda trials: spend_submissions(request, settings, principal, trials),
     )
     return describe_sweep(session, sweep)
 

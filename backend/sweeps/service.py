@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import redis
@@ -33,8 +33,10 @@ def create(
     principal: Principal,
     sweep_in: SweepIn,
     script_roots: Sequence[Path],
+    admit: Callable[[int], None],
 ) -> Sweep:
-    """Expand the search, check every trial's spec as a submission would, store the sweep
+    """Expand the search, check every trial's spec as a submission would, count the
+    trials against the caller's submit limit (`admit` raises to refuse), store the sweep
     and launch its first trials."""
     try:
         settings = expand(
@@ -54,6 +56,7 @@ def create(
             raise _refused(loc, f"trial {number}: {where}: {first['msg']}") from None
         except jobs.SpecRefused as err:
             raise _refused(("base", *err.loc), f"trial {number}: {err}") from None
+    admit(len(settings))
     sweep = Sweep(
         name=sweep_in.name,
         owner_id=principal.user_id,

@@ -1,4 +1,9 @@
-"""Sending deliveries: a signed JSON POST, retried with backoff, every answer recorded."""
+"""Sending deliveries: a signed JSON POST, retried with backoff, each answer's status recorded.
+
+Connections go only to addresses the destination check admitted (`destination.py`), resolved
+once per connection; redirects are never followed, and nothing of the answer but its status
+is kept, so a webhook cannot be used to read or map what the API host reaches.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +12,19 @@ import hmac
 import json
 import logging
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import Any
 
+import httpcore
 import httpx
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.background import every
 from backend.db import Database, utcnow
+from backend.webhooks.destination import AllowList, DestinationRefused, checked_addresses
 from backend.webhooks.models import Webhook, WebhookDelivery
 from backend.webhooks.service import enqueue_new_events
 
@@ -30,7 +38,11 @@ MAX_TRIES = 6
 FIRST_RETRY_SECONDS = 2.0
 MAX_RETRY_SECONDS = 300.0
 TIMEOUT_SECONDS = 5.0
-RESPONSE_KEPT = 1024
+#: what a delivery that got no HTTP status records, whatever the reason (refused, reset,
+#: timed out, not HTTP): one text, so the list tells nothing about the receiver's ports
+COULD_NOT_CONNECT = "delivery failed: could not connect"
+#: a destination the allow-list refuses at delivery time (decided before any connection)
+REFUSED = "delivery refused: the destination is not allowed (TRAINBOARD_WEBHOOK_ALLOWED_HOSTS)"
 RUN_EVERY_SECONDS = 1.0
 BATCH = 20
 
@@ -60,8 +72,69 @@ def body_of(delivery: WebhookDelivery, hook: Webhook) -> bytes:
     return json.dumps(content, separators=(",", ":"), sort_keys=True).encode()
 
 
-def send(delivery: WebhookDelivery, hook: Webhook, client: httpx.Client) -> None:
-    """POST one delivery once and record what came back (or why nothing did)."""
+class GuardedBackend(httpcore.SyncBackend):
+    """Opens TCP connections only to the checked addresses of the URL's host."""
+
+    def __init__(self, allow: AllowList) -> None:
+        self.allow = allow
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        last: Exception = httpcore.ConnectError("no address")
+        for address in checked_addresses(self.allow, host, port):
+            try:
+                return super().connect_tcp(
+                    str(address), port, timeout, local_address, socket_options
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as err:
+                last = err
+        raise last
+
+
+class Poster:
+    """POSTs to webhook URLs through the guarded backend; answers (status, seconds)."""
+
+    def __init__(self, allow: AllowList, timeout: float = TIMEOUT_SECONDS) -> None:
+        self.timeout = timeout
+        # no proxy from the environment: a proxy would resolve (and reach) what it likes
+        self.pool = httpcore.ConnectionPool(
+            ssl_context=httpx.create_ssl_context(), network_backend=GuardedBackend(allow)
+        )
+
+    def post(self, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, float]:
+        parsed = httpx.URL(url)
+        default_port = {"http": 80, "https": 443}[parsed.scheme]
+        target = httpcore.URL(
+            scheme=parsed.scheme.encode(),
+            host=parsed.raw_host,
+            port=parsed.port or default_port,
+            target=parsed.raw_path,
+        )
+        timeouts = {k: self.timeout for k in ("connect", "read", "write", "pool")}
+        sent: list[tuple[bytes | str, bytes | str]] = [("Host", parsed.netloc), *headers.items()]
+        started = time.monotonic()
+        # the answer's body is never read: its status is all a delivery keeps
+        with self.pool.stream(
+            "POST",
+            target,
+            headers=sent,
+            content=body,
+            extensions={"timeout": timeouts},
+        ) as response:
+            return response.status, time.monotonic() - started
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def send(delivery: WebhookDelivery, hook: Webhook, poster: Poster) -> None:
+    """POST one delivery once and record its status and time (or that nothing came back)."""
     body = body_of(delivery, hook)
     headers = {
         "Content-Type": "application/json",
@@ -72,16 +145,27 @@ def send(delivery: WebhookDelivery, hook: Webhook, client: httpx.Client) -> None
     }
     delivery.tries += 1
     try:
-        response = client.post(hook.url, content=body, headers=headers)
-    except httpx.HTTPError as err:
-        delivery.response_status, delivery.response_body = None, None
-        delivery.error = f"{type(err).__name__}: {err}"[:RESPONSE_KEPT]
+        status, seconds = poster.post(hook.url, body, headers)
+    except DestinationRefused as err:
+        log.info("webhook %d delivery %d refused: %s", hook.id, delivery.id, err)
+        delivery.response_status, delivery.duration_ms = None, None
+        delivery.error = REFUSED
+        ok = False
+    except (
+        httpcore.NetworkError,
+        httpcore.TimeoutException,
+        httpcore.ProtocolError,
+        httpcore.UnsupportedProtocol,
+        OSError,
+    ) as err:
+        log.info("webhook %d delivery %d failed: %r", hook.id, delivery.id, err)
+        delivery.response_status, delivery.duration_ms = None, None
+        delivery.error = COULD_NOT_CONNECT
         ok = False
     else:
-        delivery.response_status = response.status_code
-        delivery.response_body = response.text[:RESPONSE_KEPT]
+        delivery.response_status, delivery.duration_ms = status, round(seconds * 1000)
         delivery.error = None
-        ok = 200 <= response.status_code < 300
+        ok = 200 <= status < 300
     if ok:
         delivery.state, delivery.delivered_at = "delivered", utcnow()
     elif delivery.tries >= MAX_TRIES:
@@ -90,7 +174,7 @@ def send(delivery: WebhookDelivery, hook: Webhook, client: httpx.Client) -> None
         delivery.next_at = utcnow() + timedelta(seconds=retry_delay(delivery.tries))
 
 
-def deliver_due(session: Session, client: Callable[[], httpx.Client]) -> int:
+def deliver_due(session: Session, poster: Callable[[], Poster]) -> int:
     """Send every pending delivery that is due (a batch); how many were tried."""
     due = session.execute(
         select(WebhookDelivery, Webhook)
@@ -101,29 +185,29 @@ def deliver_due(session: Session, client: Callable[[], httpx.Client]) -> int:
         .with_for_update(of=WebhookDelivery, skip_locked=True)
     ).all()
     for delivery, hook in due:
-        send(delivery, hook, client())
+        send(delivery, hook, poster())
     return len(due)
 
 
-def run_webhooks(*, db: Database, stop: threading.Event) -> None:
+def run_webhooks(*, db: Database, stop: threading.Event, allow: AllowList) -> None:
     """Queue deliveries for new job events and send due ones, every second, until stop."""
     # made at the first delivery: building its TLS context costs ~25 ms of CPU at every
     # start (every API test's), and most deployments have no webhook
-    clients: list[httpx.Client] = []
+    posters: list[Poster] = []
 
-    def client() -> httpx.Client:
-        if not clients:  # no redirects: a 3xx to an internal address would pass the allow-list
-            clients.append(httpx.Client(timeout=TIMEOUT_SECONDS, follow_redirects=False))
-        return clients[0]
+    def poster() -> Poster:
+        if not posters:
+            posters.append(Poster(allow))
+        return posters[0]
 
     def step() -> None:
         with db.session() as session:
             enqueue_new_events(session)
         with db.session() as session:
-            deliver_due(session, client)
+            deliver_due(session, poster)
 
     try:
         every(RUN_EVERY_SECONDS, "webhooks", step, stop, log=log, wait_first=True)
     finally:
-        for made in clients:
+        for made in posters:
             made.close()

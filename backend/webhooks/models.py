@@ -47,7 +47,9 @@ class WebhookDelivery(Base):
     tries: Mapped[int] = mapped_column(default=0)
     next_at: Mapped[datetime] = mapped_column(default=utcnow)
     response_status: Mapped[int | None]
-    response_body: Mapped[str | None] = mapped_column(Text)
+    duration_ms: Mapped[int | None] = mapped_column(
+        comment="from sending to the answer's status line; null when no status came"
+    )
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     delivered_at: Mapped[datetime | None]

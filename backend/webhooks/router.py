@@ -5,7 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Response, status
 
 from backend.deps import ObjectId, ReaderDep, SessionDep, SettingsDep, SubmitterDep
+from backend.security.ratelimit import WebhookCreationDep
 from backend.webhooks import service
+from backend.webhooks.destination import AllowList
 from backend.webhooks.models import Webhook
 from backend.webhooks.schemas import DeliveryOut, WebhookCreated, WebhookIn, WebhookOut
 
@@ -26,12 +28,11 @@ def _out(hook: Webhook) -> WebhookOut:
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=WebhookCreated)
 def create_webhook(
-    body: WebhookIn, principal: SubmitterDep, session: SessionDep, settings: SettingsDep
+    body: WebhookIn, principal: WebhookCreationDep, session: SessionDep, settings: SettingsDep
 ) -> WebhookCreated:
     """Register a webhook for the caller's jobs (all_jobs: every job, admins only)."""
-    hook = service.create(
-        session, principal=principal, body=body, allowed_hosts=settings.webhook_host_list
-    )
+    allow = AllowList.parse(settings.webhook_allowed_hosts)
+    hook = service.create(session, principal=principal, body=body, allow=allow)
     return WebhookCreated(**_out(hook).model_dump(), secret=hook.secret)
 
 
@@ -52,6 +53,6 @@ def delete_webhook(webhook_id: ObjectId, principal: SubmitterDep, session: Sessi
 def list_deliveries(
     webhook_id: ObjectId, principal: ReaderDep, session: SessionDep
 ) -> list[DeliveryOut]:
-    """A webhook's newest deliveries with each one's answer, newest first."""
+    """A webhook's newest deliveries with each one's status and timing, newest first."""
     rows = service.deliveries(session, principal=principal, webhook_id=webhook_id)
     return [DeliveryOut.model_validate(d, from_attributes=True) for d in rows]

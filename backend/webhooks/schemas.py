@@ -62,8 +62,10 @@ class DeliveryOut(BaseModel):
     payload: dict[str, Any]
     state: str
     tries: int
-    response_status: int | None
-    response_body: str | None
-    error: str | None
+    response_status: int | None = Field(description="the receiver's HTTP status, if one came")
+    duration_ms: int | None = Field(description="milliseconds until that status came")
+    error: str | None = Field(
+        description="why no status came: the destination was refused, or no connection"
+    )
     created_at: datetime
     delivered_at: datetime | None

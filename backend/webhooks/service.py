@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from backend.auth.service import Principal
 from backend.jobs.models import Job, JobEvent
+from backend.webhooks.destination import AllowList, DestinationRefused, resolve
 from backend.webhooks.models import Webhook, WebhookCursor, WebhookDelivery
 from backend.webhooks.schemas import WebhookIn
 
@@ -27,18 +28,30 @@ class WebhookNotFound(LookupError):
 
 
 class WebhookRefused(ValueError):
-    """A webhook the deployment does not allow (its host is off the allow-list)."""
+    """A webhook the deployment does not allow (an internal address, or off the allow-list)."""
 
 
-def create(
-    session: Session, *, principal: Principal, body: WebhookIn, allowed_hosts: list[str]
-) -> Webhook:
+def check_destination(url: str, allow: AllowList) -> None:
+    """WebhookRefused unless url's host resolves only to addresses the allow-list admits.
+
+    A name that does not resolve yet is taken where any public host is (each delivery
+    checks again, against the addresses it connects to)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    addresses = resolve(host, parts.port or (443 if parts.scheme == "https" else 80))
+    if not addresses and (allow.any_public or host.lower().rstrip(".") in allow.names):
+        return
+    try:
+        allow.check(host, addresses)
+    except DestinationRefused as err:
+        raise WebhookRefused(str(err)) from None
+
+
+def create(session: Session, *, principal: Principal, body: WebhookIn, allow: AllowList) -> Webhook:
     """Register a webhook of the caller's (all_jobs: admins only) with a new secret."""
     if body.all_jobs and not principal.is_admin:
         raise WebhookRefused("all_jobs webhooks are for admins only")
-    host = (urlsplit(body.url).hostname or "").lower()
-    if allowed_hosts and host not in allowed_hosts:
-        raise WebhookRefused(f"host {host!r} is not in TRAINBOARD_WEBHOOK_ALLOWED_HOSTS")
+    check_destination(body.url, allow)
     hook = Webhook(
         owner_id=principal.user_id,
         all_jobs=body.all_jobs,

@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+#: a stack's environment letting its webhooks reach receivers on loopback (closed by default)
+RECEIVER_ENV = {"TRAINBOARD_WEBHOOK_ALLOWED_HOSTS": "127.0.0.1"}
+
 
 @dataclass
 class Receiver:

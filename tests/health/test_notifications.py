@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.health.receiver import Receiver
+from tests.health.receiver import RECEIVER_ENV, Receiver
 from tests.stack import RunningStack, trainboard_up, wait_for
 from workers.contract.oom import TEST_OOM_VARIABLE
 
@@ -42,7 +42,10 @@ def test_nan_stop_failure_and_success_are_delivered_signed_and_in_slack_format(
     plain, slack = Receiver(), Receiver()
     plain.start()
     slack.start()
-    with trainboard_up(tmp_path, cpu_slots=3) as stack, stack.client() as client:
+    with (
+        trainboard_up(tmp_path, cpu_slots=3, extra_env=RECEIVER_ENV) as stack,
+        stack.client() as client,
+    ):
         hook = client.post("/api/webhooks", json={"url": plain.url}).json()  # every event
         text_hook = {"url": slack.url, "format": "slack", "events": ["nan_stop"]}
         assert client.post("/api/webhooks", json=text_hook).status_code == 201
@@ -83,7 +86,7 @@ def _job(stack: RunningStack, job_id: int) -> dict[str, Any]:
 def test_a_preempted_job_is_delivered_as_preempted(tmp_path: Path) -> None:
     receiver = Receiver()
     receiver.start()
-    env = {"TRAINBOARD_MIN_RUN_SECONDS": "0"}
+    env = {"TRAINBOARD_MIN_RUN_SECONDS": "0", **RECEIVER_ENV}
     with trainboard_up(tmp_path, cpu_slots=1, extra_env=env) as stack, stack.client() as client:
         hook = {"url": receiver.url, "events": ["preempted"]}
         assert client.post("/api/webhooks", json=hook).status_code == 201

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.health.receiver import Receiver
+from tests.health.receiver import RECEIVER_ENV, Receiver
 from tests.stack import RunningStack, trainboard_up, wait_for
 from workers.contract.oom import TEST_OOM_VARIABLE
 
@@ -46,7 +46,7 @@ def test_a_host_oom_restarts_with_half_the_micro_batch_and_the_curve_continues(
 ) -> None:
     receiver = Receiver()
     receiver.start()
-    with trainboard_up(tmp_path, cpu_slots=2) as stack:
+    with trainboard_up(tmp_path, cpu_slots=2, extra_env=RECEIVER_ENV) as stack:
         with stack.client() as client:
             hook = {"url": receiver.url, "events": ["oom_remediation", "succeeded"]}
             assert client.post("/api/webhooks", json=hook).status_code == 201

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.health.receiver import Receiver
+from tests.health.receiver import RECEIVER_ENV, Receiver
 from tests.health.scripts import hanging_script
 from tests.stack import RunningStack, trainboard_up, wait_for
 
@@ -26,7 +26,9 @@ def scripted_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running
     (scripts / "hang.py").write_text(hanging_script(block_at=30))
     scripts.chmod(0o755)
     (scripts / "hang.py").chmod(0o644)
-    with trainboard_up(tmp, extra_env={"TRAINBOARD_SCRIPT_ROOTS": str(scripts)}) as stack:
+    with trainboard_up(
+        tmp, extra_env={"TRAINBOARD_SCRIPT_ROOTS": str(scripts), **RECEIVER_ENV}
+    ) as stack:
         yield stack
 
 

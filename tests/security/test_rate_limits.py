@@ -1,4 +1,4 @@
-"""Logins per address, submissions (clones too) and token mints per user: 429 in Redis."""
+"""Failed logins per address, submissions (clones too) and token mints per user: 429 in Redis."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 from backend.app import create_app
 from backend.config import Settings
 from tests.backend.conftest import bearer
+from tests.backend.test_sweeps_api import sweep_body
 
 SPEC = {"name": "x", "template": "mlp"}
 
@@ -24,14 +25,48 @@ def limited(settings: Settings, two_users: dict[str, str]) -> Iterator[TestClien
         yield client
 
 
-def test_logins_beyond_the_limit_get_429_even_with_the_right_token(
-    limited: TestClient, two_users: dict[str, str]
+@pytest.fixture
+def loopback(settings: Settings, two_users: dict[str, str]) -> Iterator[TestClient]:
+    """The app, 3 failed logins per address a minute, every caller on 127.0.0.1: a job on
+    the API host and every loopback client (a local proxy's users too) share the address."""
+    strict = settings.model_copy(update={"login_rate_limit": 3})
+    with TestClient(create_app(strict), client=("127.0.0.1", 5000)) as client:
+        yield client
+
+
+def test_a_flood_of_bad_logins_is_limited_yet_a_valid_token_still_logs_in(
+    loopback: TestClient, two_users: dict[str, str]
 ) -> None:
-    wrong = [limited.post("/api/login", json={"token": f"tb_guess{i}"}) for i in range(3)]
-    assert [r.status_code for r in wrong] == [401, 401, 401]
-    refused = limited.post("/api/login", json={"token": two_users["alice"]})
-    assert refused.status_code == 429 and int(refused.headers["retry-after"]) > 0
-    assert "set-cookie" not in refused.headers
+    # before #30: the 4th login from the address got 429, the right token included
+    wrong = [loopback.post("/api/login", json={"token": f"tb_guess{i}"}) for i in range(6)]
+    assert [r.status_code for r in wrong] == [401, 401, 401, 429, 429, 429]
+    assert int(wrong[-1].headers["retry-after"]) > 0 and "set-cookie" not in wrong[-1].headers
+    right = loopback.post("/api/login", json={"token": two_users["alice"]})
+    assert right.status_code == 200 and "set-cookie" in right.headers
+    assert right.json()["username"] == "alice"
+    # the flood goes on being refused, and another right token still gets in
+    assert loopback.post("/api/login", json={"token": "tb_guess9"}).status_code == 429
+    assert loopback.post("/api/login", json={"token": two_users["bob"]}).status_code == 200
+
+
+def test_password_guesses_stop_per_user_name_and_spare_everyone_else(
+    loopback: TestClient, two_users: dict[str, str]
+) -> None:
+    admin = bearer(two_users["admin"])
+    for name in ("carol", "dave"):
+        body = {"username": name, "password": f"{name}-password-1"}
+        assert loopback.post("/api/users", json=body, headers=admin).status_code == 201
+    guesses = [
+        loopback.post("/api/login", json={"username": "carol", "password": f"guess-{i}"})
+        for i in range(5)
+    ]
+    assert [r.status_code for r in guesses] == [401, 401, 401, 429, 429]
+    # carol's right password from this address waits for the window: guesses stay unchecked
+    right = {"username": "carol", "password": "carol-password-1"}
+    assert loopback.post("/api/login", json=right).status_code == 429
+    dave = {"username": "dave", "password": "dave-password-1"}
+    assert loopback.post("/api/login", json=dave).status_code == 200
+    assert loopback.post("/api/login", json={"token": two_users["alice"]}).status_code == 200
 
 
 def test_submissions_are_limited_per_user(limited: TestClient, two_users: dict[str, str]) -> None:
@@ -120,3 +155,44 @@ def test_x_forwarded_for_counts_the_client_behind_a_trusted_proxy(
 def test_a_malformed_trusted_proxy_setting_is_refused() -> None:
     with pytest.raises(ValueError, match="not an IP or CIDR"):
         Settings(trusted_proxies="10.0.0.0/8,proxy.example")
+
+
+@pytest.fixture
+def budget(settings: Settings, two_users: dict[str, str]) -> Iterator[TestClient]:
+    """The app allowing 5 submissions (sweep trials each count) and 2 webhooks per user a
+    minute; webhooks may name the loopback receiver that is never called here."""
+    strict = settings.model_copy(
+        update={"submit_rate_limit": 5, "webhook_rate_limit": 2, "webhook_allowed_hosts": "*"}
+    )
+    with TestClient(create_app(strict)) as client:
+        yield client
+
+
+def test_each_trial_of_a_sweep_counts_as_a_submission_and_an_oversized_sweep_is_refused_whole(
+    budget: TestClient, two_users: dict[str, str]
+) -> None:
+    alice = bearer(two_users["alice"])
+    # before #30: a sweep counted as one submission however many jobs it made (up to 256)
+    four = sweep_body(parameters={"hyperparameters.lr": {"values": [0.1, 0.05, 0.02, 0.01]}})
+    assert budget.post("/api/sweeps", json=four, headers=alice).status_code == 201
+    refused = budget.post("/api/sweeps", json=four, headers=alice)
+    assert refused.status_code == 429 and int(refused.headers["retry-after"]) > 0
+    assert refused.json()["detail"] == (
+        "too many submissions (each sweep trial is one): at most 5 per 60 s; "
+        "this one is 4, 1 left in this window"
+    )
+    assert len(budget.get("/api/sweeps", headers=alice).json()["sweeps"]) == 1  # nothing made
+    # the refused sweep spent nothing: the one submission left is still there
+    assert budget.post("/api/jobs", json=SPEC, headers=alice).status_code == 201
+    assert budget.post("/api/jobs", json=SPEC, headers=alice).status_code == 429
+
+
+def test_webhook_creation_is_limited_per_user(
+    budget: TestClient, two_users: dict[str, str]
+) -> None:
+    alice, bob = bearer(two_users["alice"]), bearer(two_users["bob"])
+    hook = {"url": "https://hooks.example.com/x"}
+    codes = [budget.post("/api/webhooks", json=hook, headers=alice).status_code for _ in range(3)]
+    assert codes == [201, 201, 429]
+    assert budget.post("/api/webhooks", json=hook, headers=bob).status_code == 201
+    assert len(budget.get("/api/webhooks", headers=alice).json()) == 2
