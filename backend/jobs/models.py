@@ -100,6 +100,12 @@ class Attempt(Base):
     busy_device_seconds: Mapped[float | None] = mapped_column(
         Float, comment="allocated, weighted by each device's sampled utilization"
     )
+    log_lines: Mapped[int] = mapped_column(
+        default=0, server_default="0", comment="log lines stored (counted at ingest)"
+    )
+    log_lines_dropped: Mapped[int] = mapped_column(
+        default=0, server_default="0", comment="oldest log lines deleted over the per-attempt cap"
+    )
 
 
 class AttemptSlice(Base):

@@ -197,6 +197,7 @@ def get_logs(
     job_id: ObjectId,
     principal: ReaderDep,
     session: SessionDep,
+    settings: SettingsDep,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 300,
     q: Annotated[
         str | None,
@@ -208,10 +209,13 @@ def get_logs(
     ] = None,
     rank: Annotated[int | None, Query(ge=0, le=1_000_000)] = None,
 ) -> LogList:
-    """The job's newest lines, oldest first; with q or rank, the newest that match."""
+    """The job's newest lines, oldest first; with q or rank, the newest that match; and how
+    many of its oldest lines the per-attempt cap deleted."""
     job = _job(session, principal, job_id)
     found = series.recent_logs(session, job_id=job.id, limit=limit, contains=q, rank=rank)
-    return LogList.model_validate({"lines": found})
+    dropped = logs.dropped_lines(session, job_id=job.id)
+    cap = settings.log_lines_per_attempt
+    return LogList.model_validate({"lines": found, "dropped": dropped, "cap": cap})
 
 
 @router.get("/{job_id}/logs.txt", response_class=StreamingResponse)

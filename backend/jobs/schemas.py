@@ -128,6 +128,10 @@ class LogOut(BaseModel):
 
 class LogList(BaseModel):
     lines: list[LogOut]
+    dropped: int = Field(
+        0, description="the job's oldest lines deleted over the per-attempt cap (all attempts)"
+    )
+    cap: int = Field(description="log lines kept per attempt (TRAINBOARD_LOG_LINES_PER_ATTEMPT)")
 
 
 class ResumeIn(BaseModel):

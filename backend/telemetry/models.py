@@ -84,7 +84,11 @@ class DeviceSample(Base):
 
 class LogLine(Base):
     __tablename__ = "log_lines"
-    __table_args__ = (UniqueConstraint("attempt_id", "rank", "stream", "seq"),)
+    __table_args__ = (
+        UniqueConstraint("attempt_id", "rank", "stream", "seq"),
+        # the per-attempt cap finds an attempt's oldest lines (ids increase as lines arrive)
+        Index("ix_log_lines_attempt_id_id", "attempt_id", "id"),
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     attempt_id: Mapped[int] = mapped_column(ForeignKey("attempts.id", ondelete="CASCADE"))

@@ -100,3 +100,40 @@ def test_node_tokens_from_before_0010_name_no_node_and_survive_a_downgrade(url: 
         assert conn.execute(sa.text("SELECT name FROM api_tokens")).scalar_one() == "gpu-0"
     engine.dispose()
     assert "node_name" not in columns and "data_dir" not in nodes
+
+
+def test_log_lines_stored_before_0022_are_counted_and_survive_a_downgrade(url: str) -> None:
+    job = (
+        "INSERT INTO jobs (id, name, owner_id, state, spec, priority_rank, devices_requested,"
+        " attempt, restarts, step, created_at, updated_at)"
+        " VALUES (1, 'old', 1, 'running', '{}', 1, 1, 1, 0, 0, :t, :t)"
+    )
+    engine = _old_rows(url, "0021", role="user", insert=job)
+    with engine.begin() as conn:
+        for attempt in (1, 2):
+            conn.execute(
+                sa.text(
+                    "INSERT INTO attempts (id, job_id, number, node_name, devices, state,"
+                    " master_port, created_at) VALUES (:a, 1, :a, 'n', '[0]', 'running', 1, :t)"
+                ),
+                {"a": attempt, "t": CREATED},
+            )
+        conn.execute(
+            sa.text(
+                "INSERT INTO log_lines (attempt_id, rank, stream, seq, line, time)"
+                " VALUES (1, 0, 'stdout', :s, 'x', 0)"
+            ),
+            [{"s": s} for s in range(3)],
+        )
+    upgrade(url, "0022")
+    counts = "SELECT id, log_lines, log_lines_dropped FROM attempts ORDER BY id"
+    with engine.connect() as conn:
+        assert [tuple(r) for r in conn.execute(sa.text(counts))] == [(1, 3, 0), (2, 0, 0)]
+    downgrade(url, "0021")
+    columns = {c["name"] for c in sa.inspect(engine).get_columns("attempts")}
+    indexes = {i["name"] for i in sa.inspect(engine).get_indexes("log_lines")}
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM log_lines")).scalar_one() == 3
+    engine.dispose()
+    assert not {"log_lines", "log_lines_dropped"} & columns
+    assert "ix_log_lines_attempt_id_id" not in indexes

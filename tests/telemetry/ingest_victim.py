@@ -22,14 +22,14 @@ from backend.telemetry.ingest.consumer import Ingest
 def main(db_url: str, redis_url: str, marker: str) -> None:
     """Consume once; freeze inside the transaction after the inserts."""
 
-    def write_then_freeze(session: Any, items: Any) -> Any:
-        result = writer.write_batch(session, items)
+    def write_then_freeze(session: Any, items: Any, **options: Any) -> Any:
+        result = writer.write_batch(session, items, **options)
         session.flush()
         Path(marker).write_text("mid-batch")
         threading.Event().wait()  # killed here, before commit and before XACK
         return result
 
-    ingest.write_batch = write_then_freeze  # type: ignore[assignment]
+    ingest.write_batch = write_then_freeze
     consumer = Ingest(
         db=Database(db_url), client=redis.Redis.from_url(redis_url), consumer="victim"
     )

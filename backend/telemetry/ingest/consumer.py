@@ -55,6 +55,7 @@ class Ingest:
         consumer: str,
         count: int | None = None,
         reclaim_idle_ms: int = 30_000,
+        log_lines_per_attempt: int | None = None,
     ) -> None:
         self.db = db
         self.client = client
@@ -62,6 +63,8 @@ class Ingest:
         #: entries read per stream and round (None: ROUND_ENTRIES for the database)
         self.count = count
         self.reclaim_idle_ms = reclaim_idle_ms
+        #: log lines kept per attempt, the oldest deleted beyond it (None: every line)
+        self.log_lines_per_attempt = log_lines_per_attempt
         #: items producers reported dropping (lossy streams only), since this process started
         self.dropped = 0
         self._announced: dict[int, float] = {}
@@ -190,7 +193,9 @@ class Ingest:
         if not round_:
             return Written(ids=round_.ids)
         with self.db.session() as session:
-            deltas, progressed = write_batch(session, round_.items)
+            deltas, progressed = write_batch(
+                session, round_.items, log_lines_per_attempt=self.log_lines_per_attempt
+            )
         return Written(ids=round_.ids, deltas=deltas, progressed=progressed)
 
     def publish(self, written: Written) -> int:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
-from sqlalchemy import select, text, update
+from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.orm import Session
 
 from backend.db import as_utc
@@ -34,11 +34,15 @@ SAMPLE_COLUMNS = [c.name for c in rows.DeviceSample.__table__.columns if c.name 
 
 
 def write_batch(
-    session: Session, items: Mapping[str, Sequence[Item]]
+    session: Session,
+    items: Mapping[str, Sequence[Item]],
+    *,
+    log_lines_per_attempt: int | None = None,
 ) -> tuple[list[Delta], set[int]]:
     """Insert validated item dicts idempotently (uncommitted); the deltas and the jobs moved.
 
-    The metric points may come as `Points` (their columns already taken).
+    The metric points may come as `Points` (their columns already taken). An attempt's
+    stored log lines are kept to the newest `log_lines_per_attempt` (None: all).
     """
     if session.get_bind().dialect.name == "postgresql":
         # ingest transactions commit in the order they take ids (the series cache relies on it)
@@ -56,6 +60,8 @@ def write_batch(
     insert_metric_points(session, points)
     logs = [line for line in items[LOGS_STREAM] if line["attempt_id"] in attempt_jobs]
     insert_ignoring_duplicates(session, rows.LogLine, logs)
+    if log_lines_per_attempt is not None:
+        cap_log_lines(session, Counter(line["attempt_id"] for line in logs), log_lines_per_attempt)
     samples = [s for s in items[DEVICES_STREAM] if math.isfinite(s["time"])]
     insert_ignoring_duplicates(
         session, rows.DeviceSample, [{c: s[c] for c in SAMPLE_COLUMNS} for s in samples]
@@ -82,6 +88,40 @@ def write_batch(
     if samples:
         deltas.append(("cluster", {"samples": samples}))
     return deltas, progressed
+
+
+def cap_log_lines(session: Session, added: Mapping[int, int], cap: int) -> None:
+    """Count each attempt's new lines; over `cap`, delete its oldest lines down to the newest
+    `cap` and add them to its dropped count.
+
+    One UPDATE per attempt in the batch; the attempt's count is taken again only when the
+    running one passes the cap (a replayed line is counted but not stored).
+    """
+    for attempt_id, count in added.items():
+        stored = session.execute(
+            update(Attempt)
+            .where(Attempt.id == attempt_id)
+            .values(log_lines=Attempt.log_lines + count)
+            .returning(Attempt.log_lines)
+        ).scalar_one()
+        if stored <= cap:
+            continue
+        lines: Any = rows.LogLine.__table__
+        ours = lines.c.attempt_id == attempt_id
+        oldest_kept = session.scalar(
+            select(lines.c.id).where(ours).order_by(lines.c.id.desc()).offset(cap - 1).limit(1)
+        )
+        if oldest_kept is None:  # replays made the count run ahead: fewer than cap are stored
+            kept = session.scalar(select(func.count()).select_from(lines).where(ours)) or 0
+            session.execute(update(Attempt).where(Attempt.id == attempt_id).values(log_lines=kept))
+            continue
+        gone = session.connection().execute(delete(lines).where(ours, lines.c.id < oldest_kept))
+        deleted = gone.rowcount
+        session.execute(
+            update(Attempt)
+            .where(Attempt.id == attempt_id)
+            .values(log_lines=cap, log_lines_dropped=Attempt.log_lines_dropped + deleted)
+        )
 
 
 def _points_by_job(points: Points, attempt_jobs: dict[int, int]) -> dict[int, np.ndarray]:

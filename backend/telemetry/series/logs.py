@@ -1,10 +1,10 @@
-"""A job's whole stored log as text, streamed for download."""
+"""A job's whole stored log as text, streamed for download; how many lines the cap dropped."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from backend.jobs.models import Attempt
@@ -35,3 +35,11 @@ def log_text(session: Session, *, job_id: int, attempt: int | None = None) -> It
 
 def log_filename(*, job_id: int, attempt: int | None) -> str:
     return f"job-{job_id}.log" if attempt is None else f"job-{job_id}-attempt-{attempt}.log"
+
+
+def dropped_lines(session: Session, *, job_id: int) -> int:
+    """The job's oldest log lines deleted over the per-attempt cap, over all its attempts."""
+    query = select(func.coalesce(func.sum(Attempt.log_lines_dropped), 0)).where(
+        Attempt.job_id == job_id
+    )
+    return int(session.scalar(query) or 0)

@@ -358,7 +358,8 @@ export interface paths {
         };
         /**
          * Get Logs
-         * @description The job's newest lines, oldest first; with q or rank, the newest that match.
+         * @description The job's newest lines, oldest first; with q or rank, the newest that match; and how
+         *     many of its oldest lines the per-attempt cap deleted.
          */
         get: operations["jobs-get_logs"];
         put?: never;
@@ -2169,6 +2170,17 @@ export interface components {
         };
         /** LogList */
         LogList: {
+            /**
+             * Cap
+             * @description log lines kept per attempt (TRAINBOARD_LOG_LINES_PER_ATTEMPT)
+             */
+            cap: number;
+            /**
+             * Dropped
+             * @description the job's oldest lines deleted over the per-attempt cap (all attempts)
+             * @default 0
+             */
+            dropped: number;
             /** Lines */
             lines: components["schemas"]["LogOut"][];
         };
@@ -2882,7 +2894,7 @@ export interface components {
             seed: number;
             /**
              * Trials
-             * @description random: how many; grid: a cap
+             * @description random: how many; grid: the first this many points (a grid without it may have up to 256; any grid up to 4096)
              */
             trials?: number | null;
         };

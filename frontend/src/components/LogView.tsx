@@ -31,6 +31,18 @@ export function LogView({ jobId, tail, ranks: attempt = [] }: { jobId: number; t
   const [found, setFound] = useState<Found | null>(null);
   const [searchError, setSearchError] = useState<string | null>(null);
   const needle = query.trim();
+  const [capped, setCapped] = useState<{ dropped: number; cap: number } | null>(null);
+
+  // How many of the oldest lines the per-attempt cap deleted: asked now and every 30 s.
+  useEffect(() => {
+    const ask = () =>
+      ok(client.GET("/api/jobs/{job_id}/logs", { params: { path: { job_id: jobId }, query: { limit: 1 } } }))
+        .then((got) => setCapped({ dropped: got.dropped ?? 0, cap: got.cap }))
+        .catch(() => undefined);
+    void ask();
+    const timer = setInterval(ask, 30_000);
+    return () => clearInterval(timer);
+  }, [jobId]);
 
   // After every render (new lines, a filter), before the browser paints or fires the scroll
   // event: back to the newest line while following.
@@ -111,6 +123,7 @@ export function LogView({ jobId, tail, ranks: attempt = [] }: { jobId: number; t
           : rank !== ""
             ? `${lines.length} of the newest ${tail.lines.length} lines`
             : `The newest ${tail.lines.length} lines, live`}
+        {capped && capped.dropped > 0 ? <span data-testid="log-dropped">{` · ${capped.dropped.toLocaleString()} earlier lines dropped (cap ${capped.cap.toLocaleString()} per attempt)`}</span> : null}
       </p>
       <div class="log-box">
         <pre
