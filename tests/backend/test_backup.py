@@ -117,3 +117,59 @@ def test_a_populated_data_dir_copied_under_writes_restores_users_jobs_and_metric
     assert [u["username"] for u in seen["/api/users"]] == ["admin", "alice", "carol"]
     assert len(seen[f"/api/jobs/{job_id}/metrics/loss"]["step"]) == 300
     assert steps and steps == list(range(1, len(steps) + 1))  # a consistent cut of the writes
+
+
+def test_the_copy_is_the_owners_alone_and_a_planted_symlink_is_never_followed(
+    api: TestClient, settings: Settings, tmp_path: Path
+) -> None:
+    env = {"TRAINBOARD_DATABASE_URL": settings.db_url}
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o1777)
+    shared.chmod(0o1777)  # like /tmp: anyone may plant a name there
+    copy = shared / "trainboard.db"
+    made = trainboard("backup", str(copy), env=env)
+    assert made.returncode == 0, made.stderr
+    assert copy.stat().st_mode & 0o777 == 0o600  # before #30: 0644, webhook secrets in it
+    assert [p.name for p in shared.iterdir()] == ["trainboard.db"]  # no scratch left behind
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("not a backup")
+    for planted, target in (("live-link.db", victim), ("dangling-link.db", tmp_path / "new")):
+        link = shared / planted
+        link.symlink_to(target)
+        refused = trainboard("backup", str(link), env=env)
+        assert (refused.returncode, refused.stderr.strip()) == (
+            2,
+            f"{link} exists: a backup never overwrites",
+        )
+    assert victim.read_text() == "not a backup" and not (tmp_path / "new").exists()
+
+
+def test_pg_dump_gets_the_password_in_its_environment_never_in_argv(
+    migrated_postgres_url: str, tmp_path: Path
+) -> None:
+    # a pg_dump first on PATH that writes down what it was given, then runs the real one
+    seen = tmp_path / "seen"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "pg_dump"
+    wrapper.write_text(
+        f'#!/bin/sh\nprintf "%s\\n" "$@" > {seen}/argv\n'
+        f'printf "%s" "$PGPASSWORD" > {seen}/password\nexec /usr/bin/pg_dump "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    seen.mkdir()
+    secret = "s3cret-PW-for-backup"
+    with_password = migrated_postgres_url.replace("postgres@", f"postgres:{secret}@", 1)
+    dest = tmp_path / "db.dump"
+    path = f"{bin_dir}:{os.environ['PATH']}"
+    made = trainboard(
+        "backup", str(dest), env={"TRAINBOARD_DATABASE_URL": with_password, "PATH": path}
+    )
+    assert made.returncode == 0, made.stderr
+    argv = (seen / "argv").read_text()
+    assert secret not in argv and "postgresql://postgres@127.0.0.1" in argv  # before: in argv
+    assert (seen / "password").read_text() == secret
+    assert dest.stat().st_mode & 0o777 == 0o600
+    listed = subprocess.run(["pg_restore", "--list", str(dest)], capture_output=True, text=True)
+    assert listed.returncode == 0 and "TABLE public jobs" in listed.stdout
