@@ -5,7 +5,8 @@ the log pane following its newest line through bursts, pausing when scrolled up,
 latest"; a search that finds a line long gone from the tail; the whole log downloaded;
 log-scale axes with no "null" label on the job page and in Compare; a hybrid job's board
 sparkline drawn from its last stage's rank; Escape closing a confirmation; a pasted spec's
-refusals all listed under the paste box.
+refusals all listed under the paste box; Compare with its curves first and an 11th run
+refused, not silently unticking the first.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from backend.jobs.models import Job
 from backend.telemetry.live import feed
 from backend.telemetry.models import LogLine
 from tests.e2e.conftest import SCREENSHOTS
-from tests.e2e.test_run_table import log_in
+from tests.e2e.test_run_table import log_in, run
 from tests.telemetry.helpers import LiveServer, add_attempt, insert_points
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -186,3 +187,33 @@ def test_a_pasted_spec_lists_every_refusal_under_the_paste_box(
     assert "Input should be" not in problems.inner_text()
     problems.scroll_into_view_if_needed()
     page.screenshot(path=str(SCREENSHOTS / "submit-paste-errors.png"), full_page=False)
+
+
+def test_compare_shows_curves_first_and_refuses_an_eleventh_run(
+    page: Page, served: LiveServer
+) -> None:
+    ids = [
+        run(served, lr=round(0.1 * (i + 1), 2), seed=i, final=1.0 / (i + 1), tags=[])
+        for i in range(11)
+    ]
+    log_in(page, served)
+    page.goto(f"{served.url}/runs")
+    for job_id in ids[:10]:
+        page.get_by_test_id(f"run-pick-{job_id}").check()
+    eleventh = page.get_by_test_id(f"run-pick-{ids[10]}")
+    eleventh.click()
+    expect(page.get_by_test_id("pick-limit")).to_have_text(
+        f"Compare takes at most 10 runs: untick one to add #{ids[10]}."
+    )
+    expect(eleventh).not_to_be_checked()
+    expect(page.get_by_test_id(f"run-pick-{ids[0]}")).to_be_checked()  # the first stays
+    expect(page.get_by_test_id("runs-compare")).to_have_text("Compare 10 selected")
+
+    page.goto(f"{served.url}/compare?jobs={ids[0]},{ids[1]},{ids[2]}")
+    chart = page.get_by_test_id("compare-chart-loss")
+    expect(chart).not_to_have_attribute("data-points", "0")
+    box = chart.bounding_box()
+    assert box is not None and box["y"] + box["height"] <= 800, box  # whole, in the first screen
+    csv = page.get_by_test_id("compare-csv-loss").bounding_box()
+    assert csv is not None and csv["height"] < 30 and csv["width"] < 80, csv
+    page.screenshot(path=str(SCREENSHOTS / "compare-curves-first.png"), full_page=False)

@@ -9,6 +9,7 @@ import { JobDevices, Progress, StateBadge } from "../components/bits";
 import { BulkActions, useArchivedJobs } from "../components/BulkActions";
 import { ClusterSummary } from "../components/ClusterSummary";
 import { Sparkline } from "../components/Sparkline";
+import { PickLimit, usePicks } from "../lib/picks";
 import { etaSeconds, filtersFromQuery, filtersToQuery, matches, NO_FILTERS, sections, type Filters } from "../lib/board";
 import { formatDuration, formatTime } from "../lib/format";
 import { busyDevices, sortedJobs } from "../lib/stores";
@@ -24,7 +25,7 @@ export function BoardView() {
   const all = useMemo(() => withArchived(jobs, archived, showArchived), [jobs, archived, showArchived]);
   const busy = useMemo(() => busyDevices(all), [all]);
   const [filters, setFilters] = useState<Filters>(() => filtersFromQuery(window.location.search));
-  const [picked, setPicked] = useState<number[]>([]);
+  const { picked, pick, clear, refused } = usePicks(MAX_COMPARE);
   const shown = useMemo(() => all.filter((j) => matches(j, filters)), [all, filters]);
   const { queued, active, done } = useMemo(() => sections(shown), [shown]);
   const owners = useMemo(() => [...new Set(all.map((j) => j.owner))].sort(), [all]);
@@ -37,7 +38,6 @@ export function BoardView() {
     // The filters live in the address (shareable, survives reload) without a history entry each.
     history.replaceState(null, "", `/${filtersToQuery(next)}`);
   };
-  const pick = (id: number, on: boolean) => setPicked((held) => (on ? [...held, id].slice(-MAX_COMPARE) : held.filter((x) => x !== id)));
   const row = { picked, pick };
 
   return (
@@ -48,7 +48,8 @@ export function BoardView() {
         <label class="inline" title="Archived jobs are hidden unless this is ticked">
           <input type="checkbox" data-testid="show-archived" checked={showArchived} onChange={(e) => setShowArchived(e.currentTarget.checked)} /> show archived
         </label>
-        <BulkActions picked={picked} onDone={() => (setPicked([]), setBulkVersion((v) => v + 1))} />
+        <BulkActions picked={picked} onDone={() => (clear(), setBulkVersion((v) => v + 1))} />
+        <PickLimit refused={refused} max={MAX_COMPARE} />
         {picked.length > 0 && (
           <button type="button" class="secondary" data-testid="compare-selected" disabled={picked.length < 2} onClick={() => navigate(`/compare?jobs=${picked.join(",")}`)}>
             Compare {picked.length} selected
@@ -236,7 +237,7 @@ function NameCell({ job }: { job: Job }) {
   );
 }
 
-function PickCell({ job, picked, pick }: { job: Job; picked: number[]; pick: (id: number, on: boolean) => void }) {
+function PickCell({ job, picked, pick }: { job: Job; picked: number[]; pick: (id: number, on: boolean, box?: HTMLInputElement) => void }) {
   return (
     <td class="pick">
       <input
@@ -244,7 +245,7 @@ function PickCell({ job, picked, pick }: { job: Job; picked: number[]; pick: (id
         aria-label={`Select #${job.id} to compare`}
         data-testid={`select-${job.id}`}
         checked={picked.includes(job.id)}
-        onChange={(e) => pick(job.id, e.currentTarget.checked)}
+        onChange={(e) => pick(job.id, e.currentTarget.checked, e.currentTarget)}
       />
     </td>
   );

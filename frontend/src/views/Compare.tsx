@@ -53,42 +53,7 @@ function JobsComparison({ ids }: { ids: number[] }) {
         </Link>
       </div>
 
-      <JobsTable comparison={comparison} theme={theme} />
-
-      <SpecDiff comparison={comparison} />
-      <ProvenanceDiff ids={ids} />
-
-      <h2>Final and best</h2>
-      {names.length === 0 ? (
-        <p class="muted">None of these jobs reported metrics yet.</p>
-      ) : (
-        <SummaryTable comparison={comparison} names={names} />
-      )}
-
-      {names.length > 0 && (
-        <>
-          <h2>Settings → {chosen ?? names[0]}</h2>
-          <label class="inline">
-            metric{" "}
-            <select data-testid="parallel-metric" value={chosen ?? names[0]} onChange={(e) => setChosen(e.currentTarget.value)}>
-              {names.map((n) => (
-                <option value={n}>{n}</option>
-              ))}
-            </select>
-          </label>
-          <ParallelCoords
-            testId="parallel"
-            axes={[
-              ...Object.entries(comparison.spec_diff).map(([key, values]) => ({ label: key, values })),
-              { label: `${chosen ?? names[0]} (final)`, metric: chosen ?? names[0], values: jobs.map((job) => summary[chosen ?? names[0]!]?.[String(job.id)]?.final ?? null) },
-            ]}
-            colors={jobs.map((_, i) => runColor(i, theme))}
-            labels={jobs.map((job) => `#${job.id} ${job.name}`)}
-          />
-        </>
-      )}
-
-      <h2>Curves</h2>
+      <h2 class="first">Curves</h2>
       <div class="toolbar">
         <label class="inline">
           x axis{" "}
@@ -129,6 +94,42 @@ function JobsComparison({ ids }: { ids: number[] }) {
           />
         ))}
       </div>
+
+      <JobsTable comparison={comparison} theme={theme} />
+
+      <SpecDiff comparison={comparison} />
+      <ProvenanceDiff ids={ids} />
+
+      <h2>Final and best</h2>
+      {names.length === 0 ? (
+        <p class="muted">None of these jobs reported metrics yet.</p>
+      ) : (
+        <SummaryTable comparison={comparison} names={names} />
+      )}
+
+      {names.length > 0 && (
+        <>
+          <h2>Settings → {chosen ?? names[0]}</h2>
+          <label class="inline">
+            metric{" "}
+            <select data-testid="parallel-metric" value={chosen ?? names[0]} onChange={(e) => setChosen(e.currentTarget.value)}>
+              {names.map((n) => (
+                <option value={n}>{n}</option>
+              ))}
+            </select>
+          </label>
+          <ParallelCoords
+            testId="parallel"
+            axes={[
+              ...Object.entries(comparison.spec_diff).map(([key, values]) => ({ label: key, values })),
+              { label: `${chosen ?? names[0]} (final)`, metric: chosen ?? names[0], values: jobs.map((job) => summary[chosen ?? names[0]!]?.[String(job.id)]?.final ?? null) },
+            ]}
+            colors={jobs.map((_, i) => runColor(i, theme))}
+            labels={jobs.map((job) => `#${job.id} ${job.name}`)}
+          />
+        </>
+      )}
+
     </section>
   );
 }

@@ -1,24 +1,25 @@
 /** Pick 2–10 jobs to compare (finished ones first); the comparison's address is the selection. */
-import { useMemo, useState } from "preact/hooks";
+import { useMemo } from "preact/hooks";
 import { StateBadge } from "../components/bits";
 import { MAX_COMPARE, useJobs } from "../data";
+import { PickLimit, usePicks } from "../lib/picks";
 import { FINISHED_STATES, sortedJobs } from "../lib/stores";
 import { Link, navigate } from "../router";
 
 /** No selection yet: pick jobs from the list (finished ones first). */
 export function ComparePicker({ initial }: { initial: number[] }) {
   const jobs = useJobs();
-  const [picked, setPicked] = useState<number[]>(initial);
+  const { picked, pick: toggle, refused } = usePicks(MAX_COMPARE, initial);
   const list = useMemo(() => {
     const all = jobs ? sortedJobs(jobs) : [];
     return [...all.filter((j) => FINISHED_STATES.has(j.state)), ...all.filter((j) => !FINISHED_STATES.has(j.state))];
   }, [jobs]);
-  const toggle = (id: number, on: boolean) => setPicked((held) => (on ? [...held, id].slice(-MAX_COMPARE) : held.filter((x) => x !== id)));
   return (
     <section>
       <div class="view-head">
         <h1>Compare jobs</h1>
         <span class="spacer" />
+        <PickLimit refused={refused} max={MAX_COMPARE} />
         <button type="button" data-testid="compare-go" disabled={picked.length < 2} onClick={() => navigate(`/compare?jobs=${picked.join(",")}`)}>
           Compare {picked.length} selected
         </button>
@@ -41,7 +42,7 @@ export function ComparePicker({ initial }: { initial: number[] }) {
                     id={`pick-${job.id}`}
                     data-testid={`compare-pick-${job.id}`}
                     checked={picked.includes(job.id)}
-                    onChange={(e) => toggle(job.id, e.currentTarget.checked)}
+                    onChange={(e) => toggle(job.id, e.currentTarget.checked, e.currentTarget)}
                   />
                 </td>
                 <td>

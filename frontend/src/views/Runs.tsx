@@ -8,6 +8,7 @@ import { client, ok } from "../api/http";
 import type { components } from "../api/schema";
 import { StateBadge } from "../components/bits";
 import { MAX_COMPARE } from "../data";
+import { PickLimit, usePicks } from "../lib/picks";
 import { formatMetric } from "../lib/format";
 import { runsFromQuery, runsToQuery, toggleSort, type RunsQuery } from "../lib/runs";
 import { Link, navigate } from "../router";
@@ -23,7 +24,7 @@ export function RunsView() {
   const [query, setQuery] = useState<RunsQuery>(() => runsFromQuery(window.location.search));
   const [table, setTable] = useState<RunTable | null>(null);
   const [error, setError] = useState<string | null>(null);
-  const [picked, setPicked] = useState<number[]>([]);
+  const { picked, pick, refused } = usePicks(MAX_COMPARE);
   const [addColumn, setAddColumn] = useState("");
   // summaries move while jobs run: read the page again every few seconds
   const [tick, setTick] = useState(0);
@@ -56,7 +57,6 @@ export function RunsView() {
     );
   }, [query, tick]);
 
-  const pick = (id: number, on: boolean) => setPicked((held) => (on ? [...held, id].slice(-MAX_COMPARE) : held.filter((x) => x !== id)));
   const header = (label: string, key: string, title?: string) => (
     <th scope="col" title={title} aria-sort={query.sort === key ? "ascending" : query.sort === `-${key}` ? "descending" : undefined}>
       <button type="button" class="sort" data-testid={`sort-${key}`} onClick={() => update({ sort: toggleSort(query.sort, key) })}>
@@ -72,6 +72,7 @@ export function RunsView() {
       <div class="view-head">
         <h1>Runs</h1>
         <span class="spacer" />
+        <PickLimit refused={refused} max={MAX_COMPARE} />
         {picked.length > 0 && (
           <button type="button" class="secondary" data-testid="runs-compare" disabled={picked.length < 2} onClick={() => navigate(`/compare?jobs=${picked.join(",")}`)}>
             Compare {picked.length} selected
@@ -178,7 +179,7 @@ export function RunsView() {
                 {table.rows.map(({ job, settings, metrics }) => (
                   <tr data-testid={`run-row-${job.id}`}>
                     <td>
-                      <input type="checkbox" data-testid={`run-pick-${job.id}`} aria-label={`pick job ${job.id}`} checked={picked.includes(job.id)} onChange={(e) => pick(job.id, e.currentTarget.checked)} />
+                      <input type="checkbox" data-testid={`run-pick-${job.id}`} aria-label={`pick job ${job.id}`} checked={picked.includes(job.id)} onChange={(e) => pick(job.id, e.currentTarget.checked, e.currentTarget)} />
                     </td>
                     <td>{job.id}</td>
                     <td class="name">

@@ -43,8 +43,8 @@ export function CompareChart({ name, jobs, curves, xMode, csvX, weight, logScale
   return (
     <div data-testid={`compare-curve-${name}`} data-x={xMode}>
       <Chart testId={`compare-chart-${name}`} title={name} options={options} data={() => data} subscribe={() => () => {}} countAttr="data-points" />
-      <a class="button ghost small" data-testid={`compare-csv-${name}`} href={csvHref(jobs.map((j) => j.id), name, csvX)} download>
-        Download CSV (every step, {csvX})
+      <a class="csv-link small" data-testid={`compare-csv-${name}`} href={csvHref(jobs.map((j) => j.id), name, csvX)} title={`${name} of these jobs at every step, x: ${csvX}`} download>
+        ↓ CSV
       </a>
     </div>
   );
