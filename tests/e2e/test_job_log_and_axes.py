@@ -160,6 +160,12 @@ def test_the_log_follows_searches_and_downloads_and_log_axes_read(
     expect(page.get_by_test_id("confirm-cancel")).to_have_count(0)
     expect(page.get_by_test_id("cancel-button")).to_be_visible()
     expect(page.get_by_test_id("job-state")).to_have_text("running")
+    # ... and an open edit without saving it
+    page.get_by_test_id("rename-button").click()
+    page.get_by_test_id("name-input").fill("not saved")
+    page.keyboard.press("Escape")
+    expect(page.get_by_test_id("name-input")).to_have_count(0)
+    expect(page.locator("h1")).to_contain_text("hybrid-logs")
 
     # Compare on a log scale: no "null" either
     other, _ = hybrid_job(served)

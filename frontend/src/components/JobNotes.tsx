@@ -2,6 +2,7 @@
 import { useState } from "preact/hooks";
 import { client, ok } from "../api/http";
 import type { Job } from "../api/types";
+import { useEscape } from "../lib/keys";
 import { Markdown } from "../lib/markdown";
 import { problemText } from "../lib/problems";
 
@@ -26,6 +27,8 @@ export function JobNotes({ job, onChanged }: { job: Job; onChanged: (job: Job) =
       setBusy(false);
     }
   };
+  // Escape closes the open edit without saving, like its Cancel button
+  useEscape(editing && !busy ? () => setEditing(null) : null);
   const edit = (what: Editing, value: string) => {
     setError(null);
     setDraft(value);
