@@ -25,6 +25,7 @@ from backend.nodes.multihost import gang_addresses
 from backend.nodes.trust import accepted_checkpoint, refusal
 from backend.signals import request_stop
 from workers.contract.protocol import AttemptOutcome
+from workers.contract.rank_env import EXIT_FINAL
 
 log = logging.getLogger(__name__)
 
@@ -215,6 +216,14 @@ def _advance_job(session: Session, job: Job, attempt: Attempt, outcome: AttemptO
         requeue_preempted(session, job, attempt_id=attempt.id, number=attempt.number)
     elif outcome.outcome == "stopped" and outcome.pause:  # its policy on a full disk
         move(JobState.paused, f"attempt {attempt.number} paused", reason=outcome.reason)
+    elif outcome.outcome == "failed" and EXIT_FINAL in outcome.exit_codes:
+        # a rank failed for what the job's input is (a refused checkpoint): every restart
+        # would meet it again, so none is spent
+        move(
+            JobState.failed,
+            f"attempt {attempt.number} failed; no restart can fix it",
+            reason=outcome.reason,
+        )
     else:
         restart_or_fail(
             session,

@@ -17,6 +17,9 @@ EXIT_PLATFORM = 4
 #: like EXIT_EXPLAINED, for a job its own policy pauses (`checkpoint.on_disk_full: pause`):
 #: the job becomes paused with the reason, resumable, no restart spent
 EXIT_PAUSE = 5
+#: like EXIT_EXPLAINED, for a failure no restart can fix (a checkpoint refused for what it
+#: holds): the job fails at once with the reason, spending no restart
+EXIT_FINAL = 6
 
 
 def failure_file(run_dir: Path, rank: int) -> Path:

@@ -14,6 +14,7 @@ from workers.contract import entrypoints, run_layout
 from workers.contract.protocol import AttemptOrder, AttemptOutcome
 from workers.contract.rank_env import (
     EXIT_EXPLAINED,
+    EXIT_FINAL,
     EXIT_PAUSE,
     EXIT_PLATFORM,
     RankEnv,
@@ -271,7 +272,7 @@ class Supervisor:
 
     def _failure(self, index: int) -> str:
         code = self.processes[index].returncode
-        if code in (EXIT_EXPLAINED, EXIT_PLATFORM, EXIT_PAUSE):  # the engine wrote why
+        if code in (EXIT_EXPLAINED, EXIT_PLATFORM, EXIT_PAUSE, EXIT_FINAL):  # the engine wrote why
             rank = self.rank_envs()[index].rank
             reason = run_dirs.read_job_file(failure_file(self.run_dir, rank), self.identity)
             self._platform_fault = code == EXIT_PLATFORM

@@ -9,6 +9,7 @@ import torch
 
 from workers.contract.rank_env import (
     EXIT_EXPLAINED,
+    EXIT_FINAL,
     EXIT_PAUSE,
     EXIT_PLATFORM,
     RankEnv,
@@ -90,6 +91,8 @@ def explain(env: RankEnv | None, failure: EngineFailure) -> int:
         failure_file(env.run_dir, env.rank).write_text(failure.reason)
     if isinstance(failure, PauseForDiskFull):
         return EXIT_PAUSE
+    if getattr(failure, "final", False):
+        return EXIT_FINAL
     return EXIT_PLATFORM if getattr(failure, "platform_fault", False) else EXIT_EXPLAINED
 
 

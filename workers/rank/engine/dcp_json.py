@@ -34,7 +34,12 @@ _MAX_DIMS = 64
 
 
 class CheckpointRefused(EngineFailure):
-    """A checkpoint that is not a well-formed Trainboard checkpoint: refused, nothing of it run."""
+    """A checkpoint that is not a well-formed Trainboard checkpoint: refused, nothing of it run.
+
+    Final: the same checkpoint is refused on every restart, so the job fails at once.
+    """
+
+    final = True
 
 
 def refused(detail: str) -> CheckpointRefused:
@@ -96,10 +101,7 @@ def _refuse_constant(name: str) -> None:
 def parse_json(raw: bytes, what: str) -> Any:
     """Strict JSON (no NaN/Infinity constants, no repeated keys) or CheckpointRefused."""
     if raw[:1] == b"\x80":
-        raise refused(
-            f"{what} is a pickle, and pickles are never loaded (checkpoints written before "
-            "Trainboard stored them as JSON cannot be resumed: start the job again without it)"
-        )
+        raise refused(f"{what} is a pickle, and a checkpoint with JSON metadata holds none")
     try:
         return json.loads(
             raw.decode("utf-8"),
@@ -213,7 +215,12 @@ def _optional_str(value: object, where: str) -> str | None:
 
 def metadata_from_json(raw: bytes) -> Metadata:
     """Parse a metadata file written by `metadata_to_json`; anything else is CheckpointRefused."""
-    doc = _dict(parse_json(raw, "the checkpoint's .metadata"), "the document")
+    return metadata_from_document(parse_json(raw, "the checkpoint's .metadata"))
+
+
+def metadata_from_document(document: object) -> Metadata:
+    """The DCP `Metadata` of a parsed metadata document (JSON, or a legacy pickle's plain data)."""
+    doc = _dict(document, "the document")
     if doc.get("format") != FORMAT or doc.get("version") != VERSION:
         raise refused(f".metadata is not {FORMAT} version {VERSION}")
     _keys(

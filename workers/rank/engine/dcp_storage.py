@@ -35,6 +35,7 @@ from workers.rank.engine.dcp_json import (
     value_from_json,
     value_to_json,
 )
+from workers.rank.engine.legacy_dcp import metadata_from_pickle, read_archive
 
 #: no checkpoint's metadata is larger than this (a GPT-3-sized one is a few MiB)
 MAX_METADATA_BYTES = 256 << 20
@@ -72,7 +73,10 @@ class JsonLoadPlanner(DefaultLoadPlanner):
     """Reads non-tensor values from JSON; DCP's own planner would unpickle them."""
 
     def load_bytes(self, read_item: ReadItem, value: io.BytesIO) -> None:
-        loaded = value_from_json(value.getvalue(), read_item.dest_index.fqn)
+        self.load_value(read_item, value_from_json(value.getvalue(), read_item.dest_index.fqn))
+
+    def load_value(self, read_item: ReadItem, loaded: object) -> None:
+        """Put a value read from the checkpoint where the state dict wants it."""
         if self.flatten_state_dict:
             from torch.distributed.checkpoint._nested_dict import set_element
 
@@ -129,17 +133,24 @@ class JsonWriter(dcp.FileSystemWriter):
 
 
 class JsonReader(dcp.FileSystemReader):
-    """Reads what `JsonWriter` wrote, checking every size; no pickle, no torch.load."""
+    """Reads what `JsonWriter` wrote, checking every size; no pickle, no torch.load.
+
+    A checkpoint of an earlier Trainboard (pickled `.metadata`, `torch.save` items in the
+    shards) is read too, statically, by `legacy_dcp`: `legacy` is then True.
+    """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         super().__init__(path)
         self._chunks: dict[tuple[str, tuple[int, ...]], tuple[torch.dtype, torch.Size]] = {}
+        self.legacy = False
 
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
         path = Path(self.path) / METADATA_FILE
         if path.stat().st_size > MAX_METADATA_BYTES:
             raise refused(f"{path} is larger than {MAX_METADATA_BYTES} bytes")
-        metadata = metadata_from_json(path.read_bytes())
+        raw = path.read_bytes()
+        self.legacy = raw[:1] == b"\x80"  # a pickle: DCP's stock writer, before JSON
+        metadata = metadata_from_pickle(raw) if self.legacy else metadata_from_json(raw)
         assert metadata.storage_meta is not None
         metadata.storage_meta.load_id = self.load_id
         return metadata
@@ -148,6 +159,8 @@ class JsonReader(dcp.FileSystemReader):
         self, metadata: Metadata, is_coordinator: bool, *args: Any, **kwargs: Any
     ) -> None:
         super().set_up_storage_reader(metadata, is_coordinator, *args, **kwargs)
+        with open(Path(self.path) / METADATA_FILE, "rb") as stream:  # every rank, not only
+            self.legacy = stream.read(1) == b"\x80"  # the one DCP had read the metadata
         self._chunks = {
             (fqn, tuple(chunk.offsets)): (entry.properties.dtype, chunk.sizes)
             for fqn, entry in metadata.state_dict_metadata.items()
@@ -181,19 +194,43 @@ class JsonReader(dcp.FileSystemReader):
         stream.seek(info.offset)
         if stream.readinto(buffer) != info.length:
             raise refused(f"{info.relative_path} changed while it was read")
+        if self.legacy:
+            self._read_legacy_item(bytes(buffer), item, planner)
+            return
         if item.type == LoadItemType.BYTE_IO:
             planner.load_bytes(item, io.BytesIO(buffer))
             return
+        dtype, sizes = self._chunk(item)
+        if len(buffer) != sizes.numel() * dtype.itemsize:
+            raise refused(
+                f"{item.storage_index.fqn} holds {len(buffer)} bytes, not a {dtype} of "
+                f"{list(sizes)}"
+            )
+        self._commit(_from_raw(buffer, dtype, sizes), item, planner)
+
+    def _read_legacy_item(self, blob: bytes, item: ReadItem, planner: LoadPlanner) -> None:
+        """An item DCP's stock writer saved: a `torch.save` archive, read statically."""
+        found = read_archive(blob, item.storage_index.fqn)
+        if item.type == LoadItemType.BYTE_IO:
+            if not isinstance(planner, JsonLoadPlanner):
+                raise TypeError("legacy checkpoints are loaded with a JsonLoadPlanner")
+            planner.load_value(item, found)
+            return
+        dtype, sizes = self._chunk(item)
+        if not isinstance(found, torch.Tensor) or (found.dtype, found.size()) != (dtype, sizes):
+            raise refused(f"{item.storage_index.fqn} is not the {dtype} of {list(sizes)} saved")
+        self._commit(found, item, planner)
+
+    def _chunk(self, item: ReadItem) -> tuple[torch.dtype, torch.Size]:
         index = item.storage_index
         found = self._chunks.get((index.fqn, tuple(index.offset or ())))
         if found is None:
             raise refused(f"no tensor chunk {index.fqn} at {index.offset}")
-        dtype, sizes = found
-        if len(buffer) != sizes.numel() * dtype.itemsize:
-            raise refused(f"{index.fqn} holds {len(buffer)} bytes, not a {dtype} of {list(sizes)}")
-        tensor = narrow_tensor_by_index(
-            _from_raw(buffer, dtype, sizes), item.storage_offsets, item.lengths
-        )
+        return found
+
+    def _commit(self, chunk: torch.Tensor, item: ReadItem, planner: LoadPlanner) -> None:
+        index = item.storage_index
+        tensor = narrow_tensor_by_index(chunk, item.storage_offsets, item.lengths)
         target = planner.resolve_tensor(item).detach()
         if target.size() != tensor.size():
             raise refused(

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 
 class EngineFailure(Exception):
-    """The attempt cannot go on, for a reason the user should read as is."""
+    """The attempt cannot go on, for a reason the user should read as is.
+
+    A subclass with `final = True` fails the job at once (EXIT_FINAL): no restart can fix it.
+    """
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)

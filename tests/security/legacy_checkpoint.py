@@ -1,0 +1,94 @@
+"""Checkpoints as Trainboard wrote them up to d80b501: DCP's stock writer, pickles throughout.
+
+`old_save` is `workers/engine/checkpoint.py` of d80b501 (`git show d80b501:workers/engine/
+checkpoint.py`): its `_state` and the `dcp.save(state, checkpoint_id=tmp)` of its `save`,
+with DCP's default `FileSystemWriter` (a pickled `.metadata`, every shard item a `torch.save`
+archive). Only the pruning is left out.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import shutil
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch import nn
+from torch.distributed.checkpoint import FileSystemReader
+from torch.distributed.checkpoint.metadata import Metadata
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+from workers.contract.checkpoints import checkpoint_path
+
+_OPTIONS = StateDictOptions(flatten_optimizer_state_dict=True)
+
+
+def _state(model: nn.Module, optimizer: torch.optim.Optimizer, progress: dict[str, float]) -> dict:
+    model_state, optim_state = get_state_dict(model, optimizer, options=_OPTIONS)
+    state: dict[str, Any] = {
+        "model": model_state,
+        "optim": optim_state,
+        "progress": {k: torch.tensor(float(v), dtype=torch.float64) for k, v in progress.items()},
+        "rng": {"cpu": torch.get_rng_state()},
+    }
+    if torch.cuda.is_available():
+        state["rng"]["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def old_save(
+    checkpoint_dir: Path,
+    *,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    progress: dict[str, float],
+    tag: str = "old",
+) -> Path:
+    """Save collectively into a temporary directory, then rank 0 renames it to step-<N>."""
+    final = checkpoint_path(checkpoint_dir, int(progress["step"]))
+    tmp = checkpoint_dir / f".tmp-{final.name}-{tag}"
+    leader = not dist.is_initialized() or dist.get_rank() == 0
+    if leader:
+        checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+    if dist.is_initialized():
+        dist.barrier()
+    dcp.save(_state(model, optimizer, progress), checkpoint_id=tmp)
+    if dist.is_initialized():
+        dist.barrier()
+    if leader:
+        tmp.rename(final)
+    return final
+
+
+def stock_metadata(checkpoint: Path) -> Metadata:
+    """The metadata as DCP's own reader unpickles it (test side only: our own file)."""
+    return FileSystemReader(checkpoint).read_metadata()
+
+
+def plant(checkpoint: Path, fqn: str, blob: bytes) -> None:
+    """Append `blob` to the shard holding `fqn` and re-pickle the metadata to point at it."""
+    metadata = stock_metadata(checkpoint)
+    (index,) = [i for i in metadata.storage_data if i.fqn == fqn]
+    info = metadata.storage_data[index]
+    shard = checkpoint / info.relative_path
+    info.offset, info.length = shard.stat().st_size, len(blob)
+    with open(shard, "ab") as stream:
+        stream.write(blob)
+    (checkpoint / ".metadata").write_bytes(pickle.dumps(metadata))
+
+
+def archive(data_pkl: bytes, records: dict[str, bytes] | None = None) -> bytes:
+    """A torch.save-shaped archive (stored zip) whose data.pkl is `data_pkl`."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as zf:
+        zf.writestr("archive/data.pkl", data_pkl)
+        zf.writestr("archive/byteorder", b"little")
+        for name, data in (records or {}).items():
+            zf.writestr(f"archive/{name}", data)
+    return out.getvalue()
