@@ -1,0 +1,90 @@
+"""Two gloo ranks resume a checkpoint the old Trainboard wrote (pickled DCP metadata) and go on."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from reference import ROOT, rank_weights, resume, small_mlp
+
+from workers.contract.spec import JobSpec
+from workers.rank.engine import checkpoint
+from workers.rank.engine.optim import build_optimizer
+from workers.rank.engine.templates import build_task
+
+pytestmark = pytest.mark.slow  # starts torchrun ranks
+
+STEPS, EVERY = 4, 2
+
+
+def _spec() -> JobSpec:
+    return JobSpec.model_validate(
+        {
+            "name": "legacy",
+            "template": "mlp",
+            "parallelism": {"strategy": "data", "devices": 2},
+            "hyperparameters": small_mlp(STEPS),
+            "checkpoint": {"every_steps": EVERY},
+        }
+    )
+
+
+def _old_trainboard(spec: JobSpec, out_dir: Path) -> None:
+    """Train under torchrun, checkpointing with the old writer (tests/workers/legacy_driver.py)."""
+    spec_file = out_dir / "spec.json"
+    spec_file.write_text(spec.model_dump_json())
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node=2",
+            "--standalone",
+            str(Path(__file__).with_name("legacy_driver.py")),
+            str(spec_file),
+            str(out_dir),
+        ],
+        env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
+        timeout=180,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_two_ranks_resume_an_old_checkpoint_and_continue_as_if_never_stopped(
+    tmp_path: Path,
+) -> None:
+    spec, old = _spec(), tmp_path / "old"
+    old.mkdir()
+    _old_trainboard(spec, old)
+    step_2 = old / "checkpoints" / f"step-{EVERY}"
+    assert (step_2 / ".metadata").read_bytes()[:1] == b"\x80"  # a pickle, as DCP wrote it
+    for shard in ("__0_0.distcp", "__1_0.distcp"):
+        assert (step_2 / shard).read_bytes()[:2] == b"PK"  # torch.save archives
+
+    # what the checkpoint holds, read statically, is what the old ranks had
+    task = build_task("mlp", spec.hyperparameters)
+    hp = spec.hyperparameters
+    optimizer = build_optimizer(
+        task.model.parameters(), name=hp["optimizer"], lr=hp["lr"], weight_decay=hp["weight_decay"]
+    )
+    progress = checkpoint.load(step_2, model=task.model, optimizer=optimizer)
+    assert progress["step"] == EVERY
+    for name, value in rank_weights(old, 0, EVERY).items():
+        assert torch.equal(task.model.state_dict()[name], value), name
+
+    # today's engine on two gloo ranks resumes it at step 2 and trains steps 3 and 4
+    new = tmp_path / "new"
+    resume(spec, new, step_2)
+    assert not (new / f"rank0-step{EVERY}.pt").exists()  # it did not start over
+    assert (new / "checkpoints" / f"step-{STEPS}" / ".metadata").read_bytes()[:1] == b"{"
+    for rank in (0, 1):
+        uninterrupted = rank_weights(old, rank, STEPS)
+        resumed = rank_weights(new, rank, STEPS)
+        for name, value in uninterrupted.items():
+            assert torch.equal(resumed[name], value), (rank, name)
