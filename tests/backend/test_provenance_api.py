@@ -93,3 +93,26 @@ def test_nobody_but_the_attempts_node_records(
         "reported",
         "torch",
     ]
+
+
+def test_the_limits_a_node_met_are_kept_and_shown_and_bounded(
+    api: TestClient, tokens: dict[str, str], database: Database
+) -> None:
+    alice, node = bearer(tokens["alice"]), bearer(tokens["node"])
+    job, attempt = _running_on_n1(api, database, tokens["alice"])
+    body = _body("c" * 16, "2.13.0", [])
+    skipped = "file 'weights.bin' skipped: 3 GiB over the 16 MiB per-file cap"
+    body["recorded"]["script"] |= {"complete": False, "limits": [skipped]}
+    body["recorded"]["script"]["git"] |= {
+        "diff_truncated": True,
+        "diff_note": "diff truncated at 64 KiB (the cap)",
+    }
+    assert (
+        api.post(f"/api/attempts/{attempt}/provenance", json=body, headers=node).status_code == 204
+    )
+    script = api.get(f"/api/jobs/{job}/provenance", headers=alice).json()["recorded"]["script"]
+    assert script["limits"] == [skipped]
+    assert script["git"]["diff_note"] == "diff truncated at 64 KiB (the cap)"
+    body["recorded"]["script"]["limits"] = [skipped] * 22  # more notes than a node ever sends
+    refused = api.post(f"/api/attempts/{attempt}/provenance", json=body, headers=node)
+    assert refused.status_code == 422

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
 MAX_DIFF_BYTES = 64 * 1024
 MAX_PACKAGES = 2000
+#: notes of the limits a tree met that are kept ("file x skipped: ..."), then one summary
+MAX_LIMIT_NOTES = 20
 
 
 class GitState(BaseModel):
@@ -17,6 +19,9 @@ class GitState(BaseModel):
     dirty: bool
     diff: str = Field("", max_length=MAX_DIFF_BYTES + 200, description="git diff HEAD, capped")
     diff_truncated: bool = False
+    diff_note: str | None = Field(
+        None, max_length=600, description="why the diff is cut or missing: the limit it met"
+    )
 
 
 class ScriptTree(BaseModel):
@@ -25,7 +30,12 @@ class ScriptTree(BaseModel):
     sha256: str = Field(max_length=64, description="over every file's path and bytes, sorted")
     files: int
     bytes: int
-    complete: bool = Field(description="False when the tree was larger than the cap")
+    complete: bool = Field(description="False when a limit left anything unread")
+    limits: list[Annotated[str, Field(max_length=600)]] = Field(
+        default_factory=list,
+        max_length=MAX_LIMIT_NOTES + 1,
+        description="each limit met: a file skipped (its size, the per-file cap), the tree cut",
+    )
     git: GitState | None = None
 
 

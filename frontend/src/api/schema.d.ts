@@ -498,7 +498,8 @@ export interface paths {
         put?: never;
         /**
          * Login
-         * @description Exchange an API token, or a username and password, for an HttpOnly session cookie.
+         * @description Exchange an API token, or a username and password, for an HttpOnly session cookie;
+         *     failed logins are limited (429), a valid token never is.
          */
         post: operations["auth-login"];
         delete?: never;
@@ -819,7 +820,8 @@ export interface paths {
         put?: never;
         /**
          * Create Sweep
-         * @description Start a sweep; 422 names the field when the search or any trial's spec is refused.
+         * @description Start a sweep; 422 names the field when the search or any trial's spec is refused,
+         *     429 when its trials would pass the caller's submit limit (each trial is a submission).
          */
         post: operations["sweeps-create_sweep"];
         delete?: never;
@@ -1107,7 +1109,7 @@ export interface paths {
         };
         /**
          * List Deliveries
-         * @description A webhook's newest deliveries with each one's answer, newest first.
+         * @description A webhook's newest deliveries with each one's status and timing, newest first.
          */
         get: operations["webhooks-list_deliveries"];
         put?: never;
@@ -1440,7 +1442,15 @@ export interface components {
             created_at: string;
             /** Delivered At */
             delivered_at: string | null;
-            /** Error */
+            /**
+             * Duration Ms
+             * @description milliseconds until that status came
+             */
+            duration_ms: number | null;
+            /**
+             * Error
+             * @description why no status came: the destination was refused, or no connection
+             */
             error: string | null;
             /** Event */
             event: string;
@@ -1452,9 +1462,10 @@ export interface components {
             payload: {
                 [key: string]: unknown;
             };
-            /** Response Body */
-            response_body: string | null;
-            /** Response Status */
+            /**
+             * Response Status
+             * @description the receiver's HTTP status, if one came
+             */
             response_status: number | null;
             /** State */
             state: string;
@@ -1690,6 +1701,11 @@ export interface components {
              * @default
              */
             diff: string;
+            /**
+             * Diff Note
+             * @description why the diff is cut or missing: the limit it met
+             */
+            diff_note?: string | null;
             /**
              * Diff Truncated
              * @default false
@@ -2779,7 +2795,7 @@ export interface components {
             bytes: number;
             /**
              * Complete
-             * @description False when the tree was larger than the cap
+             * @description False when a limit left anything unread
              */
             complete: boolean;
             /** Entrypoint */
@@ -2787,6 +2803,11 @@ export interface components {
             /** Files */
             files: number;
             git?: components["schemas"]["GitState"] | null;
+            /**
+             * Limits
+             * @description each limit met: a file skipped (its size, the per-file cap), the tree cut
+             */
+            limits?: string[];
             /**
              * Root
              * @description the script root on the node's PYTHONPATH

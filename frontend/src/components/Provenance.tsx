@@ -54,7 +54,7 @@ export function JobProvenance({ jobId, version }: { jobId: number; version: stri
               <dt>Script tree sha256</dt>
               <dd data-testid="prov-sha">
                 <code>{text(at(recorded, "script.sha256")).slice(0, 16)}</code> ({text(at(recorded, "script.files"))} files
-                {at(recorded, "script.complete") === false ? ", more than the cap: partial" : ""})
+                {at(recorded, "script.complete") === false ? `; partial: ${[at(recorded, "script.limits") ?? []].flat().map(String).join("; ") || "more than the cap"}` : ""})
               </dd>
               <dt>Git</dt>
               <dd data-testid="prov-git">
@@ -68,6 +68,7 @@ export function JobProvenance({ jobId, version }: { jobId: number; version: stri
                         <pre class="diff">{text(at(git, "diff"))}</pre>
                       </details>
                     ) : null}
+                    {at(git, "diff_note") ? <div class="muted small" data-testid="prov-diff-note">{text(at(git, "diff_note"))}</div> : null}
                   </>
                 ) : (
                   "not a git checkout"
