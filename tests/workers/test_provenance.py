@@ -30,6 +30,19 @@ def _tree(root: Path) -> None:
     (root / "pkg" / "model.py").write_text("W = 1\n")
 
 
+def _checkout(root: Path) -> None:
+    env = {
+        "GIT_AUTHOR_NAME": "a",
+        "GIT_AUTHOR_EMAIL": "a@b",
+        "GIT_COMMITTER_NAME": "a",
+        "GIT_COMMITTER_EMAIL": "a@b",
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(root),
+    }
+    for args in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-qm", "one"]):
+        subprocess.run(["git", *args], cwd=root, env=env, check=True)
+
+
 def test_the_tree_hash_changes_with_any_byte_and_follows_no_link(tmp_path: Path) -> None:
     _tree(tmp_path)
     first = provenance.hash_tree(tmp_path, entrypoint="train.py")
@@ -45,16 +58,7 @@ def test_the_tree_hash_changes_with_any_byte_and_follows_no_link(tmp_path: Path)
 def test_git_commit_and_dirty_diff_of_a_checkout(tmp_path: Path) -> None:
     _tree(tmp_path)
     assert provenance.git_state(tmp_path, ME) is None  # not a checkout
-    env = {
-        "GIT_AUTHOR_NAME": "a",
-        "GIT_AUTHOR_EMAIL": "a@b",
-        "GIT_COMMITTER_NAME": "a",
-        "GIT_COMMITTER_EMAIL": "a@b",
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(tmp_path),
-    }
-    for args in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-qm", "one"]):
-        subprocess.run(["git", *args], cwd=tmp_path, env=env, check=True)
+    _checkout(tmp_path)
     commit = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True
     ).stdout.strip()
@@ -148,19 +152,6 @@ def test_a_fifo_in_the_tree_is_not_opened_for_reading(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "pipe")  # opened (non-blocking) it would be read forever
     tree = provenance.hash_tree(tmp_path, entrypoint="train.py")
     assert (tree.files, tree.complete) == (3, True)
-
-
-def _checkout(root: Path) -> None:
-    env = {
-        "GIT_AUTHOR_NAME": "a",
-        "GIT_AUTHOR_EMAIL": "a@b",
-        "GIT_COMMITTER_NAME": "a",
-        "GIT_COMMITTER_EMAIL": "a@b",
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(root),
-    }
-    for args in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-qm", "one"]):
-        subprocess.run(["git", *args], cwd=root, env=env, check=True)
 
 
 def test_the_diff_is_read_up_to_its_cap_then_git_is_ended(tmp_path: Path) -> None:
