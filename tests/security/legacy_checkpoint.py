@@ -28,8 +28,13 @@ from workers.contract.checkpoints import checkpoint_path
 _OPTIONS = StateDictOptions(flatten_optimizer_state_dict=True)
 
 
-def _state(model: nn.Module, optimizer: torch.optim.Optimizer, progress: dict[str, float]) -> dict:
-    model_state, optim_state = get_state_dict(model, optimizer, options=_OPTIONS)
+def _state(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    progress: dict[str, float],
+    options: StateDictOptions,
+) -> dict:
+    model_state, optim_state = get_state_dict(model, optimizer, options=options)
     state: dict[str, Any] = {
         "model": model_state,
         "optim": optim_state,
@@ -48,8 +53,12 @@ def old_save(
     optimizer: torch.optim.Optimizer,
     progress: dict[str, float],
     tag: str = "old",
+    options: StateDictOptions = _OPTIONS,
 ) -> Path:
-    """Save collectively into a temporary directory, then rank 0 renames it to step-<N>."""
+    """Save collectively into a temporary directory, then rank 0 renames it to step-<N>.
+
+    `options=StateDictOptions()` writes the list-shaped optimizer state of still earlier ones.
+    """
     final = checkpoint_path(checkpoint_dir, int(progress["step"]))
     tmp = checkpoint_dir / f".tmp-{final.name}-{tag}"
     leader = not dist.is_initialized() or dist.get_rank() == 0
@@ -58,7 +67,7 @@ def old_save(
         shutil.rmtree(tmp, ignore_errors=True)
     if dist.is_initialized():
         dist.barrier()
-    dcp.save(_state(model, optimizer, progress), checkpoint_id=tmp)
+    dcp.save(_state(model, optimizer, progress, options), checkpoint_id=tmp)
     if dist.is_initialized():
         dist.barrier()
     if leader:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch.distributed.checkpoint.state_dict import StateDictOptions
 
 from tests.security.legacy_checkpoint import archive, old_save, plant, stock_metadata
 from tests.security.pickle_payloads import PAYLOADS, extension_codes
@@ -179,3 +180,28 @@ def test_shared_references_cannot_expand_without_bound() -> None:
 def test_a_refused_checkpoint_ends_the_rank_as_final(tmp_path: Path) -> None:
     """The rank's exit status tells the control plane that no restart can fix it."""
     assert explain(None, CheckpointRefused("checkpoint refused: crafted")) == EXIT_FINAL
+
+
+def test_an_older_checkpoint_with_list_shaped_optimizer_state_resumes(
+    trained: tuple[Trainer, Path], tmp_path: Path
+) -> None:
+    """Before optimizer state was keyed by parameter name it was saved as lists: still read."""
+    saved, _ = trained
+    path = old_save(
+        tmp_path / "checkpoints",
+        model=saved.model,
+        optimizer=saved.optimizer,
+        progress=_progress(saved),
+        options=StateDictOptions(),
+    )
+    assert "optim.param_groups.0.params" in stock_metadata(path).state_dict_metadata
+    resumed = _trainer(path.parent)
+    resumed.resume(path)
+    assert resumed.step == saved.step
+    before, after = saved.optimizer.state_dict(), resumed.optimizer.state_dict()
+    assert after["param_groups"] == before["param_groups"]
+    for param, values in before["state"].items():
+        for key, value in values.items():
+            assert torch.equal(after["state"][param][key], value), (param, key)
+    for name, value in saved.model.state_dict().items():
+        assert torch.equal(resumed.model.state_dict()[name], value), name

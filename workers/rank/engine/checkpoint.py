@@ -38,15 +38,18 @@ Progress = dict[str, float]
 #: not by group index: pipeline stages each have their own group 0, which a list-shaped
 #: state would save under one shared key (one stage's copy wins) and load into every stage
 _OPTIONS = StateDictOptions(flatten_optimizer_state_dict=True)
+#: how Trainboard shaped it before that (its pickled checkpoints resume: fine for `data` jobs)
+_LIST_OPTIONS, _LIST_KEY = StateDictOptions(), "optim.param_groups.0.params"
 
 
 def _state(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     progress: Progress,
+    options: StateDictOptions = _OPTIONS,
 ) -> dict:
     """The state to save or load into: unwrapped model and optimizer, progress, RNG."""
-    model_state, optim_state = get_state_dict(model, optimizer, options=_OPTIONS)
+    model_state, optim_state = get_state_dict(model, optimizer, options=options)
     state: dict[str, Any] = {
         "model": model_state,
         "optim": optim_state,
@@ -151,7 +154,8 @@ def load(path: Path, *, model: nn.Module, optimizer: torch.optim.Optimizer) -> P
     reader = JsonReader(path)
     saved = reader.read_metadata().state_dict_metadata
     progress = {k.removeprefix("progress."): 0.0 for k in saved if k.startswith("progress.")}
-    state = _state(model, optimizer, progress)
+    options = _LIST_OPTIONS if reader.legacy and _LIST_KEY in saved else _OPTIONS
+    state = _state(model, optimizer, progress, options)
     if "rng.cuda" not in saved:
         state["rng"].pop("cuda", None)
     _load(state, reader)
@@ -160,7 +164,7 @@ def load(path: Path, *, model: nn.Module, optimizer: torch.optim.Optimizer) -> P
         optimizer,
         model_state_dict=state["model"],
         optim_state_dict=state["optim"],
-        options=_OPTIONS,
+        options=options,
     )
     torch.set_rng_state(state["rng"]["cpu"])
     if "cuda" in state["rng"]:
