@@ -205,3 +205,21 @@ def test_an_older_checkpoint_with_list_shaped_optimizer_state_resumes(
             assert torch.equal(after["state"][param][key], value), (param, key)
     for name, value in saved.model.state_dict().items():
         assert torch.equal(resumed.model.state_dict()[name], value), name
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b"\x80\x02]q\x00h\x00a.", "nested too deeply"),  # a list that holds itself
+        (b"\x80\x02}]K\x01s.", "unhashable dict key"),
+        (b"\x80\x04\x8c\x08builtins\x8c\x07getattr\x93]]\x86R.", "names builtins.getattr"),
+        (b"\x80\x02\x8b\xff\xff\xff\x7f.", "is truncated"),  # a 2 GiB integer, announced
+        (b"\x80\x02.", "stops with other than one value"),
+        (b"\x80\x02(K\x01.", "stops with other than one value"),
+        (b"\x80\x02]}b.", "sets the state of something other than a new DCP metadata"),
+        (b"\x80\x05\x96\x01\x00\x00\x00\x00\x00\x00\x00x.", "opcode b'\\\\x96'"),  # BYTEARRAY8
+    ],
+)
+def test_malformed_pickles_are_refused_never_crash(raw: bytes, reason: str) -> None:
+    with pytest.raises(CheckpointRefused, match=reason):
+        read_archive(archive(raw), VALUE)

@@ -44,6 +44,8 @@ _CLASSES = {
     (_DCP, "StorageMeta"),
     ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
 }
+#: no size, stride or offset of a real tensor comes near this (torch's are 64-bit signed)
+_MAX_INT = 1 << 62
 _MEM_FORMATS = {"TORCH_CONTIGUOUS_FORMAT", "TORCH_CHANNELS_LAST", "TORCH_PRESERVE_FORMAT"}
 #: storage classes `torch.save` names for a tensor's elements, by the dtype they hold
 _STORAGES = {
@@ -128,8 +130,8 @@ def _is_int(value: object) -> bool:
 
 
 def _ints(value: object) -> tuple[int, ...]:
-    if not isinstance(value, tuple) or not all(_is_int(v) and v >= 0 for v in value):
-        raise _Refused("holds a size that is not a tuple of non-negative integers")
+    if not isinstance(value, tuple) or not all(_is_int(v) and 0 <= v < _MAX_INT for v in value):
+        raise _Refused(f"holds a size that is not a tuple of integers in [0, {_MAX_INT})")
     return value
 
 
@@ -150,6 +152,7 @@ def _reduce_getattr(args: tuple[Any, ...]) -> _Const:
     if (
         len(args) == 2
         and args[0] == _Global(_DCP, "_MEM_FORMAT_ENCODING")
+        and isinstance(args[1], str)
         and args[1] in _MEM_FORMATS
     ):
         return _Const("memory_format", args[1])
@@ -183,7 +186,7 @@ def _reduce_rebuild_tensor(args: tuple[Any, ...]) -> _TensorRef:
     if hooks != {} or rest not in ([], [None], [{}]):
         raise _Refused("rebuilds a tensor with hooks or metadata")
     size, stride = _ints(size), _ints(stride)
-    if len(size) != len(stride):
+    if len(size) != len(stride) or offset >= _MAX_INT:
         raise _Refused("rebuilds a tensor whose size and stride differ in length")
     return _TensorRef(storage, offset, size, stride)
 
@@ -458,15 +461,15 @@ class _Budget:
 
 def _state(obj: object, cls: str, where: str) -> dict[str, Any]:
     if not isinstance(obj, _Obj) or obj.cls != cls:
-        raise refused(f"legacy metadata {where} is not a {cls}")
+        raise refused(f"the pickled .metadata: {where} is not a {cls}")
     if not isinstance(obj.state, dict):
-        raise refused(f"legacy metadata {where} has no {cls} fields")
+        raise refused(f"the pickled .metadata: {where} has no {cls} fields")
     return obj.state
 
 
 def _sizes(value: object, where: str, budget: _Budget) -> list[int]:
     if not isinstance(value, tuple):
-        raise refused(f"legacy metadata {where} is not a torch.Size")
+        raise refused(f"the pickled .metadata: {where} is not a torch.Size")
     budget.spend(1 + len(value))
     return list(value)
 
@@ -483,14 +486,14 @@ def _entry(value: object, fqn: str, budget: _Budget) -> dict[str, Any]:
     elif isinstance(fields, dict):
         dtype, layout = fields.get("dtype"), fields.get("layout")
     else:
-        raise refused(f"legacy metadata {where} has no tensor properties")
+        raise refused(f"the pickled .metadata: {where} has no tensor properties")
     if not isinstance(dtype, _Global) or dtype.module != "torch" or dtype.name not in DTYPES:
-        raise refused(f"legacy metadata {where} has no torch dtype")
+        raise refused(f"the pickled .metadata: {where} has no torch dtype")
     if layout not in (_Const("layout", "strided"), None):
-        raise refused(f"legacy metadata {where} is not a strided tensor")
+        raise refused(f"the pickled .metadata: {where} is not a strided tensor")
     chunks = state.get("chunks")
     if not isinstance(chunks, list):
-        raise refused(f"legacy metadata {where} has no chunk list")
+        raise refused(f"the pickled .metadata: {where} has no chunk list")
     return {
         "kind": "tensor",
         "dtype": dtype.name,
@@ -510,7 +513,7 @@ def _storage(index: object, info: object, budget: _Budget) -> dict[str, Any]:
     where = f"storage of {key.get('fqn')!r}"
     found = _state(info, "_StorageInfo", where)
     if found.get("transform_descriptors"):
-        raise refused(f"legacy metadata {where} has storage transforms")
+        raise refused(f"the pickled .metadata: {where} has storage transforms")
     offset = key.get("offset")
     return {
         "fqn": key.get("fqn"),
@@ -532,9 +535,11 @@ def document_from_pickle(raw: bytes) -> dict[str, Any]:
     entries, planner = state.get("state_dict_metadata"), state.get("planner_data") or {}
     storage, meta = state.get("storage_data") or {}, state.get("storage_meta")
     if not isinstance(entries, dict) or not isinstance(planner, dict):
-        raise refused("legacy metadata has no state_dict_metadata")
+        raise refused("the pickled .metadata: has no state_dict_metadata")
+    if not all(isinstance(k, str) for k in [*entries, *planner]):
+        raise refused("the pickled .metadata: names an entry by other than a string")
     if not isinstance(storage, dict):
-        raise refused("legacy metadata's storage_data is not a dict")
+        raise refused("the pickled .metadata: storage_data is not a dict")
     meta_fields = _state(meta, "StorageMeta", "storage_meta") if meta is not None else {}
     budget = _Budget(raw, "the checkpoint's .metadata")
     return {
@@ -608,11 +613,13 @@ def read_archive(blob: bytes, fqn: str) -> object:
     raw = _record(archive, f"{prefix}data.pkl", fqn, len(blob))
     try:
         value = read_pickle(raw, ARCHIVE_RULES)
+        if isinstance(value, _TensorRef):
+            return _tensor(value, archive, prefix, fqn, len(blob))
+        return _plain(value, fqn, _Budget(raw, f"the value of {fqn}"))
     except _Refused as why:
         raise refused(f"the value of {fqn} is a pickle that {why}") from None
-    if isinstance(value, _TensorRef):
-        return _tensor(value, archive, prefix, fqn, len(blob))
-    return _plain(value, fqn, _Budget(raw, f"the value of {fqn}"))
+    except RecursionError:
+        raise refused(f"the value of {fqn} is a pickle nested too deeply") from None
 
 
 def _plain(value: object, fqn: str, budget: _Budget) -> object:
