@@ -17,6 +17,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
+from starlette.routing import Route
 
 from backend import meta_router
 from backend.auth import router as auth_router
@@ -34,12 +35,14 @@ from backend.jobs import router as jobs_router
 from backend.migrate import upgrade
 from backend.nodes import router as nodes_router
 from backend.nodes.deployment import deployment_id, mark_broker
+from backend.openapi import install as install_openapi
 from backend.provenance import router as provenance_router
 from backend.runtable import router as runs_router
 from backend.scheduler.inputs import SharingSettings
 from backend.scheduler.loop import Scheduler
 from backend.security import install as install_security
 from backend.security.exposure import warn_if_exposed
+from backend.security.methods import MethodGuard, templates_of
 from backend.sweeps import router as sweeps_router
 from backend.sweeps.loop import run_sweeps
 from backend.telemetry.export import prometheus
@@ -125,6 +128,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for module in routers:
         app.include_router(module.router)
     _serve_frontend(app, settings.frontend_dir)
+    # innermost: a CORS preflight is answered before it (install_security wraps it)
+    routes = [r for m in routers for r in m.router.routes]
+    routes += [r for r in app.router.routes if getattr(r, "name", None) != "frontend"]
+    app.add_middleware(
+        MethodGuard, templates=templates_of(r for r in routes if isinstance(r, Route))
+    )
+    install_openapi(app, (r for r in routes if isinstance(r, APIRoute)))
     install_security(app, settings)
     install_db_health(app)
     install_errors(app)

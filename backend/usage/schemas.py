@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 UsageBy = Literal["user", "job", "node"]
 
@@ -39,7 +39,9 @@ class DailyUsageOut(BaseModel):
 
 
 class LimitsIn(BaseModel):
-    """Any field left out keeps its value; null removes a quota."""
+    """Any field left out keeps its value; null removes a quota. Strict: `false` is not 0."""
+
+    model_config = ConfigDict(strict=True)
 
     share: float | None = Field(None, gt=0, le=1e6, description="fair-share weight (default 1)")
     max_devices: int | None = Field(None, ge=0, le=1_000_000, description="devices at once")

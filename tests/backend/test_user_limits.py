@@ -54,3 +54,21 @@ def test_limits_refusals_name_the_field_or_the_user(
     assert refused.status_code == 422 and refused.json()["detail"][0]["loc"] == ["body", "share"]
     missing = api.patch("/api/users/nobody/limits", json={"share": 1}, headers=admin)
     assert missing.status_code == 404 and "nobody" in missing.json()["detail"]
+
+
+def test_a_boolean_is_not_a_number_of_limits(api: TestClient, tokens: dict[str, str]) -> None:
+    admin = bearer(tokens["admin"])
+    # before #30: `max_device_hours: false` was taken as a quota of 0 device-hours
+    for field in ("share", "max_devices", "max_device_hours"):
+        for value in (False, True):
+            refused = api.patch("/api/users/alice/limits", json={field: value}, headers=admin)
+            assert refused.status_code == 422, (field, value)
+            assert refused.json()["detail"][0]["loc"] == ["body", field]
+    whole = {"share": 2, "max_devices": 1, "max_device_hours": 5}
+    taken = api.patch("/api/users/alice/limits", json=whole, headers=admin)
+    assert taken.status_code == 200, taken.text
+    assert {k: taken.json()[k] for k in whole} == {
+        "share": 2.0,
+        "max_devices": 1,
+        "max_device_hours": 5.0,
+    }

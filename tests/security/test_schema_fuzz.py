@@ -21,6 +21,7 @@ from schemathesis.checks import (
     negative_data_rejection,
     not_a_server_error,
     response_schema_conformance,
+    status_code_conformance,
 )
 from schemathesis.core.result import Ok
 
@@ -32,6 +33,7 @@ from tests.backend.conftest import bearer
 
 CHECKS = [
     not_a_server_error,
+    status_code_conformance,  # every status answered is declared (#30: 4xx were missing)
     response_schema_conformance,
     content_type_conformance,
     negative_data_rejection,
