@@ -9,7 +9,6 @@ import io
 import shutil
 import time
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,8 +16,12 @@ import torch
 from torch.distributed.checkpoint.state_dict import StateDictOptions
 
 from tests.security.legacy_checkpoint import archive, old_save, plant, stock_metadata
-from tests.security.pickle_payloads import PAYLOADS, extension_codes
-from tests.security.test_checkpoint_pickle import _trainer
+from tests.security.pickle_payloads import PAYLOADS
+from tests.security.test_checkpoint_pickle import (  # noqa: F401 - an autouse fixture
+    _marker,
+    _registered_extensions,
+    _trainer,
+)
 from workers.contract.rank_env import EXIT_FINAL
 from workers.rank.engine.__main__ import explain
 from workers.rank.engine.dcp_json import CheckpointRefused
@@ -27,18 +30,6 @@ from workers.rank.engine.train import Trainer
 
 SHARD = "__0_0.distcp"
 VALUE, TENSOR = "optim.param_groups.0.0.weight.lr", "model.0.0.weight"
-
-
-def _progress(trainer: Trainer) -> dict[str, float]:
-    """What Trainer.save recorded then (d80b501 saved the same numbers)."""
-    return {
-        "step": trainer.step,
-        "epoch": 0,
-        "global_batch": trainer.global_batch,
-        "data_offset": trainer.data_offset,
-        "lr_scale": trainer.lr_scale,
-        "rollbacks": trainer.rollbacks,
-    }
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +41,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Trainer, Path]:
         trainer.checkpoint_dir or Path(),
         model=trainer.model,
         optimizer=trainer.optimizer,
-        progress=_progress(trainer),
+        progress=trainer.progress(),
     )
     return trainer, path
 
@@ -59,16 +50,6 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Trainer, Path]:
 def legacy(trained: tuple[Trainer, Path], tmp_path: Path) -> Path:
     """A copy of the old checkpoint to resume from or plant payloads in."""
     return Path(shutil.copytree(trained[1], tmp_path / "checkpoints" / "step-1"))
-
-
-@pytest.fixture(autouse=True)
-def _registered_extensions() -> Iterator[None]:
-    with extension_codes():
-        yield
-
-
-def _marker(tmp_path: Path, form: str) -> Path:
-    return tmp_path / ("ran-" + "".join(c if c.isalnum() else "_" for c in form))
 
 
 def test_an_old_checkpoint_resumes_with_every_tensor_as_saved(
@@ -191,7 +172,7 @@ def test_an_older_checkpoint_with_list_shaped_optimizer_state_resumes(
         tmp_path / "checkpoints",
         model=saved.model,
         optimizer=saved.optimizer,
-        progress=_progress(saved),
+        progress=saved.progress(),
         options=StateDictOptions(),
     )
     assert "optim.param_groups.0.params" in stock_metadata(path).state_dict_metadata

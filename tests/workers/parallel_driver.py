@@ -27,7 +27,9 @@ class DumpingTrainer(Trainer):
         return path
 
 
-def main(spec_file: str, out_dir: str) -> None:
+def main(
+    spec_file: str, out_dir: str, trainer_class: type[DumpingTrainer] = DumpingTrainer
+) -> None:
     dist.init_process_group("gloo")  # env:// from torchrun
     spec = JobSpec.model_validate_json(Path(spec_file).read_text())
     assert spec.template is not None
@@ -39,7 +41,7 @@ def main(spec_file: str, out_dir: str) -> None:
         pp_size=spec.parallelism.stages,
     )
     task = build_task(spec.template, spec.hyperparameters)
-    trainer = DumpingTrainer(spec, task, ctx, checkpoint_dir=Path(out_dir) / "checkpoints")
+    trainer = trainer_class(spec, task, ctx, checkpoint_dir=Path(out_dir) / "checkpoints")
     trainer.out_dir = Path(out_dir)
     resume = Path(out_dir) / "resume-from"
     if resume.exists():

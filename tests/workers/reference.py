@@ -65,8 +65,10 @@ def resume(spec: JobSpec, out_dir: Path, checkpoint: Path) -> None:
     torchrun(spec, out_dir)
 
 
-def torchrun(spec: JobSpec, out_dir: Path, *, nproc: int | None = None) -> None:
-    """Train spec on CPU ranks with tests/workers/parallel_driver.py under torchrun."""
+def torchrun(
+    spec: JobSpec, out_dir: Path, *, nproc: int | None = None, driver: str = "parallel_driver.py"
+) -> None:
+    """Train spec on CPU ranks under torchrun with tests/workers/parallel_driver.py or `driver`."""
     spec_file = out_dir / "spec.json"
     spec_file.write_text(spec.model_dump_json())
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
@@ -78,7 +80,7 @@ def torchrun(spec: JobSpec, out_dir: Path, *, nproc: int | None = None) -> None:
             "--nproc-per-node",
             str(nproc or spec.parallelism.devices),
             "--standalone",  # torchrun picks its own free port: no race with other tests
-            str(Path(__file__).with_name("parallel_driver.py")),
+            str(Path(__file__).with_name(driver)),
             str(spec_file),
             str(out_dir),
         ],

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-from reference import ROOT, rank_weights, resume, small_mlp
+from reference import rank_weights, resume, small_mlp, torchrun
 
 from workers.contract.spec import JobSpec
 from workers.rank.engine import checkpoint
@@ -33,35 +30,12 @@ def _spec() -> JobSpec:
     )
 
 
-def _old_trainboard(spec: JobSpec, out_dir: Path) -> None:
-    """Train under torchrun, checkpointing with the old writer (tests/workers/legacy_driver.py)."""
-    spec_file = out_dir / "spec.json"
-    spec_file.write_text(spec.model_dump_json())
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc-per-node=2",
-            "--standalone",
-            str(Path(__file__).with_name("legacy_driver.py")),
-            str(spec_file),
-            str(out_dir),
-        ],
-        env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
-        timeout=180,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-
-
 def test_two_ranks_resume_an_old_checkpoint_and_continue_as_if_never_stopped(
     tmp_path: Path,
 ) -> None:
     spec, old = _spec(), tmp_path / "old"
     old.mkdir()
-    _old_trainboard(spec, old)
+    torchrun(spec, old, driver="legacy_driver.py")  # checkpoints as d80b501 wrote them
     step_2 = old / "checkpoints" / f"step-{EVERY}"
     assert (step_2 / ".metadata").read_bytes()[:1] == b"\x80"  # a pickle, as DCP wrote it
     for shard in ("__0_0.distcp", "__1_0.distcp"):

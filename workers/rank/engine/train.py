@@ -205,12 +205,9 @@ class Trainer:
         self.loop_cpu_seconds = time.process_time() - began_cpu
         return TrainResult(self.step, stopped, last_path, self.model)
 
-    def save(self) -> Path | None:
-        """Checkpoint the current step (all ranks take part); announce it from rank 0."""
-        if self.checkpoint_dir is None:
-            return None
-        began, began_cpu = time.perf_counter(), time.process_time()
-        progress = {
+    def progress(self) -> checkpoint.Progress:
+        """The numbers a checkpoint keeps beside the weights, to resume exactly here."""
+        return {
             "step": self.step,
             "epoch": self.batches.epoch_of((self.step + self.data_offset) * self.accum),
             "global_batch": self.global_batch,
@@ -218,13 +215,19 @@ class Trainer:
             "lr_scale": self.lr_scale,
             "rollbacks": self.rollbacks,
         }
+
+    def save(self) -> Path | None:
+        """Checkpoint the current step (all ranks take part); announce it from rank 0."""
+        if self.checkpoint_dir is None:
+            return None
+        began, began_cpu = time.perf_counter(), time.process_time()
         sdk.phase("checkpoint")  # a hang report then names a stalled save, not the loop
         try:
             path = checkpoint.save(
                 self.checkpoint_dir,
                 model=self.model,
                 optimizer=self.optimizer,
-                progress=progress,
+                progress=self.progress(),
                 keep_last=self.spec.checkpoint.keep_last if self.prune else 0,
                 tag=self.tag,
             )
