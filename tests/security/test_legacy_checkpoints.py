@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import pickle
 import shutil
 import time
 import zipfile
@@ -204,3 +205,13 @@ def test_an_older_checkpoint_with_list_shaped_optimizer_state_resumes(
 def test_malformed_pickles_are_refused_never_crash(raw: bytes, reason: str) -> None:
     with pytest.raises(CheckpointRefused, match=reason):
         read_archive(archive(raw), VALUE)
+
+
+def test_old_metadata_passes_the_json_paths_checks(legacy: Path) -> None:
+    """A shard outside the checkpoint, named in a real pickled Metadata, is refused as in JSON."""
+    metadata = stock_metadata(legacy)
+    for info in metadata.storage_data.values():
+        info.relative_path = "../../secret"
+    (legacy / ".metadata").write_bytes(pickle.dumps(metadata))
+    with pytest.raises(CheckpointRefused, match="a data file of this checkpoint"):
+        _trainer(legacy.parent).resume(legacy)

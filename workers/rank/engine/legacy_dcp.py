@@ -469,7 +469,7 @@ def _state(obj: object, cls: str, where: str) -> dict[str, Any]:
 
 def _sizes(value: object, where: str, budget: _Budget) -> list[int]:
     if not isinstance(value, tuple):
-        raise refused(f"the pickled .metadata: {where} is not a torch.Size")
+        raise refused(f"the pickled .metadata: {where} is not a tuple")
     budget.spend(1 + len(value))
     return list(value)
 
@@ -535,9 +535,9 @@ def document_from_pickle(raw: bytes) -> dict[str, Any]:
     entries, planner = state.get("state_dict_metadata"), state.get("planner_data") or {}
     storage, meta = state.get("storage_data") or {}, state.get("storage_meta")
     if not isinstance(entries, dict) or not isinstance(planner, dict):
-        raise refused("the pickled .metadata: has no state_dict_metadata")
+        raise refused("the pickled .metadata has no state_dict_metadata")
     if not all(isinstance(k, str) for k in [*entries, *planner]):
-        raise refused("the pickled .metadata: names an entry by other than a string")
+        raise refused("the pickled .metadata names an entry by other than a string")
     if not isinstance(storage, dict):
         raise refused("the pickled .metadata: storage_data is not a dict")
     meta_fields = _state(meta, "StorageMeta", "storage_meta") if meta is not None else {}
@@ -546,7 +546,7 @@ def document_from_pickle(raw: bytes) -> dict[str, Any]:
         "format": FORMAT,
         "version": VERSION,
         "dcp_version": state.get("version"),
-        "state_dict_metadata": {k: _entry(v, str(k), budget) for k, v in entries.items()},
+        "state_dict_metadata": {k: _entry(v, k, budget) for k, v in entries.items()},
         "planner_data": {k: _sizes(v, "planner_data", budget) for k, v in planner.items()},
         "storage_data": [_storage(k, v, budget) for k, v in storage.items()],
         "storage_meta": {
