@@ -1,4 +1,5 @@
-"""Hostile-input defences wrapped around the app: Host, Origin, body size, rate limits, headers."""
+"""Hostile-input defences wrapped around the app: Host, Origin, body size, paths, headers
+(rate limits are dependencies: backend/security/ratelimit.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from backend.security.errors import validation_error
 from backend.security.headers import SecurityHeaders
 from backend.security.hosts import HostGuard
 from backend.security.paths import PathGuard
-from backend.security.ratelimit import RateLimit, rules_from
 
 
 def install(app: FastAPI, settings: Settings) -> None:
@@ -26,12 +26,6 @@ def install(app: FastAPI, settings: Settings) -> None:
             allow_methods=["GET", "POST", "PUT", "DELETE"],
             allow_headers=["Authorization", "Content-Type"],
         )
-    app.add_middleware(
-        RateLimit,
-        rules=rules_from(settings),
-        window=settings.rate_window_seconds,
-        proxies=settings.trusted_proxy_networks,
-    )
     app.add_middleware(PathGuard)
     app.add_middleware(
         BodyGuard, max_bytes=settings.max_body_bytes, max_depth=settings.max_json_depth

@@ -8,15 +8,12 @@ import ipaddress
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Annotated
 
-import anyio
 import redis
 from fastapi import Depends, HTTPException, Request, status
 from starlette.datastructures import Headers
-from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Scope
 
 from backend.auth.service import Principal
 from backend.config import IPNetwork, Settings
@@ -24,22 +21,6 @@ from backend.deployment_keys import keys_of
 from backend.deps import ReaderDep, SettingsDep, SubmitterDep
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Rule:
-    """At most `limit` requests `method path` per window, counted per client address."""
-
-    bucket: str
-    method: str
-    path: str
-    limit: int
-
-
-def rules_from(settings: Settings) -> list[Rule]:
-    """The limits counted before authentication (per address); logins are counted by
-    `LoginGate` instead, on failures only, so a flood of bad ones locks no one out."""
-    return []
 
 
 def _trusted(address: str, proxies: Sequence[IPNetwork]) -> bool:
@@ -84,41 +65,6 @@ def give_back(client: redis.Redis, key: str, window: int, cost: int) -> None:
 
 def _retry_after(window: int) -> str:
     return str(window - int(time.time()) % window)
-
-
-class RateLimit:
-    """429 with Retry-After once an address exceeds a rule; Redis being away lets requests pass."""
-
-    def __init__(
-        self, app: ASGIApp, *, rules: list[Rule], window: int, proxies: Sequence[IPNetwork] = ()
-    ) -> None:
-        self.app, self.rules, self.window, self.proxies = app, rules, window, proxies
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        rule = self._rule(scope)
-        client = getattr(scope["app"].state, "redis", None) if rule else None
-        if rule is None or client is None:
-            return await self.app(scope, receive, send)
-        key = f"{rule.bucket}:ip:{client_address(scope, self.proxies)}"
-        try:
-            count = await anyio.to_thread.run_sync(hit, client, key, self.window)
-        except redis.RedisError as err:
-            log.warning("rate limit not enforced, Redis unavailable: %s", err)
-            return await self.app(scope, receive, send)
-        if count > rule.limit:
-            refusal = JSONResponse(
-                {"detail": f"too many requests: at most {rule.limit} per {self.window} s"},
-                status_code=429,
-                headers={"Retry-After": _retry_after(self.window)},
-            )
-            return await refusal(scope, receive, send)
-        await self.app(scope, receive, send)
-
-    def _rule(self, scope: Scope) -> Rule | None:
-        if scope["type"] != "http":
-            return None
-        path = scope["path"].rstrip("/") or "/"
-        return next((r for r in self.rules if r.method == scope["method"] and r.path == path), None)
 
 
 def count_against(
