@@ -4,9 +4,9 @@ Starlette alone answers a wrong method with whatever else matches the path: the
 frontend's catch-all `GET /{path:path}` (a 404 for `GET /api/login`), a route with a path
 parameter that takes a literal segment (`GET /api/jobs/bulk` reaching `GET /api/jobs/{job_id}`:
 a 422), or a 405 naming only the first of several routes on one path. This guard knows
-every route's path template: a path belongs to the most specific template that matches it
-(fewest parameters), and a method none of that template's routes takes gets 405 listing
-exactly the methods they take.
+every route's path template: a path belongs to the most specific templates that match it
+(fewest parameters), and a method none of their routes takes gets 405 listing exactly the
+methods they take.
 """
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ class MethodGuard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            owner = self.owner(scope["path"])
-            if owner is not None and scope["method"] not in owner.methods:
-                allow = ", ".join(sorted(owner.methods))
+            allowed = self.allowed(scope["path"])
+            if allowed and scope["method"] not in allowed:
+                allow = ", ".join(sorted(allowed))
                 refusal = JSONResponse(
                     {"detail": f"method not allowed (allowed: {allow})"},
                     status_code=405,
@@ -61,7 +61,11 @@ class MethodGuard:
                 return await refusal(scope, receive, send)
         await self.app(scope, receive, send)
 
-    def owner(self, path: str) -> Template | None:
-        """The most specific template matching path (fewest parameters), if any."""
+    def allowed(self, path: str) -> frozenset[str]:
+        """The methods of the most specific templates matching path (fewest parameters;
+        several only where two such templates tie); empty where none matches."""
         matching = [t for t in self.templates if t.pattern.match(path)]
-        return min(matching, key=lambda t: t.params) if matching else None
+        if not matching:
+            return frozenset()
+        fewest = min(t.params for t in matching)
+        return frozenset().union(*(t.methods for t in matching if t.params == fewest))

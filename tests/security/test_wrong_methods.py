@@ -8,7 +8,10 @@ from __future__ import annotations
 import re
 
 from fastapi.testclient import TestClient
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
+from backend.security.methods import MethodGuard, templates_of
 from tests.backend.conftest import bearer
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
@@ -55,3 +58,26 @@ def test_a_literal_route_is_not_taken_by_a_parameter_route_beside_it(
     job = api.get("/api/jobs/12345", headers=admin)  # the parameter route still answers
     assert job.status_code == 404
     assert api.get("/api/nope", headers=admin).status_code == 404  # no route: still 404
+
+
+def test_templates_that_tie_on_a_path_share_it() -> None:
+    async def endpoint(scope: Scope, receive: Receive, send: Send) -> None:
+        pass
+
+    guard = MethodGuard(
+        endpoint,
+        templates=templates_of(
+            [
+                Route("/x/{a}/b", endpoint, methods=["GET"]),
+                Route("/x/c/{d}", endpoint, methods=["POST"]),
+                Route("/x/c/b/{e}", endpoint, methods=["DELETE"]),
+                Route("/x/{a}", endpoint, methods=["PUT"]),
+                Route("/x/c", endpoint, methods=["PATCH"]),
+            ]
+        ),
+    )
+    # one parameter each: both may serve it (Starlette's GET routes take HEAD too)
+    assert guard.allowed("/x/c/b") == {"GET", "HEAD", "POST"}
+    assert guard.allowed("/x/c") == {"PATCH"}  # the literal route owns its path
+    assert guard.allowed("/x/7") == {"PUT"}
+    assert guard.allowed("/y") == set()
