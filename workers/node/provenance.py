@@ -17,7 +17,6 @@ import json
 import logging
 import os
 import selectors
-import signal
 import stat
 import subprocess
 import sys
@@ -77,11 +76,21 @@ def send_provenance(
     node: str,
     containment: Containment | None = None,
 ) -> None:
-    """Collect and send; a failure is logged, never the attempt's."""
+    """Collect (in a step of the attempt's containment) and send; a failure is logged,
+    never the attempt's."""
+    step = None
     try:
-        api.provenance(order.attempt_id, collect(order, settings, node, containment))
+        # its own part of the attempt: the attempt's end lets it finish first (time-limited)
+        step = containment.child("provenance") if containment is not None else None
+        body = collect(order, settings, node, step)
+        if step is not None:
+            step.end()
+        api.provenance(order.attempt_id, body)
     except Exception:
         log.exception("attempt %d: provenance not recorded", order.attempt_id)
+    finally:
+        if step is not None:
+            step.end()
 
 
 def collect(
@@ -289,7 +298,7 @@ def _as_job_user(
     """Run argv as the job's user like a rank: guarded, in a part of the attempt's
     containment, killed with everything it started when it ends, times out or has printed
     more than `limit` bytes; what it printed (stdout up to `limit`) and whether it was cut."""
-    step = (containment or Containment(identity)).child("provenance")
+    step = containment or Containment(identity)
     process = subprocess.Popen(
         guarded(argv, cgroup=step.relative),
         user=identity.uid,
@@ -306,9 +315,7 @@ def _as_job_user(
         step.adopt(process.pid)
         stdout, stderr, cut = _read_capped(process, limit=limit, seconds=STEP_SECONDS)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)  # what it left in its group
-        step.end()  # what it left anywhere (its cgroup)
+        step.kill_now()  # what it left (anywhere in its cgroup; else in its group)
         process.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):  # a pipe held by a daemon
             process.communicate(timeout=5)

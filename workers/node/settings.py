@@ -75,6 +75,15 @@ class WorkerSettings(BaseSettings):
         description="the host-wide directory job uids are leased from (root's, 0700), shared "
         "by every Trainboard on this host so no two jobs get one uid",
     )
+    run_dir_quota_bytes: int = Field(
+        20 << 30,
+        ge=0,
+        description="bytes a job's run directory may hold on this node; over it the attempt "
+        "fails with 'run dir over quota (X of Y)' (0: no quota)",
+    )
+    run_dir_quota_interval: float = Field(
+        5.0, gt=0, description="seconds between two measures of a running job's run directory"
+    )
 
     def for_supervisor(
         self, isolation: Isolation | None = None, *, interface: str | None = None
@@ -90,6 +99,8 @@ class WorkerSettings(BaseSettings):
             metric_step_pattern=self.metric_step_pattern,
             isolation=isolation or same_user(),
             interface=interface,
+            run_dir_quota_bytes=self.run_dir_quota_bytes,
+            run_dir_quota_interval=self.run_dir_quota_interval,
         )
 
     @property
