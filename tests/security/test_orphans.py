@@ -272,7 +272,9 @@ def test_the_provenance_step_runs_contained_and_time_limited(
     )
     try:
         started = time.monotonic()
-        sent = provenance.collect(attempt, hostile_settings, "test-node", contained)
+        step = contained.child("provenance")  # as send_provenance runs it
+        sent = provenance.collect(attempt, hostile_settings, "test-node", step)
+        step.end()
         took = time.monotonic() - started
         daemons = [int(name) for name in os.listdir(drop)]
         assert daemons, ("the script root's code never ran", sent.reported_error)
@@ -295,3 +297,35 @@ def test_the_provenance_step_runs_contained_and_time_limited(
         for pid in [int(name) for name in os.listdir(drop)]:
             if alive(pid):
                 psutil.Process(pid).kill()
+
+
+def test_a_short_attempt_ends_after_its_provenance_step(
+    hostile_settings: SupervisorSettings, mechanism: str
+) -> None:
+    """The ranks are done in a second; the interpreter report (importing torch) takes
+    longer, and the attempt's end lets it finish rather than killing it."""
+    (root,) = hostile_settings.script_roots
+    (root / "quick.py").write_text("print('step 1 loss 1.0', flush=True)\n")
+    os.chmod(root / "quick.py", 0o644)
+    spec = JobSpec.model_validate(
+        {"name": "quick", "entrypoint": {"script": "quick.py"}, "parallelism": {"devices": 1}}
+    )
+    attempt = order(9, "exit").model_copy(update={"spec": spec})
+    supervisor = Supervisor(attempt, hostile_settings)
+    sent: list[Any] = []
+
+    def provenance_step() -> None:  # what send_provenance does beside the ranks
+        step = supervisor.containment.child("provenance")
+        try:
+            sent.append(provenance.collect(attempt, hostile_settings, "test-node", step))
+        finally:
+            step.end()
+
+    thread = threading.Thread(target=provenance_step)
+    thread.start()
+    outcome = supervisor.run()
+    thread.join(timeout=60)
+    assert outcome.outcome == "succeeded", outcome.reason
+    (report,) = sent
+    assert report.reported is not None, report.reported_error
+    assert report.reported.torch is not None

@@ -32,6 +32,7 @@ from workers.supervisor.rank_environment import local_rank_envs
 from workers.supervisor.rank_group import RankGroup
 from workers.supervisor.rank_launch import free_port, rank_command, start_rank
 from workers.supervisor.relay import TelemetryRelay
+from workers.supervisor.run_dir_quota import RunDirQuota
 from workers.supervisor.settings import SupervisorSettings
 from workers.supervisor.stdout_metrics import StdoutMetrics, metric_sink
 from workers.telemetry import StreamPublisher
@@ -39,6 +40,9 @@ from workers.telemetry import StreamPublisher
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.25
+#: how long an attempt's end waits for its provenance step to finish (it runs up to 60 s a
+#: command): a short job would otherwise end it before its interpreter report is in
+STEPS_WAIT_SECONDS = 60.0
 
 
 class Supervisor:
@@ -86,6 +90,7 @@ class Supervisor:
         self._lease = lease
         self._platform_fault = False  # a rank exited EXIT_PLATFORM (its rendezvous failed)
         self._pause = False  # a rank exited EXIT_PAUSE (its checkpoint found a full disk)
+        self._quota: RunDirQuota | None = None
         self._hangs = HangWatch(
             (env.rank for env in self.rank_envs()), timeout=order.spec.health.hang_timeout_s
         )
@@ -169,6 +174,12 @@ class Supervisor:
         self.dirs = dirs = run_dirs.prepare_attempt(
             self.settings.data_dir, self.order, self.identity, ranks
         )
+        self._quota = RunDirQuota(
+            dirs.job,
+            limit=self.settings.run_dir_quota_bytes,
+            interval=self.settings.run_dir_quota_interval,
+        )
+        self._quota.start()
         # a clone from another job's checkpoint resumes from this job's own copy of it
         self.order = seed.adopt(self.order, self.settings.data_dir, self.identity)
         entry = self.order.spec.entrypoint
@@ -241,6 +252,9 @@ class Supervisor:
                 return self._failure(bad)
             if all(code is not None for code in codes):
                 return None
+            if self._quota is not None and self._quota.over is not None:
+                self.ranks.kill()  # the disk is filling: no grace, no final checkpoint
+                return self._quota.over
             if self._stop_reason is None:
                 self._stop_reason = self._control.request()
                 if self._stop_reason is not None:
@@ -284,7 +298,10 @@ class Supervisor:
     def _cleanup(self) -> None:
         """Kill whatever is left of the attempt (no orphan survives), drain output, free slots."""
         self.ranks.kill()
-        self.containment.end()  # what left the group (setsid) and its provenance step
+        # what left the group (setsid) now; its provenance step once done (time-limited)
+        self.containment.end_after_steps(wait=STEPS_WAIT_SECONDS)
+        if self._quota is not None:
+            self._quota.stop()
         self.ranks.drain()
         for relay in self._relays:
             relay.join(timeout=5.0)

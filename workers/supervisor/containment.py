@@ -20,6 +20,7 @@ import secrets
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -94,7 +95,11 @@ class Containment:
         self.cgroup = cgroup
         #: the cgroup as /proc/PID/cgroup names it (what the orphan guard waits to see)
         self.relative = relative
-        self._ended = False
+        #: a step without a cgroup: the process group its current command leads
+        self._leader: int | None = None
+        self._parts: list[Containment] = []
+        self._lock = threading.Lock()
+        self._ended = threading.Event()
         if cgroup is None and uid is not None:
             with _uid_lock:
                 _uid_holders[uid] = _uid_holders.get(uid, 0) + 1
@@ -114,22 +119,28 @@ class Containment:
         return f"uid {self.uid}" if self.uid is not None else "process group only"
 
     def child(self, name: str) -> Containment:
-        """A part of this attempt that can be ended alone (its processes stay the attempt's)."""
-        if self._ended:
-            raise ContainmentError(f"the attempt's {self.mechanism} has ended: nothing more runs")
-        if self.cgroup is None:
-            return Containment(self.identity)  # the attempt's uid (or group) holds it
-        try:
-            (self.cgroup / name).mkdir()
-        except OSError as err:
-            raise ContainmentError(f"cannot make {self.relative}/{name}: {err}") from err
-        return Containment(
-            self.identity, cgroup=self.cgroup / name, relative=f"{self.relative}/{name}"
-        )
+        """A step of this attempt (its provenance) that is ended on its own; the attempt's
+        end lets it finish first (see end_after_steps), its processes stay the attempt's."""
+        with self._lock:
+            if self._ended.is_set():
+                raise ContainmentError(f"the attempt's {self.mechanism} has ended")
+            if self.cgroup is None:
+                part = Containment(self.identity)  # its command's group; the attempt's uid
+            else:
+                try:
+                    (self.cgroup / name).mkdir()
+                except OSError as err:
+                    raise ContainmentError(f"cannot make {self.relative}/{name}: {err}") from err
+                part = Containment(
+                    self.identity, cgroup=self.cgroup / name, relative=f"{self.relative}/{name}"
+                )
+            self._parts.append(part)
+            return part
 
     def adopt(self, pid: int) -> None:
         """Move a just-started process (its orphan guard, still waiting) into the cgroup."""
         if self.cgroup is None:
+            self._leader = pid  # started with process_group=0: it leads its own group
             return
         try:
             (self.cgroup / "cgroup.procs").write_text(str(pid))
@@ -147,6 +158,8 @@ class Containment:
             return found
         if self.uid is not None:
             return _processes_of(self.uid)
+        if self._leader is not None:
+            return _group_of(self._leader)
         return set()
 
     def signal(self, signum: int) -> None:
@@ -155,11 +168,28 @@ class Containment:
             with contextlib.suppress(OSError):
                 os.kill(pid, signum)
 
+    def kill_now(self, timeout: float = 5.0) -> set[int]:
+        """Kill what this (step) holds now, and keep it for the next command."""
+        return self._kill(timeout)
+
+    def end_after_steps(self, wait: float, timeout: float = 5.0) -> set[int]:
+        """End the attempt: everything but its running steps at once, the steps once they
+        end by themselves (at most `wait` seconds later), then whatever is left."""
+        with self._lock:
+            steps = [part for part in self._parts if not part._ended.is_set()]
+        if steps and wait > 0:
+            self._kill(timeout, spare=lambda: set().union(*(s.pids() for s in steps)))
+            deadline = time.monotonic() + wait
+            for step in steps:
+                step._ended.wait(max(0.0, deadline - time.monotonic()))
+        return self.end(timeout)
+
     def end(self, timeout: float = 5.0) -> set[int]:
         """Kill every process of the attempt until none is left; return any that survived."""
-        if self._ended:
-            return set()
-        self._ended = True
+        with self._lock:
+            if self._ended.is_set():
+                return set()
+            self._ended.set()
         if self.cgroup is None and self.uid is not None:
             with _uid_lock:
                 _uid_holders[self.uid] -= 1
@@ -174,17 +204,19 @@ class Containment:
         self._remove()
         return left
 
-    def _kill(self, timeout: float) -> set[int]:
+    def _kill(self, timeout: float, *, spare: Callable[[], set[int]] | None = None) -> set[int]:
         deadline = time.monotonic() + timeout
-        if self.cgroup is not None:
+        if self.cgroup is not None and spare is None:
             with contextlib.suppress(OSError):  # cgroup.kill: Linux 5.14 and later
                 (self.cgroup / "cgroup.kill").write_text("1")
-        while (left := self.pids()) and time.monotonic() < deadline:
+        while True:
+            left = self.pids() - (spare() if spare is not None else set())
+            if not left or time.monotonic() >= deadline:
+                return left
             for pid in left:  # a process forking while it is killed: its child is next
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
             time.sleep(KILL_POLL_SECONDS)
-        return left
 
     def _remove(self) -> None:
         if self.cgroup is None:
@@ -192,6 +224,16 @@ class Containment:
         for directory, _, _ in sorted(os.walk(self.cgroup), key=lambda d: -len(d[0])):
             with contextlib.suppress(OSError):
                 os.rmdir(directory)
+
+
+def _group_of(leader: int) -> set[int]:
+    """Live processes of the process group leader leads."""
+    found = set()
+    for process in psutil.process_iter(["status"]):
+        with contextlib.suppress(OSError):
+            if os.getpgid(process.pid) == leader and process.info["status"] != "zombie":
+                found.add(process.pid)
+    return found
 
 
 def _processes_of(uid: int) -> set[int]:

@@ -24,6 +24,9 @@ class SupervisorSettings:
     isolation: Isolation = field(default_factory=same_user)
     #: the node's advertised interface: gloo (and NCCL's sockets) are pinned to it
     interface: str | None = None
+    #: bytes a job's run directory may hold on this node (0: no quota), measured this often
+    run_dir_quota_bytes: int = 20 << 30
+    run_dir_quota_interval: float = 5.0
 
     def grace_for(self, request: str) -> float:
         """Seconds between SIGTERM and SIGKILL for a stop request (preempt: a final checkpoint)."""
