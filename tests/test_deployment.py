@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from backend.telemetry.live.direct import WS_PROTOCOL
@@ -19,6 +20,7 @@ ENV = {
     **os.environ,
     "POSTGRES_PASSWORD": "compose-postgres-password",
     "TRAINBOARD_REDIS_PASSWORD": "compose-check-redis-password",
+    "TRAINBOARD_REDIS_WORKER_PASSWORD": "compose-check-redis-worker-password",
     "TRAINBOARD_ADMIN_TOKEN": "compose-check-admin-token",
     "TRAINBOARD_NODE_TOKEN": "compose-check-node-token",
 }
@@ -68,7 +70,11 @@ def test_worker_reserves_nvidia_gpus_and_api_binds_loopback() -> None:
 
 def test_compose_refuses_to_start_without_secrets() -> None:
     binary = shutil.which("docker-compose") or "docker-compose"
-    for secret in ("POSTGRES_PASSWORD", "TRAINBOARD_REDIS_PASSWORD"):
+    for secret in (
+        "POSTGRES_PASSWORD",
+        "TRAINBOARD_REDIS_PASSWORD",
+        "TRAINBOARD_REDIS_WORKER_PASSWORD",
+    ):
         env = {k: v for k, v in ENV.items() if k != secret}
         result = subprocess.run(
             [binary, "-f", str(ROOT / "docker-compose.yml"), "config", "-q"],
@@ -93,20 +99,50 @@ def test_every_service_has_a_healthcheck_and_a_restart_policy() -> None:
             assert dependency["condition"] == "service_healthy", name
 
 
-def test_redis_requires_a_password_that_only_the_environment_supplies() -> None:
+def test_redis_has_acl_users_whose_passwords_only_the_environment_supplies() -> None:
     text = (ROOT / "docker-compose.yml").read_text()
-    uses = re.findall(r"\$\{TRAINBOARD_REDIS_PASSWORD([^}]*)\}", text)
-    assert uses and all(use.startswith(":?") for use in uses), uses  # no default password
+    for secret in ("TRAINBOARD_REDIS_PASSWORD", "TRAINBOARD_REDIS_WORKER_PASSWORD"):
+        uses = re.findall(rf"\$\{{{secret}([^}}]*)\}}", text)
+        assert uses and all(use.startswith(":?") for use in uses), uses  # no default password
     services = _services()
-    password = ENV["TRAINBOARD_REDIS_PASSWORD"]
+    api_password = ENV["TRAINBOARD_REDIS_PASSWORD"]
+    worker_password = ENV["TRAINBOARD_REDIS_WORKER_PASSWORD"]
     redis = services["redis"]
-    assert "requirepass" in " ".join(redis["command"])
-    assert password not in " ".join(redis["command"])  # not on a command line
+    command = " ".join(redis["command"])
+    assert "--aclfile" in command
+    assert api_password not in command and worker_password not in command  # not on argv
     assert "REDISCLI_AUTH" in " ".join(redis["healthcheck"]["test"])
     assert "ports" not in redis and "ports" not in services["postgres"]
-    for name in ("api", "worker"):
-        url = services[name]["environment"]["TRAINBOARD_REDIS_URL"]
-        assert url == f"redis://:{password}@redis:6379/0", name
+    urls = {
+        name: services[name]["environment"]["TRAINBOARD_REDIS_URL"] for name in ("api", "worker")
+    }
+    assert urls["api"] == f"redis://trainboard-api:{api_password}@redis:6379/0"
+    assert urls["worker"] == f"redis://trainboard-worker:{worker_password}@redis:6379/0"
+    assert api_password not in str(services["worker"])  # a worker host holds its own user only
+
+
+def test_the_redis_command_renders_an_acl_file_redis_loads(tmp_path: Path) -> None:
+    """The compose command's own rendering (sed over deploy/redis-users.acl), run here."""
+    import redis as redis_client
+
+    from tests.stack import tcp_redis
+
+    script = _services()["redis"]["command"][2]
+    render = script.split(" && exec ")[0].replace("$$", "$")
+    render = render.replace("/etc/redis/users.acl.in", str(ROOT / "deploy" / "redis-users.acl"))
+    render = render.replace("/run/redis/", f"{tmp_path}/")
+    passwords = {"API_PASSWORD": "api-0123456789abcdef", "WORKER_PASSWORD": "worker-0123456789"}
+    subprocess.run(["sh", "-c", render], env={**os.environ, **passwords}, check=True)
+    acl_file = tmp_path / "users.acl"
+    assert acl_file.stat().st_mode & 0o777 == 0o600
+    api = f"redis://trainboard-api:{passwords['API_PASSWORD']}@127.0.0.1:{{port}}/0"
+    with tcp_redis(tmp_path, api, "--aclfile", str(acl_file)) as port:
+        worker = f"redis://trainboard-worker:{passwords['WORKER_PASSWORD']}@127.0.0.1:{port}/0"
+        with redis_client.Redis.from_url(worker) as client:
+            assert client.ping()
+        anonymous = redis_client.Redis.from_url(f"redis://127.0.0.1:{port}/0")
+        with anonymous, pytest.raises(redis_client.AuthenticationError):
+            anonymous.ping()
 
 
 def test_workers_get_no_database_url() -> None:

@@ -19,6 +19,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,15 +30,24 @@ import pytest
 import redis
 
 from tests.conftest import REDIS_BASE, TEST_REDIS_DB
+from tests.integration.cluster import Cluster
 from tests.job_users import reachable
 from tests.security.test_rank_confinement import finished, ordinary_user
-from tests.stack import EMBEDDED_REDIS, RunningStack, password_redis, trainboard_up, wait_for
+from tests.stack import (
+    EMBEDDED_REDIS,
+    RunningStack,
+    password_redis,
+    tcp_redis,
+    trainboard_up,
+    wait_for,
+)
 from workers.contract.keys import Keys, deployment_marker
 from workers.contract.protocol import EVENTS_STREAM, LOGS_STREAM
 from workers.node.agent import closed_redis_problem
 from workers.node.redis_access import OpenRedis, refuse_open_redis
 
 HOSTILE = Path(__file__).parent / "hostile" / "redis_probe_job.py"
+ACL_TEMPLATE = Path(__file__).resolve().parents[2] / "deploy" / "redis-users.acl"
 HOST_REDIS = "127.0.0.1:6379"  # what a job tries first: the Redis every host runs there
 FORGED = "forged-by-mallory"
 OPEN_URL = f"{REDIS_BASE}/{TEST_REDIS_DB}"  # the host's Redis: no password
@@ -271,3 +281,76 @@ def _forget_on_host_redis(keys: Keys, deployment: str) -> None:
         names = [keys.stream(EVENTS_STREAM), keys.stream(LOGS_STREAM)]
         host.delete(*names, *host.keys(keys.name("tb:control:*")))
         host.close()
+
+
+# --- the least-privilege ACL users of deploy/redis-users.acl ---------------------------------
+
+
+@contextlib.contextmanager
+def acl_redis(tmp: Path) -> Iterator[dict[str, str]]:
+    """A redis-server with the deployment's ACL users (and a test admin to read ACL LOG),
+    rendered from deploy/redis-users.acl as the compose file renders it; a URL per user."""
+    passwords = {role: f"{role}-{uuid.uuid4().hex}" for role in ("api", "worker", "admin")}
+    lines = [line for line in ACL_TEMPLATE.read_text().splitlines() if not line.startswith("#")]
+    text = "\n".join(lines).replace("@API_PASSWORD@", passwords["api"])
+    text = text.replace("@WORKER_PASSWORD@", passwords["worker"])
+    text += f"\nuser test-admin on >{passwords['admin']} ~* &* +@all\n"
+    acl_file = tmp / "users.acl"
+    acl_file.touch(mode=0o600)
+    acl_file.write_text(text)
+    users = {"api": "trainboard-api", "worker": "trainboard-worker", "admin": "test-admin"}
+    url = "redis://{user}:{password}@127.0.0.1:{{port}}/0"
+    admin = url.format(user=users["admin"], password=passwords["admin"])
+    with tcp_redis(tmp, admin, "--aclfile", str(acl_file)) as port:
+        yield {
+            role: url.format(user=user, password=passwords[role]).format(port=port)
+            for role, user in users.items()
+        }
+
+
+@pytest.mark.slow
+def test_the_documented_acl_users_run_jobs_and_are_denied_nothing(tmp_path: Path) -> None:
+    scripts = reachable(tmp_path / "scripts")
+    with acl_redis(tmp_path) as urls:
+        for role in ("api", "worker"):
+            assert closed_redis_problem(urls[role]) is None
+        env = {"TRAINBOARD_SCRIPT_ROOTS": str(scripts)}
+        # `up` and its own node run on the API's user; node n2 on the workers' user
+        with trainboard_up(tmp_path, urls["api"], cpu_slots=1, extra_env=env, flush=False) as stack:
+            with stack.client() as admin:
+                token = admin.post(
+                    "/api/tokens", json={"scopes": ["node"], "name": "n2", "node": "n2"}
+                ).json()["token"]
+            cluster = Cluster(stack, tmp_path, token, scripts)
+            try:
+                cluster.start_worker("n2", slots=1, redis_url=urls["worker"])
+                cluster.api("POST", "/api/nodes/local/drain")
+                done = cluster.submit("on-n2", devices=1, steps=20)
+                assert cluster.wait_state(done, "succeeded", timeout=180)["node"] == "n2"
+                loss = cluster.api("GET", f"/api/jobs/{done}/metrics/loss")
+                assert loss["step"][-1] == 20  # n2's stream, ingested by the API's user
+                stopped = cluster.submit("cancelled-on-n2", devices=1)
+                cluster.wait_state(stopped, "running", timeout=180)
+                cluster.api("POST", f"/api/jobs/{stopped}/cancel")
+                cluster.wait_state(stopped, "cancelled", timeout=180)
+            finally:
+                cluster.stop_workers()
+            deployment = deployment_of(stack)
+        with redis.Redis.from_url(urls["admin"]) as server:
+            denied = server.acl_log(count=100)
+            # and a client without a user gets nothing at all
+            port = urlsplit(urls["admin"]).port
+            anonymous = redis.Redis.from_url(f"redis://127.0.0.1:{port}/0")
+            with pytest.raises(redis.AuthenticationError):
+                anonymous.ping()
+            anonymous.close()
+        with redis.Redis.from_url(urls["worker"]) as worker:
+            # a worker host's credential writes telemetry; it reads no stream, lists no key
+            logs = Keys(deployment).stream(LOGS_STREAM)
+            for command in (("XRANGE", logs, "-", "+"), ("KEYS", "*"), ("FLUSHALL",)):
+                with pytest.raises(redis.exceptions.NoPermissionError):
+                    worker.execute_command(*command)
+    summary = [(d.get("username"), d.get("object"), d.get("reason")) for d in denied]
+    # redis-py asks for CLIENT MAINT_NOTIFICATIONS at connect and goes on when refused (a
+    # Redis 8 command: the ACL cannot name it on 6.2/7); nothing else may be denied
+    assert [s for s in summary if s[1:] != ("client", "command")] == [], summary
