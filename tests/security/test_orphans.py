@@ -18,11 +18,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psutil
 import pytest
 import redis
 
 from tests.job_users import open_scratch, reachable
+from tests.security.test_rank_confinement import finished, ordinary_user
+from tests.stack import EMBEDDED_REDIS, RunningStack, trainboard_up
 from workers.contract.keys import Keys
 from workers.contract.protocol import AttemptOrder, AttemptOutcome
 from workers.contract.spec import JobSpec
@@ -329,3 +332,46 @@ def test_a_short_attempt_ends_after_its_provenance_step(
     (report,) = sent
     assert report.reported is not None, report.reported_error
     assert report.reported.torch is not None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="ranks switch to the job user only as root")
+def test_on_a_real_stack_an_ordinary_users_daemons_end_with_the_job(tmp_path: Path) -> None:
+    """The attack as reported: an ordinary user's job daemonizes, then succeeds or is
+    cancelled through the API; no process of its uid is left on the host after."""
+    scripts = reachable(tmp_path / "scripts")
+    (scripts / "daemonize.py").write_text(HOSTILE_RANK)
+    os.chmod(scripts / "daemonize.py", 0o644)
+    env = {"TRAINBOARD_SCRIPT_ROOTS": str(scripts)}
+    with (
+        trainboard_up(tmp_path, EMBEDDED_REDIS, cpu_slots=2, extra_env=env) as stack,
+        ordinary_user(stack) as mallory,
+    ):
+        for mode, ending in (("exit", "succeeded"), ("wait", "cancelled")):
+            daemonize_through_the_api(stack, mallory, mode=mode, ending=ending)
+
+
+def daemonize_through_the_api(
+    stack: RunningStack, mallory: httpx.Client, *, mode: str, ending: str
+) -> None:
+    spec = {
+        "name": f"daemonizer-{mode}",
+        "entrypoint": {"script": "daemonize.py", "args": [mode]},
+        "parallelism": {"devices": 1},
+    }
+    created = mallory.post("/api/jobs", json=spec)
+    assert created.status_code == 201, created.text
+    job_id = created.json()["id"]
+    run_dir = stack.data_dir / "runs" / f"job-{job_id}" / "attempt-1"
+    pid_file = run_dir / "daemon.pid"
+    daemon = int(wait_for(lambda: pid_file.exists() and pid_file.read_text(), 120, "the daemon"))
+    uid = psutil.Process(daemon).uids().real
+    assert uid not in (0, os.getuid())
+    assert os.getsid(daemon) != os.getsid(stack.process.pid)  # it left the worker's session
+    (run_dir / "release").touch()
+    if mode == "wait":
+        mallory.post(f"/api/jobs/{job_id}/cancel").raise_for_status()
+    job = wait_for(lambda: finished(mallory, job_id), 120, f"job {job_id} to end")
+    assert job["state"] == ending, job
+    # the stack's stop grace is 5 s; the job's end is reported after its processes
+    wait_for(lambda: not alive(daemon), 5 + 5, f"job {job_id}'s daemon to be gone")
+    assert processes_of_uid(uid) == []
