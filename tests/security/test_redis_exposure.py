@@ -45,6 +45,7 @@ from workers.contract.keys import Keys, deployment_marker
 from workers.contract.protocol import EVENTS_STREAM, LOGS_STREAM
 from workers.node.agent import closed_redis_problem
 from workers.node.redis_access import OpenRedis, refuse_open_redis
+from workers.supervisor.rank_environment import rank_environment
 
 HOSTILE = Path(__file__).parent / "hostile" / "redis_probe_job.py"
 ACL_TEMPLATE = Path(__file__).resolve().parents[2] / "deploy" / "redis-users.acl"
@@ -96,6 +97,29 @@ def test_a_worker_without_a_redis_url_is_told_to_set_one() -> None:
     for url in ("", "private"):
         problem = closed_redis_problem(url)
         assert problem is not None and "TRAINBOARD_REDIS_URL is not set" in problem
+
+
+def test_a_rank_environment_holds_no_redis_credential_of_the_worker() -> None:
+    url = "redis://trainboard-worker:worker-secret@redis:6379/0"
+    worker_env = {
+        "TRAINBOARD_REDIS_URL": url,
+        "REDIS_PASSWORD": "worker-secret",
+        "REDISCLI_AUTH": "worker-secret",
+        "CELERY_BROKER_URL": url,
+        "LANG": "C.UTF-8",
+    }
+    env = rank_environment(
+        worker_env=worker_env,
+        rank_vars={"TRAINBOARD_JOB_ID": "1"},
+        spec_env={},
+        python_paths=[],
+        home=Path("/h"),
+        tmp=Path("/t"),
+        user="u",
+        interpreter="/usr/bin/python3",
+    )
+    assert env["LANG"] == "C.UTF-8"  # the allow-list at work, not an empty environment
+    assert not [k for k, v in env.items() if "worker-secret" in v or "redis" in k.lower()]
 
 
 def _cli(command: str, tmp: Path, redis_url: str) -> subprocess.CompletedProcess[str]:
@@ -253,6 +277,13 @@ def test_a_hostile_job_gets_no_answer_from_the_deployments_redis(
             assert "probes done" in lines, lines
             probes = [line.split(maxsplit=4)[1:] for line in lines if line.startswith("PROBE ")]
             assert len(probes) == 5 * (1 + len(addresses)), lines
+            # the worker gave the rank no way in: no Redis URL, password or socket path
+            environment = "\n".join(line for line in lines if line.startswith("ENV "))
+            secrets = {url, *addresses} | ({urlsplit(url).password} - {None})
+            assert "ENV PATH=" in environment
+            assert [s for s in secrets if s and s in environment] == []
+            names = [line.split("=")[0] for line in environment.splitlines()]
+            assert [n for n in names if "REDIS" in n.upper()] == [], names
             # every command on every address of the deployment's Redis is refused
             leaks = [p for p in probes if p[0] in addresses and p[2] != "blocked"]
             assert leaks == [], leaks

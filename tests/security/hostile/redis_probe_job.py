@@ -6,12 +6,14 @@ the names it aims at: `logs` (a stream to read),
 `events` (a stream to forge a health event into), `batch` (the forged entry's value),
 `control` (another attempt's stop key). For each target and command it prints one line
 `PROBE <target> <command> blocked <why>` or `PROBE <target> <command> LEAK <reply>`.
+Last it prints its whole environment (`ENV name=value`), where no credential may be.
 It needs no client library: whatever the rank's interpreter, RESP over a socket works.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 
@@ -72,6 +74,8 @@ def main() -> None:
         probe(target, db, "read-logs", "XRANGE", plan["logs"], "-", "+", "COUNT", "5")
         probe(target, db, "forge-event", "XADD", plan["events"], "*", "b", plan["batch"])
         probe(target, db, "stop-other", "SET", plan["control"], "cancel")
+    for name, value in sorted(os.environ.items()):  # the test looks for a credential in them
+        print(f"ENV {name}={value}", flush=True)
     print("probes done", flush=True)
 
 
