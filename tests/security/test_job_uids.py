@@ -7,24 +7,20 @@ every deployment on the host shares (workers/supervisor/uid_leases.py).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import pwd
-import socket
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.job_users import open_scratch, reachable
+from tests.job_users import open_scratch
+from tests.security.script_jobs import script_order, script_settings
 from workers.contract import run_layout
-from workers.contract.protocol import AttemptOrder
-from workers.contract.spec import JobSpec
-from workers.node.settings import WorkerSettings
 from workers.supervisor import uid_leases
 from workers.supervisor.attempt import Supervisor
-from workers.supervisor.job_user import Isolation, prepare_isolation
+from workers.supervisor.job_user import Isolation
 from workers.supervisor.uid_leases import UidRegistry
 
 BASE = 1_900_000_000
@@ -125,12 +121,6 @@ open("weights.bin", "w").write("secret of " + os.environ.get("TB_WHO", "?"))
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.mark.slow  # two deployments' real rank processes
 @pytest.mark.skipif(os.geteuid() != 0, reason="ranks switch to the job user only as root")
 def test_job_1_of_a_second_deployment_cannot_touch_job_1_of_the_first(redis_url: str) -> None:
@@ -140,44 +130,19 @@ def test_job_1_of_a_second_deployment_cannot_touch_job_1_of_the_first(redis_url:
 
 def two_deployments_one_job_id(tmp_path: Path, redis_url: str) -> None:
     """Job 1 of deployment "first" writes weights; job 1 of "second" tries to read them."""
-    scripts = reachable(tmp_path / "scripts")
-    (scripts / "snoop.py").write_text(SNOOP)
-    os.chmod(scripts / "snoop.py", 0o644)
-    shared_uids = tmp_path / "host-uids"
     outputs = []
     victim_run = None
     for deployment in ("first", "second"):
-        worker = WorkerSettings(
-            redis_url=redis_url, node_name="n", data_dir=reachable(tmp_path / deployment)
-        )
-        isolation = prepare_isolation(
-            account=worker.job_user,
-            uid_base=worker.job_uid_base,
-            allow_same_user=False,
-            runs_dir=worker.data_dir / run_layout.RUNS,
-            uid_registry=shared_uids,
-        )
-        settings = dataclasses.replace(
-            worker.for_supervisor(isolation), script_roots=[scripts.resolve()]
+        settings = script_settings(
+            tmp_path,
+            redis_url,
+            {"snoop.py": SNOOP},
+            data_dir=tmp_path / deployment,
+            uid_registry=tmp_path / "host-uids",  # the registry every deployment here shares
         )
         target = victim_run or (tmp_path / "nothing-yet")
-        spec = JobSpec.model_validate(
-            {
-                "name": "snoop",
-                "entrypoint": {"script": "snoop.py", "args": [str(target)]},
-                "parallelism": {"devices": 1},
-                "env": {"TB_WHO": deployment},
-            }
-        )
-        order = AttemptOrder(
-            attempt_id=101,
-            job_id=1,
-            number=1,
-            node="n",
-            devices=[0],
-            master_port=_free_port(),
-            spec=spec,
-            deployment=deployment,
+        order = script_order(
+            1, "snoop.py", str(target), deployment=deployment, env={"TB_WHO": deployment}
         )
         supervisor = Supervisor(order, settings)
         outcome = supervisor.run()

@@ -9,7 +9,6 @@ processes, a real Redis; as root the ranks run as the job's own uid.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import socket
 import threading
@@ -24,18 +23,16 @@ import pytest
 import redis
 
 from tests.job_users import open_scratch, reachable
+from tests.security.script_jobs import script_order, script_settings
 from tests.security.test_rank_confinement import finished, ordinary_user
 from tests.stack import EMBEDDED_REDIS, RunningStack, trainboard_up
 from workers.contract.keys import Keys
 from workers.contract.protocol import AttemptOrder, AttemptOutcome
-from workers.contract.spec import JobSpec
 from workers.devices.host import HostProbe
 from workers.devices.registry import DeviceRegistry
 from workers.node import provenance
-from workers.node.settings import WorkerSettings
 from workers.supervisor import containment
 from workers.supervisor.attempt import Supervisor
-from workers.supervisor.job_user import prepare_isolation
 from workers.supervisor.settings import SupervisorSettings
 
 pytestmark = pytest.mark.slow  # real rank processes and their daemons
@@ -98,43 +95,13 @@ def open_tmp() -> Iterator[Path]:
 @pytest.fixture
 def hostile_settings(open_tmp: Path, redis_url: str) -> SupervisorSettings:
     """Supervisor settings whose one script root holds the hostile rank."""
-    worker = WorkerSettings(
-        redis_url=redis_url,
-        node_name="test-node",
-        data_dir=reachable(open_tmp / "data"),
-        stop_grace_seconds=GRACE,
+    return script_settings(
+        open_tmp, redis_url, {"daemonize.py": HOSTILE_RANK}, stop_grace_seconds=GRACE
     )
-    scripts = reachable(open_tmp / "scripts")
-    (scripts / "daemonize.py").write_text(HOSTILE_RANK)
-    os.chmod(scripts / "daemonize.py", 0o644)
-    isolation = prepare_isolation(
-        account=worker.job_user,
-        uid_base=worker.job_uid_base,
-        allow_same_user=True,
-        runs_dir=worker.data_dir / "runs",
-        uid_registry=open_tmp / "uids",
-    )
-    settings = worker.for_supervisor(isolation)
-    return dataclasses.replace(settings, script_roots=[scripts.resolve()])
 
 
 def order(job_id: int, mode: str) -> AttemptOrder:
-    spec = JobSpec.model_validate(
-        {
-            "name": "daemonizer",
-            "entrypoint": {"script": "daemonize.py", "args": [mode]},
-            "parallelism": {"devices": 1},
-        }
-    )
-    return AttemptOrder(
-        attempt_id=job_id * 100 + 1,
-        job_id=job_id,
-        number=1,
-        node="test-node",
-        devices=[0],
-        master_port=free_port(),
-        spec=spec,
-    )
+    return script_order(job_id, "daemonize.py", mode)
 
 
 def alive(pid: int) -> bool:
@@ -310,10 +277,7 @@ def test_a_short_attempt_ends_after_its_provenance_step(
     (root,) = hostile_settings.script_roots
     (root / "quick.py").write_text("print('step 1 loss 1.0', flush=True)\n")
     os.chmod(root / "quick.py", 0o644)
-    spec = JobSpec.model_validate(
-        {"name": "quick", "entrypoint": {"script": "quick.py"}, "parallelism": {"devices": 1}}
-    )
-    attempt = order(9, "exit").model_copy(update={"spec": spec})
+    attempt = script_order(9, "quick.py")
     supervisor = Supervisor(attempt, hostile_settings)
     sent: list[Any] = []
 

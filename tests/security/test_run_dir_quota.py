@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.job_users import open_scratch, reachable
-from workers.contract.protocol import AttemptOrder
-from workers.contract.spec import JobSpec
-from workers.node.settings import WorkerSettings
+from tests.job_users import open_scratch
+from tests.security.script_jobs import script_order, script_settings
 from workers.supervisor.attempt import Supervisor
-from workers.supervisor.job_user import prepare_isolation
 from workers.supervisor.run_dir_quota import disk_usage, size_text
 from workers.supervisor.settings import SupervisorSettings
 
@@ -36,31 +31,13 @@ with open(os.path.join(os.environ["TMPDIR"], "fill.bin"), "wb") as out:
 def filler_settings(redis_url: str) -> Iterator[SupervisorSettings]:
     """A supervisor's settings with a 48 MiB run-dir quota and a script that writes 1 GiB."""
     with open_scratch("tb-quota-") as scratch:
-        worker = WorkerSettings(
-            redis_url=redis_url,
-            node_name="test-node",
-            data_dir=reachable(scratch / "data"),
+        yield script_settings(
+            scratch,
+            redis_url,
+            {"fill.py": FILLER},
             run_dir_quota_bytes=QUOTA,
             run_dir_quota_interval=0.2,
         )
-        scripts = reachable(scratch / "scripts")
-        (scripts / "fill.py").write_text(FILLER)
-        os.chmod(scripts / "fill.py", 0o644)
-        isolation = prepare_isolation(
-            account=worker.job_user,
-            uid_base=worker.job_uid_base,
-            allow_same_user=True,
-            runs_dir=worker.data_dir / "runs",
-            uid_registry=scratch / "uids",
-        )
-        settings = worker.for_supervisor(isolation)
-        yield dataclasses.replace(settings, script_roots=[scripts.resolve()])
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def test_sizes_are_allocated_bytes_each_inode_once_and_links_not_followed(
@@ -80,18 +57,7 @@ def test_sizes_are_allocated_bytes_each_inode_once_and_links_not_followed(
 def test_a_job_filling_its_run_dir_fails_at_its_quota_with_the_sizes_named(
     filler_settings: SupervisorSettings,
 ) -> None:
-    spec = JobSpec.model_validate(
-        {"name": "filler", "entrypoint": {"script": "fill.py"}, "parallelism": {"devices": 1}}
-    )
-    order = AttemptOrder(
-        attempt_id=901,
-        job_id=9,
-        number=1,
-        node="test-node",
-        devices=[0],
-        master_port=_free_port(),
-        spec=spec,
-    )
+    order = script_order(9, "fill.py")
     supervisor = Supervisor(order, filler_settings)
     started = time.monotonic()
     outcome = supervisor.run()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 import psutil
 
@@ -14,6 +15,7 @@ MAX_ANCESTORS = 8
 #: pids whose owner is remembered at once, and for how long
 MAX_TRACED = 4096
 TRACE_SECONDS = 60.0
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -65,8 +67,13 @@ class DeviceRegistry:
                 if o.attempt_id == occupant.attempt_id
             }
         pids = (members() if members is not None else set()) | {occupant.pid}
-        first = min(ranks.values())
-        return sorted(pid for pid in pids if _rank_slot(pid, ranks, default=first) == slot)
+        first = min(ranks.values())  # where what left every rank's tree is counted
+        mine = []
+        for pid in pids:
+            owner = _nearest(pid, ranks)
+            if (first if owner is None else owner) == slot:
+                mine.append(pid)
+        return sorted(mine)
 
     def assign(self, slot: int, occupant: Occupant) -> None:
         """Record that a rank process now runs on slot."""
@@ -107,7 +114,7 @@ class DeviceRegistry:
             ranks = {occupant.pid: occupant for occupant in self._slots.values()}
             members = dict(self._members)
             generation = self._generation
-        owner = self._trace(pid, ranks) if ranks else None
+        owner = _nearest(pid, ranks) if ranks else None
         if owner is None:  # left its rank's tree (setsid, double fork): still its attempt's
             owner = next(
                 (
@@ -127,33 +134,20 @@ class DeviceRegistry:
         self._generation += 1
         self._traced_since = time.monotonic()
 
-    @staticmethod
-    def _trace(pid: int, ranks: dict[int, Occupant]) -> Occupant | None:
-        for _ in range(MAX_ANCESTORS + 1):
-            if pid in ranks:
-                return ranks[pid]
-            try:
-                pid = psutil.Process(pid).ppid()
-            except (psutil.Error, ValueError):
-                return None
-            if pid <= 1:
-                return None
-        return None
-
 
 def _by_rank(occupant: Occupant) -> int:
     return occupant.rank
 
 
-def _rank_slot(pid: int, ranks: dict[int, int], *, default: int) -> int:
-    """The slot of the rank that is pid or its nearest ancestor; default when none is."""
+def _nearest(pid: int, ranks: Mapping[int, T]) -> T | None:
+    """What ranks maps pid, or its nearest ancestor within MAX_ANCESTORS, to; None if none."""
     for _ in range(MAX_ANCESTORS + 1):
         if pid in ranks:
             return ranks[pid]
         try:
             pid = psutil.Process(pid).ppid()
         except (psutil.Error, ValueError):
-            return default
+            return None
         if pid <= 1:
-            return default
-    return default
+            return None
+    return None
