@@ -12,7 +12,13 @@ import pytest
 from tests.job_users import open_scratch
 from tests.security.script_jobs import script_order, script_settings
 from workers.supervisor.attempt import Supervisor
-from workers.supervisor.run_dir_quota import disk_usage, size_text
+from workers.supervisor.run_dir_quota import (
+    MAX_DEPTH,
+    RunDirQuota,
+    TooDeep,
+    disk_usage,
+    size_text,
+)
 from workers.supervisor.settings import SupervisorSettings
 
 QUOTA = 48 << 20
@@ -51,6 +57,20 @@ def test_sizes_are_allocated_bytes_each_inode_once_and_links_not_followed(
     used = disk_usage(tmp_path)
     assert (1 << 20) <= used < (2 << 20)
     assert size_text(QUOTA) == "48.0 MiB" and size_text(512) == "512 B"
+
+
+def test_a_tree_nested_too_deep_to_walk_is_over_any_quota(tmp_path: Path) -> None:
+    fd = os.open(tmp_path, os.O_RDONLY)
+    for _ in range(MAX_DEPTH + 1):  # made relative to a directory fd: no path gets long
+        os.mkdir("d", dir_fd=fd)
+        inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.close(fd)
+    quota = RunDirQuota(tmp_path, limit=1 << 40, interval=1.0)
+    assert quota.check() == f"run dir over quota (nested deeper than {MAX_DEPTH} levels)"
+    with pytest.raises(TooDeep):
+        disk_usage(tmp_path)
 
 
 @pytest.mark.slow  # a real rank writing to disk

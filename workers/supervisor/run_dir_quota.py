@@ -5,8 +5,9 @@ every other job's checkpoints on the node with it. A thread measures the job's w
 directory (`runs/job-<id>/`: every attempt's files, checkpoints, `home/`, `tmp/`) every
 `interval` seconds, counting allocated blocks (a sparse file costs what it holds), each
 inode once, following no link; a walk that takes long spaces the next one out (ten times
-its duration), so a tree of many small files costs a bounded share of one core. Once over
-the quota it says so and the supervisor ends the attempt failed, naming the sizes.
+its duration), so a tree of many small files costs a bounded share of one core; it holds
+one open directory per level, and a tree nested deeper than MAX_DEPTH counts as over. Once
+over the quota it says so and the supervisor ends the attempt failed, naming the sizes.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+#: directories nested deeper than this are not walked: the attempt ends over quota
+MAX_DEPTH = 256
 
 
 def size_text(count: int) -> str:
@@ -34,36 +37,47 @@ def size_text(count: int) -> str:
     raise AssertionError("unreachable")
 
 
+class TooDeep(Exception):
+    """The directory nests deeper than MAX_DEPTH: not measured, and over any quota."""
+
+
 def disk_usage(path: Path, *, stop_above: int | None = None) -> int:
-    """Bytes allocated under path (links not followed, each inode once); the walk ends early
-    once the count is above stop_above."""
-    seen: set[tuple[int, int]] = set()
+    """Bytes allocated under path (links not followed, a hard-linked inode once); the walk
+    ends early once the count is above stop_above. TooDeep past MAX_DEPTH levels."""
+    linked: set[tuple[int, int]] = set()  # only inodes with several names: memory stays small
     total = 0
     try:
         root = os.open(path, _DIR_FLAGS)
     except OSError:
         return 0
-    pending = [root]
+    # one open directory (and its listing) per level: fds held = depth, never breadth
+    stack = [(root, os.scandir(root))]
     try:
-        while pending:
-            fd = pending.pop()
-            try:
-                with os.scandir(fd) as entries:
-                    for entry in entries:
-                        with contextlib.suppress(OSError):
-                            info = entry.stat(follow_symlinks=False)
-                            if (info.st_dev, info.st_ino) in seen:
-                                continue
-                            seen.add((info.st_dev, info.st_ino))
-                            total += info.st_blocks * 512
-                            if stat.S_ISDIR(info.st_mode):
-                                pending.append(os.open(entry.name, _DIR_FLAGS, dir_fd=fd))
-            finally:
+        while stack:
+            fd, entries = stack[-1]
+            entry = next(entries, None)
+            if entry is None:
+                stack.pop()
+                entries.close()
                 os.close(fd)
-            if stop_above is not None and total > stop_above:
-                break
+                continue
+            with contextlib.suppress(OSError):  # gone, or swapped for a link meanwhile
+                info = entry.stat(follow_symlinks=False)
+                if info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode):
+                    if (info.st_dev, info.st_ino) in linked:
+                        continue
+                    linked.add((info.st_dev, info.st_ino))
+                total += info.st_blocks * 512
+                if stop_above is not None and total > stop_above:
+                    break
+                if stat.S_ISDIR(info.st_mode):
+                    if len(stack) >= MAX_DEPTH:
+                        raise TooDeep(f"nested deeper than {MAX_DEPTH} levels")
+                    child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
+                    stack.append((child, os.scandir(child)))
     finally:
-        for fd in pending:
+        for fd, entries in stack:
+            entries.close()
             os.close(fd)
     return total
 
@@ -91,7 +105,11 @@ class RunDirQuota:
 
     def check(self) -> str | None:
         """Measure once now; the reason when over the quota."""
-        used = disk_usage(self.job_dir, stop_above=self.limit)
+        try:
+            used = disk_usage(self.job_dir, stop_above=self.limit)
+        except TooDeep as err:
+            self.over = f"run dir over quota ({err})"
+            return self.over
         if used > self.limit:
             self.over = f"run dir over quota ({size_text(used)} of {size_text(self.limit)})"
         return self.over
