@@ -35,15 +35,15 @@ POINT_COLUMNS = ["attempt_id", "rank", "step", "name", "value", "time"]
 Rows = Sequence[dict[str, Any]]
 
 
-def insert_ignoring_duplicates(session: Session, model: type[Base], rows: Rows) -> None:
-    """Insert rows (all with the same keys), skipping those whose unique key exists."""
+def insert_ignoring_duplicates(session: Session, model: type[Base], rows: Rows) -> int:
+    """Insert rows (all with the same keys), skipping those whose unique key exists; how
+    many went in."""
     if not rows:
-        return
+        return 0
     table: Any = model.__table__
     if session.get_bind().dialect.name == "postgresql" and len(rows) >= COPY_THRESHOLD:
-        _copy_postgres(session, table, list(rows[0]), rows)
-    else:
-        _insert(session, table, rows)
+        return _copy_postgres(session, table, list(rows[0]), rows)
+    return _insert(session, table, rows)
 
 
 def insert_metric_points(session: Session, points: Points | Rows) -> None:
@@ -62,18 +62,23 @@ def insert_metric_points(session: Session, points: Points | Rows) -> None:
         _insert(session, table, points.rows if isinstance(points, Points) else points)
 
 
-def _insert(session: Session, table: Any, rows: Rows) -> None:
-    """INSERT OR IGNORE (SQLite), else multi-row INSERT ... ON CONFLICT DO NOTHING."""
+def _insert(session: Session, table: Any, rows: Rows) -> int:
+    """INSERT OR IGNORE (SQLite), else multi-row INSERT ... ON CONFLICT DO NOTHING; how many
+    rows went in."""
     columns = list(rows[0])
+    connection = session.connection()
     if session.get_bind().dialect.name == "sqlite":
         marks = ", ".join("?" for _ in columns)
         statement = f"INSERT OR IGNORE INTO {table.name} ({', '.join(columns)}) VALUES ({marks})"
-        session.connection().exec_driver_sql(statement, list(map(_getter(columns), rows)))
-        return
+        done = connection.exec_driver_sql(statement, list(map(_getter(columns), rows)))
+        return int(done.rowcount)  # executemany: the rows inserted, summed
     chunk = max(1, min(CHUNK, 30_000 // max(1, len(columns))))
+    inserted = 0
     for start in range(0, len(rows), chunk):
         values = list(rows[start : start + chunk])
-        session.execute(postgresql.insert(table).values(values).on_conflict_do_nothing())
+        insert = postgresql.insert(table).values(values).on_conflict_do_nothing()
+        inserted += connection.execute(insert).rowcount
+    return inserted
 
 
 def _getter(columns: list[str]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
@@ -85,7 +90,8 @@ def _getter(columns: list[str]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
 
 def _copy_postgres(
     session: Session, table: Any, columns: list[str], rows: Rows, points: Points | None = None
-) -> None:
+) -> int:
+    """COPY the rows in (see the module's docstring); how many went in."""
     raw: Any = session.connection().connection.driver_connection
     names = ", ".join(columns)
     given = None if points is None else [getattr(points, name) for name in columns]
@@ -112,7 +118,11 @@ def _copy_postgres(
                 f"INSERT INTO {table.name} ({names}) SELECT {names} FROM {stage}"
                 " ON CONFLICT DO NOTHING"
             )
+            inserted = cursor.rowcount
+        else:
+            inserted = len(rows)
         cursor.execute("RELEASE SAVEPOINT tb_copy")
+    return int(inserted)
 
 
 def _take_ids(cursor: Any, table: str, count: int) -> np.ndarray:

@@ -59,9 +59,10 @@ def write_batch(
     points = points.where(keep)
     insert_metric_points(session, points)
     logs = [line for line in items[LOGS_STREAM] if line["attempt_id"] in attempt_jobs]
-    insert_ignoring_duplicates(session, rows.LogLine, logs)
+    stored = insert_ignoring_duplicates(session, rows.LogLine, logs)
     if log_lines_per_attempt is not None:
-        cap_log_lines(session, Counter(line["attempt_id"] for line in logs), log_lines_per_attempt)
+        added = Counter(line["attempt_id"] for line in logs)
+        cap_log_lines(session, added, log_lines_per_attempt, counted=stored == len(logs))
     samples = [s for s in items[DEVICES_STREAM] if math.isfinite(s["time"])]
     insert_ignoring_duplicates(
         session, rows.DeviceSample, [{c: s[c] for c in SAMPLE_COLUMNS} for s in samples]
@@ -90,37 +91,37 @@ def write_batch(
     return deltas, progressed
 
 
-def cap_log_lines(session: Session, added: Mapping[int, int], cap: int) -> None:
-    """Count each attempt's new lines; over `cap`, delete its oldest lines down to the newest
-    `cap` and add them to its dropped count.
+def cap_log_lines(
+    session: Session, added: Mapping[int, int], cap: int, *, counted: bool = True
+) -> None:
+    """Count each attempt's new lines (`added`); over `cap`, delete its oldest lines down to
+    the newest `cap` and add them to its dropped count.
 
-    One UPDATE per attempt in the batch; the attempt's count is taken again only when the
-    running one passes the cap (a replayed line is counted but not stored).
+    One UPDATE per attempt in the batch, and the trim finds its boundary from the oldest
+    side (as many index entries as it deletes). `counted`: every line of the batch went in;
+    when some were replays (skipped), the attempts' counts are taken again instead.
     """
+    lines: Any = rows.LogLine.__table__
     for attempt_id, count in added.items():
-        stored = session.execute(
-            update(Attempt)
-            .where(Attempt.id == attempt_id)
-            .values(log_lines=Attempt.log_lines + count)
-            .returning(Attempt.log_lines)
-        ).scalar_one()
+        ours = lines.c.attempt_id == attempt_id
+        at = update(Attempt).where(Attempt.id == attempt_id)
+        if counted:
+            grown = at.values(log_lines=Attempt.log_lines + count).returning(Attempt.log_lines)
+            stored = session.execute(grown).scalar_one()
+        else:
+            stored = session.scalar(select(func.count()).select_from(lines).where(ours)) or 0
+            session.execute(at.values(log_lines=stored))
         if stored <= cap:
             continue
-        lines: Any = rows.LogLine.__table__
-        ours = lines.c.attempt_id == attempt_id
-        oldest_kept = session.scalar(
-            select(lines.c.id).where(ours).order_by(lines.c.id.desc()).offset(cap - 1).limit(1)
+        newest_gone = session.scalar(
+            select(lines.c.id).where(ours).order_by(lines.c.id).offset(stored - cap - 1).limit(1)
         )
-        if oldest_kept is None:  # replays made the count run ahead: fewer than cap are stored
-            kept = session.scalar(select(func.count()).select_from(lines).where(ours)) or 0
-            session.execute(update(Attempt).where(Attempt.id == attempt_id).values(log_lines=kept))
-            continue
-        gone = session.connection().execute(delete(lines).where(ours, lines.c.id < oldest_kept))
-        deleted = gone.rowcount
+        gone = session.connection().execute(delete(lines).where(ours, lines.c.id <= newest_gone))
         session.execute(
-            update(Attempt)
-            .where(Attempt.id == attempt_id)
-            .values(log_lines=cap, log_lines_dropped=Attempt.log_lines_dropped + deleted)
+            at.values(
+                log_lines=Attempt.log_lines - gone.rowcount,
+                log_lines_dropped=Attempt.log_lines_dropped + gone.rowcount,
+            )
         )
 
 
