@@ -33,6 +33,9 @@ RESTRUCTURED: dict[str, Callable[[sa.Connection], list[dict[str, Any]]]] = {}
 #: required columns added without a server default, and the original column the migration
 #: fills them from (documented in that migration)
 FILLED_FROM = {("jobs", "updated_at"): "created_at"}
+#: columns a migration fills with a count of another table's rows that point at the row
+#: (table, column) → (the counted table, its column holding the row's id)
+COUNTED_FROM = {("attempts", "log_lines"): ("log_lines", "attempt_id")}
 
 Rows = dict[str, list[dict[str, Any]]]
 
@@ -111,6 +114,9 @@ def assert_new_columns_have_defaults(engine: sa.Engine, before: Rows, after: Row
                     column = columns[name]
                     if (table, name) in FILLED_FROM:
                         expected = new[FILLED_FROM[table, name]]
+                    elif (table, name) in COUNTED_FROM:
+                        counted, key = COUNTED_FROM[table, name]
+                        expected = sum(row[key] == old["id"] for row in before[counted])
                     elif column["default"] is not None:
                         expected = server_default(conn, column)
                     else:
