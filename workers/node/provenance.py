@@ -317,8 +317,11 @@ def _as_job_user(
     finally:
         step.kill_now()  # what it left (anywhere in its cgroup; else in its group)
         process.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):  # a pipe held by a daemon
-            process.communicate(timeout=5)
+        for pipe in (process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()  # nothing more is read: a daemon still writing holds no memory here
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=5)
     text = stdout.decode(errors="replace"), stderr.decode(errors="replace")
     return subprocess.CompletedProcess(argv, process.returncode, *text), cut
 
