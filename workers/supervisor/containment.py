@@ -36,6 +36,7 @@ KILL_POLL_SECONDS = 0.02
 #: the attempts of this worker per uid: a uid is killed only when its last attempt ends
 _uid_holders: dict[int, int] = {}
 _uid_lock = threading.Lock()
+_warned = threading.Event()  # the host's cgroups could not be used (said once)
 
 
 class ContainmentError(OSError):
@@ -258,7 +259,14 @@ def _make_cgroup(name: str) -> tuple[Path | None, str | None]:
         path = folder / f"{_worker_tag()}-{name}-{secrets.token_hex(4)}"
         path.mkdir()
     except OSError as err:
-        log.warning("no cgroup for %s (%s): falling back to the job's uid", name, err)
+        if not _warned.is_set():  # once: every attempt of this worker falls back alike
+            _warned.set()
+            log.warning(
+                "cannot make attempt cgroups under %s (%s): an attempt's processes are "
+                "those of its job's uid where it has one, else only its ranks' group",
+                folder,
+                err,
+            )
         return None, None
     return path, "/" + str(path.relative_to(mount))
 
