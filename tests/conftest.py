@@ -51,9 +51,10 @@ def _redis_slot() -> int:
     return os.getpid() % _SLOTS
 
 
-#: three Redis databases of this test process: the suite's, the started stacks', the
-#: telemetry tests'. TRAINBOARD_TEST_REDIS_DB_BASE pins the first; worker gwN then takes
-#: the three from base + 3N.
+#: three Redis databases of this test process: the suite's, one no test uses any more
+#: (started stacks get a Redis of their own: `trainboard up` refuses this password-less
+#: one), the telemetry tests'. TRAINBOARD_TEST_REDIS_DB_BASE pins the first; worker gwN
+#: then takes the three from base + 3N.
 _PINNED = os.environ.get("TRAINBOARD_TEST_REDIS_DB_BASE")
 _DB_BASE = int(_PINNED) + 3 * _WORKER_NUMBER if _PINNED else 1 + _redis_slot() * 3
 TEST_REDIS_DB, STACK_REDIS_DB, TELEMETRY_REDIS_DB = _DB_BASE, _DB_BASE + 1, _DB_BASE + 2
