@@ -127,10 +127,15 @@ def install(app: FastAPI, routes: Iterable[APIRoute]) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-def main() -> None:
+def schema_text() -> str:
+    """The app's schema as frontend/openapi.json holds it (without the final newline)."""
     from backend.app import create_app
 
-    print(json.dumps(create_app().openapi(), indent=2, sort_keys=True))
+    return json.dumps(create_app().openapi(), indent=2, sort_keys=True)
+
+
+def main() -> None:
+    print(schema_text())
 
 
 if __name__ == "__main__":
