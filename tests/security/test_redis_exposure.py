@@ -177,10 +177,10 @@ STACKS: dict[str, Callable[[Path, dict[str, str]], contextlib.AbstractContextMan
 }
 
 
-def worker_redis_url() -> str:
-    """The Redis URL `trainboard up` gave its worker (read from its environment, as root)."""
-    for process in psutil.process_iter(["cmdline"]):
-        if (process.info["cmdline"] or [])[-1:] == ["worker"]:
+def worker_redis_url(stack: RunningStack) -> str:
+    """The Redis URL this stack's `trainboard up` gave its worker (its environment, as root)."""
+    for process in psutil.Process(stack.process.pid).children(recursive=True):
+        if process.cmdline()[-1:] == ["worker"]:
             url = process.environ().get("TRAINBOARD_REDIS_URL", "")
             if url:
                 return url
@@ -243,7 +243,7 @@ def test_a_hostile_job_gets_no_answer_from_the_deployments_redis(
             },
         ).json()["id"]
         attempt = wait_for(lambda: running_attempt(admin, victim), timeout=120, what="victim")
-        url = worker_redis_url()
+        url = worker_redis_url(stack)
         addresses = listening_addresses(url)
         keys = Keys(deployment_of(stack))
         forged = {
@@ -286,7 +286,7 @@ def test_a_hostile_job_gets_no_answer_from_the_deployments_redis(
             assert [n for n in names if "REDIS" in n.upper()] == [], names
             # every command on every address of the deployment's Redis is refused
             leaks = [p for p in probes if p[0] in addresses and p[2] != "blocked"]
-            assert leaks == [], leaks
+            assert leaks == [], (addresses, leaks)
             assert all(p[2] == "blocked" for p in probes if p[0] in addresses)
             time.sleep(3)  # the supervisor polls its stop key about every second
             with redis.Redis.from_url(url) as deployment_redis:
