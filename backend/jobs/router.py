@@ -27,6 +27,7 @@ from backend.jobs.schemas import (
     MetricNames,
     ResumeIn,
     Series,
+    ValidationOut,
 )
 from backend.jobs.views import attempt_view, describe_job, describe_jobs, event_view
 from backend.security.ratelimit import SubmissionDep
@@ -60,6 +61,16 @@ def submit_job(
         script_roots=settings.script_root_paths,
     )
     return describe_job(session, job)
+
+
+@router.post("/validate", response_model=ValidationOut)
+def validate_job(
+    spec: JobSpec, principal: ReaderDep, session: SessionDep, settings: SettingsDep
+) -> ValidationOut:
+    """What the spec implies, its memory estimate and every refusal a submission of it would
+    get (a schema refusal is this 422, as a submission's); nothing is stored or counted."""
+    del principal  # any signed-in reader may ask, as for a memory estimate
+    return service.validate(session, spec=spec, script_roots=settings.script_root_paths)
 
 
 @router.get("", response_model=JobList)

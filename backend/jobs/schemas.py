@@ -6,6 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
+from backend.health.schemas import MemoryEstimateOut
 from backend.jobs.run_states import AttemptState
 from backend.jobs.states import JobAction, JobState
 from workers.contract.protocol import Instance, RunFacts
@@ -172,3 +173,25 @@ class RendezvousOut(BaseModel):
 
 class FinishOut(BaseModel):
     state: str
+
+
+class Problem(BaseModel):
+    """One refusal, shaped like an item of a 422's detail."""
+
+    loc: list[str | int] = Field(description="the body field it is about, from 'body'")
+    msg: str
+    type: str
+
+
+class ValidationOut(BaseModel):
+    """What a spec implies and whether a submission of it would be accepted, nothing stored.
+
+    A spec the JobSpec schema refuses is answered 422 as a submission is; a valid one is
+    answered here with the refusals this deployment would still give (problems)."""
+
+    valid: bool = Field(description="no problems: a submission of it would be accepted")
+    implications: Implications
+    memory: MemoryEstimateOut | None = Field(
+        description="memory per device and where it fits; none for a script job"
+    )
+    problems: list[Problem]

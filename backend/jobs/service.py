@@ -11,10 +11,13 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from backend.auth.service import Principal
+from backend.health.memory import memory_fit
+from backend.health.schemas import MemoryEstimateOut
 from backend.jobs.attempts import newest_checkpoint
 from backend.jobs.capacity import never_fits
 from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
 from backend.jobs.run_states import AttemptState, SliceState
+from backend.jobs.schemas import Implications, Problem, ValidationOut
 from backend.jobs.states import (
     STOPS_AT_ONCE,
     IllegalTransition,
@@ -61,6 +64,39 @@ def check_capacity(session: Session, spec: JobSpec) -> None:
         raise SpecRefused(("parallelism", "devices"), too_big)
 
 
+def refusals(session: Session, *, spec: JobSpec, script_roots: Sequence[Path]) -> list[SpecRefused]:
+    """Why this deployment refuses a valid spec, in the order a submission checks (the
+    first is the 422 a submission answers; POST /api/jobs/validate lists them all)."""
+    found = []
+    try:
+        check_entrypoint(spec, script_roots)
+    except SpecRefused as err:
+        found.append(err)
+    reason = unsupported_reason(spec)
+    if reason is not None:
+        found.append(SpecRefused((), reason))
+    try:
+        check_capacity(session, spec)
+    except SpecRefused as err:
+        found.append(err)
+    return found
+
+
+def validate(session: Session, *, spec: JobSpec, script_roots: Sequence[Path]) -> ValidationOut:
+    """What a submission of spec would imply and every refusal it would get; stores nothing."""
+    problems = [
+        Problem(loc=["body", *err.loc], msg=str(err), type="value_error")
+        for err in refusals(session, spec=spec, script_roots=script_roots)
+    ]
+    memory = None if spec.template is None else memory_fit(session, spec=spec)
+    return ValidationOut(
+        valid=not problems,
+        implications=Implications.model_validate(spec.implications()),
+        memory=None if memory is None else MemoryEstimateOut.model_validate(memory),
+        problems=problems,
+    )
+
+
 def submit(
     session: Session,
     client: redis.Redis,
@@ -74,11 +110,8 @@ def submit(
 ) -> Job:
     """Validate what the engine can run, store the job as queued and wake the scheduler
     (`sweep`: the sweep id and trial number it is a trial of)."""
-    check_entrypoint(spec, script_roots)
-    reason = unsupported_reason(spec)
-    if reason is not None:
-        raise SpecRefused((), reason)
-    check_capacity(session, spec)
+    for refused in refusals(session, spec=spec, script_roots=script_roots)[:1]:
+        raise refused
     job = Job(
         name=spec.name,
         owner_id=principal.user_id,

@@ -168,6 +168,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/jobs/validate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Validate Job
+         * @description What the spec implies, its memory estimate and every refusal a submission of it would
+         *     get (a schema refusal is this 422, as a submission's); nothing is stored or counted.
+         */
+        post: operations["jobs-validate_job"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/jobs/{job_id}": {
         parameters: {
             query?: never;
@@ -2494,6 +2515,21 @@ export interface components {
          * @enum {string}
          */
         Priority: "high" | "normal" | "low";
+        /**
+         * Problem
+         * @description One refusal, shaped like an item of a 422's detail.
+         */
+        Problem: {
+            /**
+             * Loc
+             * @description the body field it is about, from 'body'
+             */
+            loc: (string | number)[];
+            /** Msg */
+            msg: string;
+            /** Type */
+            type: string;
+        };
         /** ProvenanceDiff */
         ProvenanceDiff: {
             /**
@@ -3174,6 +3210,25 @@ export interface components {
             /** Error Type */
             type: string;
         };
+        /**
+         * ValidationOut
+         * @description What a spec implies and whether a submission of it would be accepted, nothing stored.
+         *
+         *     A spec the JobSpec schema refuses is answered 422 as a submission is; a valid one is
+         *     answered here with the refusals this deployment would still give (problems).
+         */
+        ValidationOut: {
+            implications: components["schemas"]["Implications"];
+            /** @description memory per device and where it fits; none for a script job */
+            memory: components["schemas"]["MemoryEstimateOut"] | null;
+            /** Problems */
+            problems: components["schemas"]["Problem"][];
+            /**
+             * Valid
+             * @description no problems: a submission of it would be accepted
+             */
+            valid: boolean;
+        };
         /** WebhookCreated */
         WebhookCreated: {
             /** All Jobs */
@@ -3801,6 +3856,75 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["BulkResult"][];
+                };
+            };
+            /** @description the body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Refusal"];
+                };
+            };
+            /** @description no valid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Refusal"];
+                };
+            };
+            /** @description the credentials lack the scope or role (or a cross-site write) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Refusal"];
+                };
+            };
+            /** @description request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Refusal"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "jobs-validate_job": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["JobSpec"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationOut"];
                 };
             };
             /** @description the body is not JSON */

@@ -1,0 +1,130 @@
+"""POST /api/jobs/validate: a submission's refusals, implications and memory estimate, nothing
+stored and nothing counted against the submission limit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from backend.config import Settings
+from tests.backend.conftest import bearer, job_count
+from tests.backend.test_job_control import node_n1  # noqa: F401 (fixture)
+from tests.backend.test_jobs_api import GOOD_SPEC, _with
+
+SCRIPT_MISSING = {"name": "s", "entrypoint": {"script": "missing.py"}}
+FP16_PIPELINE = {
+    **_with("precision", "fp16"),
+    "parallelism": {"strategy": "model", "devices": 2, "microbatches": 4},
+}
+TOO_BIG = _with("parallelism", {"strategy": "data", "devices": 5})
+
+#: specs the JobSpec schema refuses: validate answers the submission's very 422
+SCHEMA_REFUSED = [
+    _with("parallelism.devices", -1),
+    _with("hyperparameters.batch_size", 0),
+    _with("template", "resnet"),
+    _with("parallelism", {"strategy": "model", "devices": 3, "pipeline_stages": 2}),
+    _with("parallelism", {"strategy": "hybrid", "devices": 3, "pipeline_stages": 2}),
+    _with("parallelism", {"strategy": "data", "devices": 2, "microbatches": 2}),
+    _with("hyperparameters", {"batch_size": 30})
+    | {"parallelism": {"strategy": "model", "devices": 2, "microbatches": 4}},
+    _with("colour", "red"),
+    _with("name", ""),
+    {"name": "s", "entrypoint": {"script": "../etc/passwd"}},
+]
+#: valid specs this deployment refuses (node n1 has 4 slots): validate lists them as problems
+DEPLOYMENT_REFUSED = [SCRIPT_MISSING, FP16_PIPELINE, TOO_BIG]
+
+
+def _without_input(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in errors]
+
+
+@pytest.mark.parametrize("spec", SCHEMA_REFUSED)
+def test_a_spec_the_schema_refuses_gets_the_submissions_422(
+    api: TestClient,
+    tokens: dict[str, str],
+    node_n1: str,
+    spec: dict[str, Any],  # noqa: F811
+) -> None:
+    alice = bearer(tokens["alice"])
+    checked = api.post("/api/jobs/validate", json=spec, headers=alice)
+    submitted = api.post("/api/jobs", json=spec, headers=alice)
+    assert submitted.status_code == 422, submitted.text
+    assert checked.status_code == 422, checked.text
+    assert checked.json() == submitted.json()
+
+
+@pytest.mark.parametrize("spec", DEPLOYMENT_REFUSED)
+def test_each_refusal_of_a_valid_spec_is_listed_as_a_problem(
+    api: TestClient,
+    tokens: dict[str, str],
+    node_n1: str,
+    spec: dict[str, Any],  # noqa: F811
+) -> None:
+    alice = bearer(tokens["alice"])
+    checked = api.post("/api/jobs/validate", json=spec, headers=alice)
+    assert checked.status_code == 200, checked.text
+    assert job_count(api, tokens["alice"]) == 0
+    submitted = api.post("/api/jobs", json=spec, headers=alice)
+    assert submitted.status_code == 422, submitted.text
+    answer = checked.json()
+    assert answer["valid"] is False
+    assert answer["problems"] == _without_input(submitted.json()["detail"])
+
+
+def test_every_refusal_is_listed_not_only_the_first(
+    api: TestClient,
+    tokens: dict[str, str],
+    node_n1: str,  # noqa: F811
+) -> None:
+    spec = {**SCRIPT_MISSING, "parallelism": {"strategy": "data", "devices": 5}}
+    answer = api.post("/api/jobs/validate", json=spec, headers=bearer(tokens["alice"])).json()
+    assert [".".join(map(str, p["loc"])) for p in answer["problems"]] == [
+        "body.entrypoint.script",
+        "body.parallelism.devices",
+    ]
+    assert "the largest node, n1, has 4" in answer["problems"][1]["msg"]
+    assert answer["memory"] is None  # a script's model is unknown
+
+
+def test_a_valid_spec_implies_what_its_submission_stores(
+    api: TestClient,
+    tokens: dict[str, str],
+    node_n1: str,  # noqa: F811
+) -> None:
+    alice = bearer(tokens["alice"])
+    hybrid = {
+        **_with("parallelism", {"strategy": "hybrid", "devices": 4, "pipeline_stages": 2}),
+        "grad_accum": 3,
+    }
+    for spec in (GOOD_SPEC, hybrid):
+        checked = api.post("/api/jobs/validate", json=spec, headers=alice)
+        assert checked.status_code == 200, checked.text
+        answer = checked.json()
+        assert answer["valid"] is True and answer["problems"] == []
+        estimate = api.post("/api/estimate/memory", json=spec, headers=alice).json()
+        assert answer["memory"] == estimate
+        assert [d["node"] for d in answer["memory"]["devices"]] == ["n1"] * 4
+        job = api.post("/api/jobs", json=spec, headers=alice).json()
+        assert answer["implications"] == job["implications"]
+    assert answer["implications"]["data_parallel_degree"] == 2
+    assert answer["implications"]["global_batch"] == 32 * 3 * 2
+    assert answer["implications"]["warnings"]  # 4 microbatches < 4 x 2 stages
+
+
+def test_validating_stores_nothing_and_spends_no_submission(
+    api: TestClient, tokens: dict[str, str], settings: Settings
+) -> None:
+    alice = bearer(tokens["alice"])
+    for _ in range(settings.submit_rate_limit + 5):
+        assert api.post("/api/jobs/validate", json=GOOD_SPEC, headers=alice).status_code == 200
+    assert job_count(api, tokens["alice"]) == 0
+    assert api.post("/api/jobs", json=GOOD_SPEC, headers=alice).status_code == 201
+
+
+def test_validating_needs_credentials(api: TestClient, tokens: dict[str, str]) -> None:
+    answer = api.post("/api/jobs/validate", json=GOOD_SPEC)
+    assert answer.status_code == 401
