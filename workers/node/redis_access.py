@@ -21,8 +21,9 @@ import redis
 PRIVATE = "private"
 _TCP_SCHEMES = ("redis", "rediss")
 HOW_TO_FIX = (
-    "leave TRAINBOARD_REDIS_URL unset (or 'private') and `trainboard up` starts a private "
-    "Redis on a unix socket, or give a Redis that requires a password and put it in the URL: "
+    "To fix: leave TRAINBOARD_REDIS_URL unset (or 'private') and `trainboard up` starts a "
+    "private Redis on a unix socket, or give a Redis that requires a password and put it in "
+    "the URL: "
     "redis://:PASSWORD@HOST:6379/0 or an ACL user, redis://USER:PASSWORD@HOST:6379/0 "
     "(docs/security.md, 'Redis: no control channel for jobs')"
 )
