@@ -25,7 +25,6 @@ from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.nodes.models import Device, Node
 from backend.telemetry.models import MetricPoint
 from backend.usage.accounting import AttemptUsage, attempt_usage
-from workers.contract.catalog import resolve_hyperparameters
 from workers.contract.flops import flops_per_sample
 
 #: newest points whose median is the job's throughput
@@ -85,19 +84,18 @@ def _mfu(
     job: Job, rate: float | None, devices: list[tuple[str, str]]
 ) -> tuple[float | None, float | None, str]:
     """(flops per sample, MFU, why none) for the job's newest devices."""
-    template = job.spec.get("template")
-    if template is None:
+    spec = job.spec_model
+    if spec.template is None:
         return None, None, "none: a script job's model FLOPs are unknown"
-    try:  # stored specs hold every hyperparameter; older or hand-made rows may not
-        hp = resolve_hyperparameters(template, job.spec.get("hyperparameters", {}))
-        flops = flops_per_sample(template, hp)
+    try:  # the validated spec holds every hyperparameter of its template
+        flops = flops_per_sample(spec.template, spec.hyperparameters)
     except (KeyError, ValueError) as err:
         return None, None, f"none: the spec's hyperparameters do not give the model ({err})"
     if not devices:
         return flops, None, "none: the job has not run yet"
     if any(kind == "cpu" for kind, _ in devices):
         return flops, None, "none: CPU slots have no peak FLOPS to compare with"
-    precision = job.spec.get("precision", "fp32")
+    precision = spec.precision.value
     peaks = [peak_flops(name, kind, precision) for kind, name in devices]
     if any(p is None for p in peaks):
         unknown = sorted({name for (_, name), p in zip(devices, peaks, strict=True) if p is None})

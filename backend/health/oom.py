@@ -42,16 +42,14 @@ def remediate(session: Session, job: Job, *, reason: str, attempt_id: int | None
     True when it did (a `oom_remediation` event saying what changed, then `restarting`;
     not counted against max_restarts: the spec's max_oom_reductions bounds it).
     """
-    health = job.spec.get("health", {})
-    if not is_oom(reason) or health.get("on_oom") != "reduce_microbatch":
+    spec = job.spec_model
+    if not is_oom(reason) or spec.health.on_oom != "reduce_microbatch":
         return False
-    done, limit = reductions(session, job.id), int(health.get("max_oom_reductions", 2))
+    done, limit = reductions(session, job.id), spec.health.max_oom_reductions
     before, after = shape_after(job.spec, done), shape_after(job.spec, done + 1)
     if done >= limit or before is None or after is None:
         return False
-    par = job.spec.get("parallelism", {})
-    replicas = int(par.get("devices", 1)) // int(par.get("pipeline_stages") or 1)
-    global_batch = after.batch_size * after.grad_accum * replicas
+    global_batch = after.batch_size * after.grad_accum * spec.parallelism.data_parallel_degree
     message = (
         f"out of memory: restarting from the newest checkpoint with micro-batch "
         f"{after.batch_size} (was {before.batch_size}) x accumulation {after.grad_accum} "

@@ -114,7 +114,7 @@ def flag_stragglers(session: Session) -> list[Straggler]:
         .where(Attempt.state == AttemptState.running)
     ).all()
     for attempt, job in running:
-        factor = float(job.spec.get("health", {}).get("straggler_factor", 1.5))
+        factor = job.spec_model.health.straggler_factor
         known = set(
             session.scalars(
                 select(JobEvent.message).where(

@@ -122,7 +122,7 @@ def restart_or_fail(
     """
     if remediate(session, job, reason=reason, attempt_id=attempt_id):
         return
-    max_restarts = int(job.spec.get("max_restarts", 0))
+    max_restarts = job.spec_model.max_restarts
     if not platform_fault and job.restarts >= max_restarts:
         session.add(
             transition(job, JobState.failed, message=reason, reason=reason, attempt_id=attempt_id)

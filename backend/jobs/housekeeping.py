@@ -69,7 +69,7 @@ def edit(
     if change.notes is not None and change.notes != (job.notes or ""):
         changed.append("notes edited")
         job.notes = change.notes
-    if change.tags is not None and change.tags != job.spec.get("tags", []):
+    if change.tags is not None and change.tags != job.spec_model.tags:
         changed.append(f"tags set to {', '.join(change.tags) or 'none'}")
         job.spec = {**job.spec, "tags": change.tags}
     if change.archived is not None and change.archived != job.archived:

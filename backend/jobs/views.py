@@ -13,7 +13,6 @@ from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
 from backend.jobs.run_states import AttemptState
 from backend.jobs.schemas import AttemptOut, EventOut, Implications, JobOut, SliceOut
 from backend.jobs.states import JobState, allowed_actions
-from workers.contract.spec import JobSpec
 
 PRIORITY_NAMES = ("high", "normal", "low")
 
@@ -72,7 +71,7 @@ def describe_job(session: Session, job: Job) -> JobOut:
 
 
 def _view(job: Job, owner: str, attempt: Attempt | None, placement: list[SliceOut]) -> JobOut:
-    spec = JobSpec.model_validate(job.spec)
+    spec = job.spec_model
     return JobOut(
         owner=owner,
         state=JobState(job.state),

@@ -43,13 +43,7 @@ def running_jobs(session: Session, *, settings: SharingSettings) -> list[Running
     """Every job holding devices, as the policy sees it: victim candidate or stopping."""
     rows = session.execute(
         select(
-            Job.id,
-            Job.owner_id,
-            Job.priority_rank,
-            Job.spec,
-            Job.state,
-            Job.stop_request,
-            Job.preempted_at,
+            Job,
             Attempt.state,
             Attempt.claimed_at,
             AttemptSlice.node_name,
@@ -62,30 +56,18 @@ def running_jobs(session: Session, *, settings: SharingSettings) -> list[Running
     recent = utcnow() - timedelta(seconds=settings.min_run_seconds)
     slices: dict[int, list[tuple[str, int]]] = {}
     facts: dict[int, tuple[int, int, bool, bool, float]] = {}
-    for (
-        job_id,
-        owner,
-        rank,
-        spec,
-        state,
-        stop,
-        preempted_at,
-        attempt_state,
-        claimed,
-        node,
-        devs,
-    ) in rows:
-        slices.setdefault(job_id, []).append((node, len(devs)))
-        stopping = stop is not None
+    for job, attempt_state, claimed, node, devs in rows:
+        slices.setdefault(job.id, []).append((node, len(devs)))
+        stopping = job.stop_request is not None
         preemptible = (
-            bool(spec.get("preemptible", True))
-            and state == JobState.running
+            job.state == JobState.running
             and attempt_state == AttemptState.running
             and not stopping
-            and (preempted_at is None or as_utc(preempted_at) < recent)
+            and (job.preempted_at is None or as_utc(job.preempted_at) < recent)
+            and job.spec_model.preemptible
         )
         started = as_utc(claimed).timestamp() if claimed is not None else 0.0
-        facts[job_id] = (owner, rank, preemptible, stopping, started)
+        facts[job.id] = (job.owner_id, job.priority_rank, preemptible, stopping, started)
     return [
         RunningJob(
             id=job_id,

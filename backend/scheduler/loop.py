@@ -195,7 +195,7 @@ class Scheduler:
             QueuedJob(
                 id=job.id,
                 devices=job.devices_requested,
-                nodes=int(job.spec["parallelism"].get("nodes", 1)),
+                nodes=job.spec_model.parallelism.nodes,
                 priority=job.priority_rank,
                 order=job.id,
                 owner=job.owner_id,
@@ -259,7 +259,12 @@ class Scheduler:
                     attempt_id=attempt.id,
                 )
             )
-            spec = JobSpec.model_validate(reduced_spec(job.spec, halved.get(job.id, 0)))
+            halvings = halved.get(job.id, 0)  # an out-of-memory restart runs a smaller shape
+            spec = (
+                JobSpec.model_validate(reduced_spec(job.spec, halvings))
+                if halvings
+                else job.spec_model
+            )
             for rank, (name, devices) in enumerate(placement.slices):
                 session.add(
                     AttemptSlice(
