@@ -17,9 +17,9 @@ from sqlalchemy.orm import Session
 from backend.db import utcnow
 from backend.jobs.models import Attempt, Job, JobEvent
 from backend.jobs.states import JobState, transition
+from workers.contract.spec_parts import Priority
 
 PREEMPT = "preempt"
-PRIORITY_NAMES = ("high", "normal", "low")
 
 
 def preempt(session: Session, *, victim_id: int, by_id: int, attempt_id: int) -> bool:
@@ -34,7 +34,7 @@ def preempt(session: Session, *, victim_id: int, by_id: int, attempt_id: int) ->
         victim,
         JobState.pausing,
         message=(
-            f"preempted by job {by_id} ({PRIORITY_NAMES[by.priority_rank]} priority, "
+            f"preempted by job {by_id} ({Priority.of_rank(by.priority_rank)} priority, "
             f"needs {needs}): final checkpoint, then back to the queue"
         ),
         attempt_id=attempt_id,
@@ -46,7 +46,7 @@ def preempt(session: Session, *, victim_id: int, by_id: int, attempt_id: int) ->
             job_id=by_id,
             kind="preempting",
             message=(
-                f"preempting job {victim_id} ({PRIORITY_NAMES[victim.priority_rank]} priority) "
+                f"preempting job {victim_id} ({Priority.of_rank(victim.priority_rank)} priority) "
                 f"for its devices: it checkpoints and goes back to the queue"
             ),
         )

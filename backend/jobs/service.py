@@ -31,8 +31,6 @@ from backend.signals import announce_jobs, request_stop, wake_scheduler
 from workers.contract import entrypoints
 from workers.contract.spec import JobSpec, unsupported_reason
 
-PRIORITY_RANK = {"high": 0, "normal": 1, "low": 2}
-
 
 class SpecRefused(ValueError):
     """A valid spec this deployment cannot accept; carries the field it is about."""
@@ -118,7 +116,7 @@ def submit(
         parent_id=parent_id,
         state=JobState.queued.value,
         spec=spec.model_dump(mode="json"),
-        priority_rank=PRIORITY_RANK[spec.priority.value],
+        priority_rank=spec.priority.rank,
         devices_requested=spec.parallelism.devices,
         total_steps=spec.total_steps,
         sweep_id=sweep[0] if sweep else None,

@@ -13,9 +13,7 @@ from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
 from backend.jobs.run_states import AttemptState
 from backend.jobs.schemas import AttemptOut, EventOut, Implications, JobOut, SliceOut
 from backend.jobs.states import JobState, allowed_actions
-
-PRIORITY_NAMES = ("high", "normal", "low")
-
+from workers.contract.spec_parts import Priority
 
 #: JobOut fields copied from the job row as they are
 JOB_FIELDS = (
@@ -84,7 +82,7 @@ def _view(job: Job, owner: str, attempt: Attempt | None, placement: list[SliceOu
         facts=attempt.facts if attempt else None,
         wait_reason=job.wait_reason if job.state == "queued" else None,
         queue_position=job.queue_position if job.state == "queued" else None,
-        priority=PRIORITY_NAMES[job.priority_rank],
+        priority=Priority.of_rank(job.priority_rank).value,
         tags=spec.tags,
         node=attempt.node_name if attempt else None,
         devices=list(attempt.devices) if attempt else [],

@@ -42,9 +42,21 @@ class Precision(StrEnum):
 
 
 class Priority(StrEnum):
+    """A job's priority, highest first: the one table of names and their queue ranks."""
+
     high = "high"
     normal = "normal"
     low = "low"
+
+    @property
+    def rank(self) -> int:
+        """The stored `jobs.priority_rank`: 0 high, 1 normal, 2 low (lower is placed first)."""
+        return list(Priority).index(self)
+
+    @classmethod
+    def of_rank(cls, rank: int) -> Priority:
+        """The priority a stored `jobs.priority_rank` stands for."""
+        return list(cls)[rank]
 
 
 def clean_text(value: str, what: str) -> str:
