@@ -65,12 +65,18 @@ def submit_job(
 
 @router.post("/validate", response_model=ValidationOut)
 def validate_job(
-    spec: JobSpec, principal: ReaderDep, session: SessionDep, settings: SettingsDep
+    body: Annotated[
+        dict[str, Any],
+        Body(description="a JobSpec as POST /api/jobs takes; any JSON object is answered"),
+    ],
+    principal: ReaderDep,
+    session: SessionDep,
+    settings: SettingsDep,
 ) -> ValidationOut:
-    """What the spec implies, its memory estimate and every refusal a submission of it would
-    get (a schema refusal is this 422, as a submission's); nothing is stored or counted."""
+    """What a spec implies, its memory estimate and every refusal a submission of it would
+    get, in 422-detail shape (problems); nothing is stored or counted as a submission."""
     del principal  # any signed-in reader may ask, as for a memory estimate
-    return service.validate(session, spec=spec, script_roots=settings.script_root_paths)
+    return service.validate(session, body=body, script_roots=settings.script_root_paths)
 
 
 @router.get("", response_model=JobList)

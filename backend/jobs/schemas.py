@@ -184,14 +184,16 @@ class Problem(BaseModel):
 
 
 class ValidationOut(BaseModel):
-    """What a spec implies and whether a submission of it would be accepted, nothing stored.
-
-    A spec the JobSpec schema refuses is answered 422 as a submission is; a valid one is
-    answered here with the refusals this deployment would still give (problems)."""
+    """What a spec implies and whether a submission of it would be accepted, nothing stored."""
 
     valid: bool = Field(description="no problems: a submission of it would be accepted")
-    implications: Implications
+    implications: Implications | None = Field(
+        description="for a refused spec, from the parts they depend on (none if those are refused)"
+    )
     memory: MemoryEstimateOut | None = Field(
         description="memory per device and where it fits; none for a script job"
     )
-    problems: list[Problem]
+    problems: list[Problem] = Field(
+        description="every refusal a submission would get: the schema's (its 422 details), "
+        "else this deployment's (entrypoint, not supported yet, no node could ever hold it)"
+    )

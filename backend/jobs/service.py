@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from pydantic import ValidationError
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
@@ -80,8 +81,23 @@ def refusals(session: Session, *, spec: JobSpec, script_roots: Sequence[Path]) -
     return found
 
 
-def validate(session: Session, *, spec: JobSpec, script_roots: Sequence[Path]) -> ValidationOut:
-    """What a submission of spec would imply and every refusal it would get; stores nothing."""
+def validate(
+    session: Session, *, body: dict[str, Any], script_roots: Sequence[Path]
+) -> ValidationOut:
+    """What a submission of body would imply and every refusal it would get; stores nothing.
+
+    A body the JobSpec schema refuses gets the submission's 422 details as its problems and
+    the implications of the parts they depend on, when those are valid."""
+    try:
+        spec = JobSpec.model_validate(body)
+    except ValidationError as err:
+        refused = [
+            Problem(loc=["body", *e["loc"]], msg=e["msg"], type=e["type"])
+            for e in err.errors(include_url=False)
+        ]
+        return ValidationOut(
+            valid=False, implications=_implied_by_parts(body), memory=None, problems=refused
+        )
     problems = [
         Problem(loc=["body", *err.loc], msg=str(err), type="value_error")
         for err in refusals(session, spec=spec, script_roots=script_roots)
@@ -93,6 +109,30 @@ def validate(session: Session, *, spec: JobSpec, script_roots: Sequence[Path]) -
         memory=None if memory is None else MemoryEstimateOut.model_validate(memory),
         problems=problems,
     )
+
+
+def _implied_by_parts(body: dict[str, Any]) -> Implications | None:
+    """The implications of a refused body from what they depend on (parallelism, grad_accum,
+    the template's batch_size), when those are valid; else None."""
+    core: dict[str, Any] = {"name": "draft"}
+    core |= {k: body[k] for k in ("parallelism", "grad_accum") if k in body}
+    hyperparameters = body.get("hyperparameters")
+    batch: dict[str, Any] = (
+        {"batch_size": hyperparameters["batch_size"]}
+        if isinstance(hyperparameters, dict) and "batch_size" in hyperparameters
+        else {}
+    )
+    # any target will do for the last candidate: it has no batch size, so no global batch
+    candidates: list[dict[str, Any]] = [{**core, "entrypoint": {"module": "draft"}}]
+    if body.get("template") is not None:
+        candidates.insert(0, {**core, "template": body["template"], "hyperparameters": batch})
+    for candidate in candidates:
+        try:
+            implied = JobSpec.model_validate(candidate).implications()
+        except ValidationError:
+            continue
+        return Implications.model_validate(implied)
+    return None
 
 
 def submit(

@@ -20,7 +20,7 @@ FP16_PIPELINE = {
 }
 TOO_BIG = _with("parallelism", {"strategy": "data", "devices": 5})
 
-#: specs the JobSpec schema refuses: validate answers the submission's very 422
+#: specs the JobSpec schema refuses: validate lists the submission's 422 details
 SCHEMA_REFUSED = [
     _with("parallelism.devices", -1),
     _with("hyperparameters.batch_size", 0),
@@ -42,27 +42,12 @@ def _without_input(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in errors]
 
 
-@pytest.mark.parametrize("spec", SCHEMA_REFUSED)
-def test_a_spec_the_schema_refuses_gets_the_submissions_422(
+@pytest.mark.parametrize("spec", SCHEMA_REFUSED + DEPLOYMENT_REFUSED)
+def test_each_refusal_a_submission_gets_is_listed_as_a_problem(
     api: TestClient,
     tokens: dict[str, str],
-    node_n1: str,
-    spec: dict[str, Any],  # noqa: F811
-) -> None:
-    alice = bearer(tokens["alice"])
-    checked = api.post("/api/jobs/validate", json=spec, headers=alice)
-    submitted = api.post("/api/jobs", json=spec, headers=alice)
-    assert submitted.status_code == 422, submitted.text
-    assert checked.status_code == 422, checked.text
-    assert checked.json() == submitted.json()
-
-
-@pytest.mark.parametrize("spec", DEPLOYMENT_REFUSED)
-def test_each_refusal_of_a_valid_spec_is_listed_as_a_problem(
-    api: TestClient,
-    tokens: dict[str, str],
-    node_n1: str,
-    spec: dict[str, Any],  # noqa: F811
+    node_n1: str,  # noqa: F811
+    spec: dict[str, Any],
 ) -> None:
     alice = bearer(tokens["alice"])
     checked = api.post("/api/jobs/validate", json=spec, headers=alice)
@@ -73,6 +58,32 @@ def test_each_refusal_of_a_valid_spec_is_listed_as_a_problem(
     answer = checked.json()
     assert answer["valid"] is False
     assert answer["problems"] == _without_input(submitted.json()["detail"])
+    assert answer["memory"] is None or spec in DEPLOYMENT_REFUSED
+
+
+def test_a_refused_spec_still_implies_what_its_valid_parts_do(
+    api: TestClient, tokens: dict[str, str]
+) -> None:
+    alice = bearer(tokens["alice"])
+    spec = {
+        **_with("hyperparameters.lr", 100),  # the template allows at most 10
+        "parallelism": {"strategy": "hybrid", "devices": 4, "pipeline_stages": 2},
+        "grad_accum": 2,
+    }
+    answer = api.post("/api/jobs/validate", json=spec, headers=alice).json()
+    assert answer["valid"] is False and answer["memory"] is None
+    assert [p["loc"] for p in answer["problems"]] == [["body", "hyperparameters"]]
+    valid = {**spec, "hyperparameters": {**GOOD_SPEC["hyperparameters"], "lr": 0.1}}
+    fixed = api.post("/api/jobs/validate", json=valid, headers=alice).json()
+    assert fixed["valid"] is True
+    assert answer["implications"] == fixed["implications"]
+    assert answer["implications"]["data_parallel_degree"] == 2
+    assert answer["implications"]["global_batch"] == 32 * 2 * 2
+    script = {"name": "s", "entrypoint": {"script": "../x.py"}, "parallelism": {"devices": 2}}
+    implied = api.post("/api/jobs/validate", json=script, headers=alice).json()["implications"]
+    assert implied["data_parallel_degree"] == 2 and implied["global_batch"] is None
+    broken = _with("parallelism", {"strategy": "model", "devices": 3, "pipeline_stages": 2})
+    assert api.post("/api/jobs/validate", json=broken, headers=alice).json()["implications"] is None
 
 
 def test_every_refusal_is_listed_not_only_the_first(

@@ -179,8 +179,8 @@ export interface paths {
         put?: never;
         /**
          * Validate Job
-         * @description What the spec implies, its memory estimate and every refusal a submission of it would
-         *     get (a schema refusal is this 422, as a submission's); nothing is stored or counted.
+         * @description What a spec implies, its memory estimate and every refusal a submission of it would
+         *     get, in 422-detail shape (problems); nothing is stored or counted as a submission.
          */
         post: operations["jobs-validate_job"];
         delete?: never;
@@ -2512,6 +2512,7 @@ export interface components {
         Precision: "fp32" | "bf16" | "fp16";
         /**
          * Priority
+         * @description A job's priority, highest first: the one table of names and their queue ranks.
          * @enum {string}
          */
         Priority: "high" | "normal" | "low";
@@ -3213,15 +3214,16 @@ export interface components {
         /**
          * ValidationOut
          * @description What a spec implies and whether a submission of it would be accepted, nothing stored.
-         *
-         *     A spec the JobSpec schema refuses is answered 422 as a submission is; a valid one is
-         *     answered here with the refusals this deployment would still give (problems).
          */
         ValidationOut: {
-            implications: components["schemas"]["Implications"];
+            /** @description for a refused spec, from the parts they depend on (none if those are refused) */
+            implications: components["schemas"]["Implications"] | null;
             /** @description memory per device and where it fits; none for a script job */
             memory: components["schemas"]["MemoryEstimateOut"] | null;
-            /** Problems */
+            /**
+             * Problems
+             * @description every refusal a submission would get: the schema's (its 422 details), else this deployment's (entrypoint, not supported yet, no node could ever hold it)
+             */
             problems: components["schemas"]["Problem"][];
             /**
              * Valid
@@ -3914,7 +3916,9 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["JobSpec"];
+                "application/json": {
+                    [key: string]: unknown;
+                };
             };
         };
         responses: {
