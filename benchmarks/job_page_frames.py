@@ -170,6 +170,27 @@ def heap_mib(cdp: Any) -> float:
     return float(cdp.send("Runtime.getHeapUsage")["usedSize"]) / 2**20
 
 
+def profile(cdp: Any, seconds: float) -> list[dict[str, Any]]:
+    """CPU profile of the page for seconds: the 15 functions with the most self time."""
+    cdp.send("Profiler.enable")
+    cdp.send("Profiler.setSamplingInterval", {"interval": 500})
+    cdp.send("Profiler.start")
+    time.sleep(seconds)
+    result = cdp.send("Profiler.stop")["profile"]
+    nodes = {n["id"]: n for n in result["nodes"]}
+    deltas = dict.fromkeys(nodes, 0.0)
+    for sample, delta in zip(result["samples"], result["timeDeltas"], strict=True):
+        deltas[sample] += delta / 1000
+    by_function: dict[str, float] = {}
+    for node_id, ms in deltas.items():
+        frame = nodes[node_id]["callFrame"]
+        name = frame["functionName"] or "(anonymous)"
+        where = f"{name} {Path(frame['url']).name}:{frame['lineNumber']}:{frame['columnNumber']}"
+        by_function[where] = by_function.get(where, 0.0) + ms
+    top = sorted(by_function.items(), key=lambda kv: -kv[1])[:15]
+    return [{"function": f, "self_ms": round(ms)} for f, ms in top]
+
+
 def summary(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
     if not ordered:
@@ -182,7 +203,9 @@ def summary(values: list[float]) -> dict[str, float]:
     }
 
 
-def run(minutes: float, rate: float, ranks: int, window: float, frontend: Path) -> dict[str, Any]:
+def run(
+    minutes: float, rate: float, ranks: int, window: float, frontend: Path, profile_s: float
+) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
     with (
@@ -236,6 +259,7 @@ def run(minutes: float, rate: float, ranks: int, window: float, frontend: Path) 
                     next_heap += 60
             ended = round(time.monotonic() - began)
             heap.append({"s": ended, "live_mib": heap_mib(pages["live"][2])})
+            hot = profile(pages["live"][2], profile_s) if profile_s else []
             drawn = pages["live"][1].get_by_test_id("loss-chart").get_attribute("data-points")
         finally:
             stop.set()
@@ -251,6 +275,7 @@ def run(minutes: float, rate: float, ranks: int, window: float, frontend: Path) 
         "live_longest_ms": max((w["live"]["longest_ms"] for w in windows), default=0),
         "static_long_per_s": summary([w["static"]["long_per_s"] for w in windows]),
         "heap": heap,
+        "live_profile_top": hot,
         "loss_points_drawn_at_end": drawn,
         "settings": {"minutes": minutes, "rate": rate, "ranks": ranks, "window_s": window},
         "machine": f"{platform.machine()} {os.cpu_count()} cores",
@@ -266,9 +291,12 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=3.0, help="seconds per measured window")
     parser.add_argument("--frontend-dir", type=Path, default=FRONTEND, help="the built frontend")
     parser.add_argument("--windows", action="store_true", help="print every window")
+    parser.add_argument(
+        "--profile", type=float, default=0, help="then CPU-profile the live page for N seconds"
+    )
     a = parser.parse_args()
     load_before = os.getloadavg()
-    result = run(a.minutes, a.rate, a.ranks, a.window, a.frontend_dir)
+    result = run(a.minutes, a.rate, a.ranks, a.window, a.frontend_dir, a.profile)
     result["load_before"] = load_before
     if not a.windows:
         result["windows"] = result["windows"][:3] + result["windows"][-3:]

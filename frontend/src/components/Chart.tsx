@@ -1,6 +1,7 @@
 /**
  * A uPlot chart fed from a live store. The store signals changes; the chart marks itself
- * dirty and redraws at most once per animation frame (all deltas of a frame in one setData).
+ * dirty and redraws at most once per animation frame (all deltas of a frame in one setData),
+ * less often when its redraws are costly or it is out of view (see `request` below).
  */
 import { useEffect, useRef } from "preact/hooks";
 import uPlot from "uplot";
@@ -9,6 +10,11 @@ import type { AlignedData } from "../lib/series";
 import { countPoints } from "../lib/series";
 import { PALETTE } from "../lib/palette";
 import { cssVar, effectiveTheme, useTheme } from "../lib/theme";
+
+/** A redraw that cost c ms is followed by the next no sooner than this many c later. */
+export const REDRAW_SPACING = 8;
+/** The least time between two redraws of a chart out of view, ms. */
+export const OFFSCREEN_MS = 1000;
 
 export interface ChartProps {
   testId: string;
@@ -79,8 +85,16 @@ export function Chart({ testId, title, options, data, subscribe, countAttr, coun
     el.setAttribute(countAttr, String(latest.current.count(initial)));
     let plot = build(initial);
     let frame = 0;
+    let timer: ReturnType<typeof setTimeout> | null = null;
+    let lastAt = 0; // when the last redraw began (performance.now())
+    let lastCost = 0; // what it cost, ms: copying the store's columns, setData and uPlot's draw
+    let visible = true;
     const redraw = () => {
       frame = 0;
+      const began = performance.now();
+      lastAt = began;
+      // uPlot draws in a microtask queued by setData: one queued after it ends after the draw
+      queueMicrotask(() => (lastCost = performance.now() - began));
       const next = latest.current.data();
       if (next.length !== plot.series.length) {
         // A new series appeared (e.g. another rank): the options describe it, so rebuild.
@@ -91,14 +105,31 @@ export function Chart({ testId, title, options, data, subscribe, countAttr, coun
       }
       el.setAttribute(countAttr, String(latest.current.count(next)));
     };
-    const unsubscribe = latest.current.subscribe(() => {
-      if (frame === 0) frame = requestAnimationFrame(redraw);
-    });
+    // At most one redraw per frame, and a chart whose redraw cost c ms waits REDRAW_SPACING × c
+    // after the last one began: a long series over many ranks redraws less often instead of
+    // filling every frame (issue #33). A chart out of view redraws at most once a second.
+    const request = () => {
+      if (frame !== 0 || timer !== null) return;
+      const wait = lastAt + Math.max(lastCost * REDRAW_SPACING, visible ? 0 : OFFSCREEN_MS) - performance.now();
+      if (wait <= 0) frame = requestAnimationFrame(redraw);
+      else
+        timer = setTimeout(() => {
+          timer = null;
+          frame = requestAnimationFrame(redraw);
+        }, wait);
+    };
+    const unsubscribe = latest.current.subscribe(request);
     const resize = new ResizeObserver(() => plot.setSize({ width: Math.max(200, el.clientWidth), height }));
     resize.observe(el);
+    const seen = new IntersectionObserver((entries) => {
+      visible = entries.some((e) => e.isIntersecting);
+    });
+    seen.observe(el);
     return () => {
       unsubscribe();
       resize.disconnect();
+      seen.disconnect();
+      if (timer !== null) clearTimeout(timer);
       if (frame) cancelAnimationFrame(frame);
       plot.destroy();
     };

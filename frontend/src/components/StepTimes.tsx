@@ -1,5 +1,5 @@
 /** Where each rank's step goes (data / compute / optimizer), throughput, stragglers highlighted. */
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useMemo, useState } from "preact/hooks";
 import type { MetricStore } from "../lib/series";
 import { PHASES, rankTimes, type RankTimes } from "../lib/steptimes";
 import type { Signal } from "../live";
@@ -14,7 +14,7 @@ function share(r: RankTimes, phase: (typeof PHASES)[number]): number {
 const ms = (s: number | null) => (s === null ? "—" : `${(s * 1000).toFixed(1)} ms`);
 
 export function StepTimes({ store, changed }: { store: MetricStore; changed: Signal<Set<string>> }) {
-  const [, setTick] = useState(0);
+  const [tick, setTick] = useState(0);
   useEffect(() => {
     // A table, not a chart: once a second is live enough and costs nothing per point.
     let timer: ReturnType<typeof setTimeout> | null = null;
@@ -27,7 +27,8 @@ export function StepTimes({ store, changed }: { store: MetricStore; changed: Sig
       if (timer) clearTimeout(timer);
     };
   }, [changed]);
-  const rows = rankTimes(store);
+  // computed when its second comes, not whenever the page around it renders
+  const rows = useMemo(() => rankTimes(store), [store, tick]);
   if (rows.length === 0) return null;
   return (
     <div>

@@ -57,6 +57,24 @@ export class RingBuffer {
     return this.count === 0 ? Number.NaN : this.cols[0]![this.start]!;
   }
 
+  /**
+   * The last `n` non-gap values of value column `col` (1-based, as in `columns()`), in x
+   * order, without copying the buffer: O(n) while rows arrived in order.
+   */
+  newest(n: number, col = 1): number[] {
+    if (this.unsorted) {
+      const values = this.columns()[col] as (number | null)[];
+      return values.filter((v): v is number => v !== null).slice(-n);
+    }
+    const column = this.cols[col]!;
+    const out: number[] = [];
+    for (let i = this.count - 1; i >= 0 && out.length < n; i -= 1) {
+      const v = column[(this.start + i) % this.capacity]!;
+      if (!Number.isNaN(v)) out.push(v);
+    }
+    return out.reverse();
+  }
+
   clear(): void {
     this.start = 0;
     this.count = 0;

@@ -107,6 +107,11 @@ export class MetricStore {
     return changed;
   }
 
+  /** The last `n` values of one rank's series, in step order (no copy of the series). */
+  newest(name: string, rank: number, n: number): number[] {
+    return this.series.get(name)?.get(rank)?.buffer.newest(n) ?? [];
+  }
+
   /** uPlot data for one metric: steps, then one column per rank (ascending rank). */
   data(name: string): AlignedData {
     const byRank = this.series.get(name);

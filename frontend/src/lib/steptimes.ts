@@ -15,10 +15,9 @@ export interface RankTimes {
 
 /** Mean of the last `window` values a rank reported for a metric. */
 function recentMean(store: MetricStore, name: string, rank: number, window: number): number | null {
-  const data = store.data(name);
-  const col = data[store.ranks(name).indexOf(rank) + 1] as (number | null)[] | undefined;
-  if (!col) return null;
-  const values = col.filter((v): v is number => v !== null).slice(-window);
+  // the rank's own newest values: copying and aligning every rank's whole series here cost
+  // a running job's page most of its main thread (issue #33)
+  const values = store.newest(name, rank, window);
   return values.length ? values.reduce((a, b) => a + b, 0) / values.length : null;
 }
 

@@ -14,6 +14,7 @@ import { attemptRanks, globalBatchText, runShape, strategyText } from "../lib/ru
 import { MetricStore } from "../lib/series";
 import { LogTail, upsertJob } from "../lib/stores";
 import { LogView } from "../components/LogView";
+import { FrameBatch, mergeJobChanges, type JobChanges } from "../lib/frameBatch";
 import { StepTimes } from "../components/StepTimes";
 import { JobAttempts } from "./JobAttempts";
 import { WaitFacts } from "../components/WaitFacts";
@@ -30,11 +31,26 @@ export function JobView({ id }: { id: number }) {
   const [names, setNames] = useState<string[]>([]);
   const [events, setEvents] = useState<JobEvent[]>([]);
   const [eventsVersion, setEventsVersion] = useState(0);
-  const [, setLogVersion] = useState(0);
   const metrics = useRef(new MetricStore()).current;
   const changed = useRef(new Signal<Set<string>>()).current;
   const logs = useRef(new LogTail(500)).current;
+  const logsChanged = useRef(new Signal<void>()).current;
   const cluster = useCluster();
+
+  // Messages change the stores at once; what they changed is announced once per frame: one
+  // chart signal, one log re-render, no page render (only the metric names or the job render it).
+  const frame = useRef<FrameBatch<JobChanges> | null>(null);
+  if (!frame.current) {
+    frame.current = new FrameBatch<JobChanges>(mergeJobChanges, ({ names, logs: newLines, events }) => {
+      if (names.size) {
+        setNames((held) => (metrics.names().join() === held.join() ? held : metrics.names()));
+        changed.emit(names);
+      }
+      if (newLines) logsChanged.emit();
+      if (events) setEventsVersion((v) => v + 1);
+    });
+  }
+  useEffect(() => () => frame.current?.dispose(), []);
 
   const acceptJob = (incoming: Job) =>
     setJob((held) => {
@@ -60,17 +76,14 @@ export function JobView({ id }: { id: number }) {
   useTopic(`job:${id}`, (message) => {
     const data = message.data as JobTopicData;
     if (data.job) acceptJob(data.job);
-    if (data.metrics) {
-      const touched = Array.isArray(data.metrics)
+    const names = !data.metrics
+      ? new Set<string>()
+      : Array.isArray(data.metrics)
         ? metrics.applyPoints(data.metrics as MetricPoint[])
         : metrics.applySnapshot(data.metrics as Record<string, SnapshotSeries>);
-      if (touched.size) {
-        setNames((held) => (metrics.names().join() === held.join() ? held : metrics.names()));
-        changed.emit(touched);
-      }
-    }
-    if (data.logs && logs.apply(data.logs)) setLogVersion((v) => v + 1);
-    if (data.events?.length) setEventsVersion((v) => v + 1);
+    const newLines = !!data.logs && logs.apply(data.logs);
+    const events = !!data.events?.length;
+    if (names.size || newLines || events) frame.current!.add({ names, logs: newLines, events });
   });
 
   if (missing && !job) {
@@ -108,7 +121,7 @@ export function JobView({ id }: { id: number }) {
       )}
       <div class="two-col">
         <EventList events={events} />
-        <LogView jobId={job.id} tail={logs} ranks={attemptRanks(job)} />
+        <LiveLog jobId={job.id} tail={logs} changed={logsChanged} ranks={attemptRanks(job)} />
       </div>
       <HangStacks jobId={job.id} version={`${job.attempt}:${eventsVersion}`} />
       <JobAttempts job={job} eventsVersion={eventsVersion} />
@@ -116,6 +129,13 @@ export function JobView({ id }: { id: number }) {
       <JobProvenance jobId={job.id} version={`${job.attempt}:${job.state === "running"}`} />
     </section>
   );
+}
+
+/** The log pane, re-rendered when lines arrive (at most once per frame), not with the page. */
+function LiveLog({ jobId, tail, changed, ranks }: { jobId: number; tail: LogTail; changed: Signal<void>; ranks: number[] }) {
+  const [, setVersion] = useState(0);
+  useEffect(() => changed.on(() => setVersion((v) => v + 1)), [changed]);
+  return <LogView jobId={jobId} tail={tail} ranks={ranks} />;
 }
 
 /**
