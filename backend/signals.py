@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 import redis
 
 from backend.deployment_keys import keys_of
+from workers.contract.protocol import StopRequest
 
 log = logging.getLogger(__name__)
 
@@ -46,20 +47,20 @@ def wake_scheduler(client: redis.Redis) -> None:
     _quietly(push)
 
 
-def request_stop(client: redis.Redis, *, attempt_id: int, action: str) -> None:
-    """Ask the supervisor of an attempt to stop its ranks ('cancel' or 'pause')."""
+def request_stop(client: redis.Redis, *, attempt_id: int, action: StopRequest) -> None:
+    """Ask the supervisor of an attempt to stop its ranks (cancel, pause or preempt)."""
     key = keys_of(client).control(attempt_id)
-    _quietly(lambda: client.set(key, action, ex=7 * 24 * 3600))
+    _quietly(lambda: client.set(key, action.value, ex=7 * 24 * 3600))
 
 
-def request_stops(client: redis.Redis, *, attempt_ids: Sequence[int], action: str) -> None:
+def request_stops(client: redis.Redis, *, attempt_ids: Sequence[int], action: StopRequest) -> None:
     """`request_stop` for many attempts in one round trip (a pass's preemption victims)."""
     keys = keys_of(client)
 
     def send() -> None:
         pipe = client.pipeline(transaction=False)
         for attempt_id in attempt_ids:
-            pipe.set(keys.control(attempt_id), action, ex=7 * 24 * 3600)
+            pipe.set(keys.control(attempt_id), action.value, ex=7 * 24 * 3600)
         pipe.execute()
 
     if attempt_ids:

@@ -17,10 +17,11 @@ from sqlalchemy.orm import Session
 from backend.db import utcnow
 from backend.health.oom import remediate
 from backend.jobs.models import Attempt, AttemptSlice, Job
-from backend.jobs.preempt import PREEMPT, requeue_preempted
+from backend.jobs.preempt import requeue_preempted
 from backend.jobs.run_states import LIVE_SLICE, AttemptState, SliceState
 from backend.jobs.states import JobState, cancelled_state, transition
 from backend.signals import request_stop
+from workers.contract.protocol import StopRequest
 
 #: automatic restarts wait 5 s, 10 s, 20 s ... (capped), so a crash loop does not burn them
 BACKOFF_FIRST_SECONDS = 5.0
@@ -71,15 +72,15 @@ def end_attempt(
     attempt.exit_reason = reason
     lost = state is AttemptState.lost
     if end_slices(session, attempt, running_to=SliceState.lost if lost else SliceState.withdrawn):
-        request_stop(client, attempt_id=attempt.id, action="cancel")
+        request_stop(client, attempt_id=attempt.id, action=StopRequest.cancel)
     job = session.get_one(Job, attempt.job_id)
     if job.attempt != attempt.number:
         return
-    if job.stop_request == PREEMPT and job.state == JobState.pausing:
+    if job.stop_request == StopRequest.preempt and job.state == JobState.pausing:
         requeue_preempted(session, job, attempt_id=attempt.id, number=attempt.number)
-    elif job.stop_request == "cancel" or (job.state == JobState.cancelling):
+    elif job.stop_request == StopRequest.cancel or (job.state == JobState.cancelling):
         session.add(transition(job, cancelled_state(job), message=reason, attempt_id=attempt.id))
-    elif job.stop_request == "pause" or (job.state == JobState.pausing):
+    elif job.stop_request == StopRequest.pause or (job.state == JobState.pausing):
         session.add(transition(job, JobState.paused, message=reason, attempt_id=attempt.id))
     elif state is AttemptState.withdrawn:
         unclaimed(session, job, reason=reason, attempt_id=attempt.id)

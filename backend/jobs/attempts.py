@@ -17,14 +17,14 @@ from sqlalchemy.orm import Session
 from backend.db import utcnow
 from backend.jobs.attempt_end import end_slices, restart_or_fail
 from backend.jobs.models import Attempt, AttemptSlice, Job
-from backend.jobs.preempt import PREEMPT, requeue_preempted
+from backend.jobs.preempt import requeue_preempted
 from backend.jobs.run_states import LIVE_ATTEMPT_VALUES, AttemptState, NodeState, SliceState
 from backend.jobs.states import JobState, transition
 from backend.nodes.models import Node
 from backend.nodes.multihost import gang_addresses
 from backend.nodes.trust import accepted_checkpoint, refusal
 from backend.signals import request_stop
-from workers.contract.protocol import AttemptOutcome
+from workers.contract.protocol import AttemptOutcome, StopRequest
 from workers.contract.rank_env import EXIT_FINAL
 
 log = logging.getLogger(__name__)
@@ -193,7 +193,7 @@ def finish(
     attempt.finished_at = utcnow()
     attempt.exit_reason = outcome.reason
     if end_slices(session, attempt, running_to=SliceState.withdrawn):
-        request_stop(client, attempt_id=attempt.id, action="cancel")
+        request_stop(client, attempt_id=attempt.id, action=StopRequest.cancel)
     if job.attempt == attempt.number:
         _advance_job(session, job, attempt, outcome)
     session.commit()
@@ -206,13 +206,13 @@ def _advance_job(session: Session, job: Job, attempt: Attempt, outcome: AttemptO
 
     if outcome.outcome == "succeeded":
         move(JobState.succeeded, f"attempt {attempt.number} finished all steps")
-    elif job.stop_request == "cancel" and job.early_stop:
+    elif job.stop_request == StopRequest.cancel and job.early_stop:
         move(JobState.stopped, f"attempt {attempt.number} stopped early", reason=job.early_stop)
-    elif job.stop_request == "cancel":
+    elif job.stop_request == StopRequest.cancel:
         move(JobState.cancelled, f"attempt {attempt.number} stopped", reason="cancelled by user")
-    elif job.stop_request == "pause":
+    elif job.stop_request == StopRequest.pause:
         move(JobState.paused, f"attempt {attempt.number} paused", reason="paused by user")
-    elif job.stop_request == PREEMPT:
+    elif job.stop_request == StopRequest.preempt:
         requeue_preempted(session, job, attempt_id=attempt.id, number=attempt.number)
     elif outcome.outcome == "stopped" and outcome.pause:  # its policy on a full disk
         move(JobState.paused, f"attempt {attempt.number} paused", reason=outcome.reason)

@@ -8,7 +8,8 @@ from typing import Any
 from sqlalchemy import Float, ForeignKey, Index, String, Text, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column
 
-from backend.db import Base, utcnow
+from backend.db import Base, StrEnumText, utcnow
+from workers.contract.protocol import StopRequest
 from workers.contract.spec import JobSpec
 
 #: job id -> (stored spec, its JobSpec), shared by sessions: the scheduler reads the spec of
@@ -53,7 +54,9 @@ class Job(Base):
     unclaimed: Mapped[int] = mapped_column(
         default=0, server_default="0", comment="attempts no node claimed in time"
     )
-    stop_request: Mapped[str | None] = mapped_column(String(16), comment="cancel or pause")
+    stop_request: Mapped[StopRequest | None] = mapped_column(
+        StrEnumText(StopRequest, 16), comment="cancel or pause"
+    )
     reason: Mapped[str | None] = mapped_column(Text)
     step: Mapped[int] = mapped_column(default=0, comment="newest step reported")
     wait_reason: Mapped[str | None] = mapped_column(String(256), comment="why it is still queued")

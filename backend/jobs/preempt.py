@@ -17,9 +17,8 @@ from sqlalchemy.orm import Session
 from backend.db import utcnow
 from backend.jobs.models import Attempt, Job, JobEvent
 from backend.jobs.states import JobState, transition
+from workers.contract.protocol import StopRequest
 from workers.contract.spec_parts import Priority
-
-PREEMPT = "preempt"
 
 
 def preempt(session: Session, *, victim_id: int, by_id: int, attempt_id: int) -> bool:
@@ -28,7 +27,8 @@ def preempt(session: Session, *, victim_id: int, by_id: int, attempt_id: int) ->
         victim, by = session.get_one(Job, victim_id), session.get_one(Job, by_id)
     if victim.state != JobState.running or victim.stop_request is not None:
         return False
-    victim.stop_request, victim.preempted_by, victim.preempted_at = PREEMPT, by_id, utcnow()
+    victim.stop_request = StopRequest.preempt
+    victim.preempted_by, victim.preempted_at = by_id, utcnow()
     needs = f"{by.devices_requested} device{'s' if by.devices_requested > 1 else ''}"
     event = transition(
         victim,

@@ -30,6 +30,7 @@ from backend.jobs.states import (
 )
 from backend.signals import announce_jobs, request_stop, wake_scheduler
 from workers.contract import entrypoints
+from workers.contract.protocol import StopRequest
 from workers.contract.spec import JobSpec, unsupported_reason
 
 
@@ -240,8 +241,8 @@ def stop(
         session.add(transition(job, final, message=by))
     elif attempt is not None:
         session.add(transition(job, target, message=by, attempt_id=attempt.id))
-        job.stop_request = action
-        request_stop(client, attempt_id=attempt.id, action=action)
+        job.stop_request = StopRequest(action)
+        request_stop(client, attempt_id=attempt.id, action=job.stop_request)
     else:
         raise IllegalTransition(f"job {job.id} is {job.state}; it cannot be {action}led")
     return _committed(session, client, job)

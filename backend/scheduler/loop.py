@@ -18,7 +18,7 @@ from backend.health.oom import reductions_of
 from backend.jobs.attempt_end import end_attempt, release_restarts
 from backend.jobs.attempts import newest_checkpoints
 from backend.jobs.models import Attempt, AttemptSlice, Job
-from backend.jobs.preempt import PREEMPT, apply_preemptions
+from backend.jobs.preempt import apply_preemptions
 from backend.jobs.run_states import (
     LIVE_ATTEMPT_VALUES,
     AttemptState,
@@ -51,7 +51,7 @@ from backend.signals import (
 )
 from backend.usage.accounting import settle
 from workers.contract.oom import reduced_spec
-from workers.contract.protocol import RUN_ATTEMPT_TASK, AttemptOrder
+from workers.contract.protocol import RUN_ATTEMPT_TASK, AttemptOrder, StopRequest
 from workers.contract.spec import JobSpec
 from workers.node.celery_app import direct_queue
 
@@ -115,7 +115,7 @@ class Scheduler:
             placements, orders, waiting = self._place(session)
             session.commit()
         # after the commit: a victim's end report must find why it stopped
-        request_stops(self.client, attempt_ids=self._preempting, action=PREEMPT)
+        request_stops(self.client, attempt_ids=self._preempting, action=StopRequest.preempt)
         if orders:
             with self.celery.producer_or_acquire() as producer:
                 for order in orders:
@@ -182,7 +182,8 @@ class Scheduler:
             .where(Job.stop_request.is_not(None), Attempt.state == AttemptState.running)
         ).all()
         for attempt_id, action in rows:
-            request_stop(self.client, attempt_id=attempt_id, action=str(action))
+            if action is not None:  # the query's filter: for the type checker
+                request_stop(self.client, attempt_id=attempt_id, action=action)
 
     def _place(self, session: Session) -> tuple[list[Placement], list[AttemptOrder], set[int]]:
         queued = session.scalars(select(Job).where(Job.state == JobState.queued.value)).all()

@@ -6,6 +6,7 @@ The backend may import this module (like ``workers.contract.spec``); it never im
 from __future__ import annotations
 
 import uuid
+from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, field_validator
@@ -33,8 +34,20 @@ def node_queue(node: str) -> str:
 
 
 def control_key(attempt_id: int) -> str:
-    """Redis key the backend sets to 'cancel' or 'pause'; the supervisor polls it."""
+    """Redis key the backend sets to a StopRequest's value; the supervisor polls it."""
     return f"tb:control:{attempt_id}"
+
+
+class StopRequest(StrEnum):
+    """Why the control plane asks an attempt's ranks to stop (a final checkpoint, then exit).
+
+    Stored as `jobs.stop_request` while the job stops, and set as the attempt's control key.
+    """
+
+    cancel = "cancel"
+    pause = "pause"
+    #: a higher-priority job needs the devices: back to the queue, no restart spent
+    preempt = "preempt"
 
 
 class AttemptOrder(BaseModel):
