@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { Template } from "../src/api/types";
 import { parseRoute } from "../src/router";
-import { formatArgs, formFromSpec, formImplications, initialForm, parseArgs, toSpec } from "../src/lib/specForm";
+import { formatArgs, formFromSpec, initialForm, parseArgs, toSpec } from "../src/lib/specForm";
 
 const mlp: Template = {
   name: "mlp",
@@ -35,8 +35,6 @@ describe("submit form → JobSpec", () => {
     const spec = toSpec(form, mlp);
     expect(spec.parallelism).toEqual({ strategy: "hybrid", devices: 4, pipeline_stages: 2, microbatches: 8 });
     expect(spec.grad_accum).toBe("two");
-    expect(formImplications(form)).toBeNull();
-    expect(formImplications({ ...form, gradAccum: "2" })?.global_batch).toBe(32 * 2 * 2);
   });
 
   it("fills from a pasted spec", () => {
@@ -82,11 +80,6 @@ describe("submit form in script mode → JobSpec", () => {
     expect(spec.template).toBe("mlp");
     expect(spec).not.toHaveProperty("entrypoint");
     expect(spec.hyperparameters).toMatchObject({ steps: 200 });
-  });
-
-  it("implies no global batch for a script (its batch size is unknown)", () => {
-    expect(formImplications(script)?.global_batch ?? null).toBeNull();
-    expect(formImplications(script)?.data_parallel_degree).toBe(2);
   });
 
   it("parses arguments one per line or as a shell-like list", () => {

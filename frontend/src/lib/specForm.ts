@@ -1,7 +1,6 @@
 /** The submit form's state (strings, as typed) and its conversion to a JobSpec body. */
 import type { HyperParameter, Precision, Priority, Strategy, Template } from "../api/types";
 import { formatEnv, parseEnv } from "./envVars";
-import { implications, type ParallelInput } from "./implications";
 
 /** What the job runs: one of the server's templates, or the user's own script or module. */
 export type SubmitMode = "template" | "script";
@@ -159,29 +158,6 @@ function entrypointOf(form: SpecForm): Record<string, unknown> {
   if (form.module.trim() !== "") entrypoint.module = form.module.trim();
   entrypoint.args = parseArgs(form.args);
   return entrypoint;
-}
-
-const asInt = (text: string): number | null => (/^\s*\d+\s*$/.test(text) ? Number(text) : null);
-
-/** What the form implies right now, or null while a number field is not a number yet. */
-export function formImplications(form: SpecForm) {
-  const devices = asInt(form.devices);
-  const microbatches = form.strategy === "data" ? 1 : asInt(form.microbatches);
-  const stages = form.strategy === "hybrid" ? asInt(form.pipelineStages) : null;
-  const gradAccum = asInt(form.gradAccum);
-  // A script's batch size is its own business: the global batch is unknown in script mode.
-  const batch = form.mode === "script" ? undefined : form.hyperparameters.batch_size;
-  if (devices === null || devices < 1 || microbatches === null || microbatches < 1 || gradAccum === null) return null;
-  if (form.strategy === "hybrid" && (stages === null || stages < 1)) return null;
-  const input: ParallelInput = {
-    strategy: form.strategy,
-    devices,
-    pipelineStages: stages,
-    microbatches,
-    batchSize: typeof batch === "string" ? asInt(batch) : null,
-    gradAccum,
-  };
-  return implications(input);
 }
 
 /** Fill a form from a pasted spec object (unknown keys are left for the server to refuse). */

@@ -1,26 +1,22 @@
-/** Submit a job: a form generated from GET /api/templates, its implications, and 422s by field. */
+/** Submit a job: a form generated from GET /api/templates; the server's check of it (implications,
+ * memory, problems by field, POST /api/jobs/validate) as it is typed; its 422s by field. */
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { ApiError, client, ok } from "../api/http";
-import type { Job, JobSpec, Node, Template } from "../api/types";
+import type { Job, JobSpec, Template } from "../api/types";
 import { FieldError } from "../components/bits";
 import { fieldErrors, plainIssues } from "../lib/errors";
-import {
-  defaultHyperparameters,
-  formFromSpec,
-  formImplications,
-  initialForm,
-  toSpec,
-  type SpecForm,
-} from "../lib/specForm";
+import { defaultHyperparameters, formFromSpec, initialForm, toSpec, type SpecForm } from "../lib/specForm";
+import { capacityVerdict, mergeProblems } from "../lib/validation";
 import { Link, navigate } from "../router";
 import { HyperparameterFields } from "./HyperparameterFields";
 import { CloneFrom } from "./submit/CloneFrom";
 import { EnvField, formRefusals } from "./submit/EnvCapacity";
-import { fitsCluster, Implied } from "./submit/Implied";
+import { Implied } from "./submit/Implied";
 import { MemoryFit } from "./submit/MemoryFit";
 import { PasteSpec } from "./submit/PasteSpec";
 import { ParallelismFields, TrainingFields } from "./submit/RunFieldsets";
 import { ScriptFields } from "./submit/ScriptFields";
+import { useChecked } from "./submit/useChecked";
 
 const FIELDS = [
   "name",
@@ -53,11 +49,6 @@ export function SubmitView({ clone }: { clone: number | null }) {
   const [pasteProblems, setPasteProblems] = useState<string[]>([]);
   const [busy, setBusy] = useState(false);
   const [parent, setParent] = useState<Job | null>(null);
-  const [nodes, setNodes] = useState<Node[] | null>(null);
-
-  useEffect(() => {
-    ok(client.GET("/api/nodes")).then((body) => setNodes(body.nodes), () => {});
-  }, []);
 
   useEffect(() => {
     setParent(null);
@@ -84,8 +75,12 @@ export function SubmitView({ clone }: { clone: number | null }) {
     () => [...FIELDS, ...(template?.hyperparameters ?? []).map((hp) => `hyperparameters.${hp.name}`)],
     [template],
   );
-  const implied = formImplications(form);
-  const fit = fitsCluster(nodes, Number(form.devices));
+  // the name is no part of what the spec implies: an unnamed draft is checked too
+  const draft = templates === null ? null : { ...toSpec(form, template), name: form.name.trim() === "" ? "draft" : form.name };
+  const checked = useChecked(draft, known);
+  const fit = capacityVerdict(checked.answer, form.waitForCapacity);
+  // the refusals of the last submit, and the server's live problems with the spec as it is now
+  const shown = mergeProblems(errors, checked.problems);
 
   // a refusal may sit far above the button: bring the first one into view
   useEffect(() => {
@@ -143,7 +138,7 @@ export function SubmitView({ clone }: { clone: number | null }) {
         noValidate
         onSubmit={(e) => {
           e.preventDefault();
-          const refused = formRefusals(form, fit);
+          const refused = formRefusals(form);
           if (refused.size) setErrors(refused);
           else void post(toSpec(form, template));
         }}
@@ -153,7 +148,7 @@ export function SubmitView({ clone }: { clone: number | null }) {
             <legend>Job</legend>
             <label for="f-name">Name</label>
             <input id="f-name" data-testid="submit-name" value={form.name} onInput={(e) => set("name", e.currentTarget.value)} />
-            <FieldError field="name" errors={errors} />
+            <FieldError field="name" errors={shown} />
             <span class="label" id="f-mode-label">Runs</span>
             <div class="mode-switch" role="radiogroup" aria-labelledby="f-mode-label">
               <label class="inline">
@@ -195,10 +190,10 @@ export function SubmitView({ clone }: { clone: number | null }) {
                     <option value={t.name}>{t.name}</option>
                   ))}
                 </select>
-                <FieldError field="template" errors={errors} />
+                <FieldError field="template" errors={shown} />
               </>
             ) : (
-              <ScriptFields form={form} set={set} errors={errors} />
+              <ScriptFields form={form} set={set} errors={shown} />
             )}
             <label for="f-priority">Priority</label>
             <select id="f-priority" data-testid="submit-priority" value={form.priority} onChange={(e) => set("priority", e.currentTarget.value as SpecForm["priority"])}>
@@ -206,29 +201,29 @@ export function SubmitView({ clone }: { clone: number | null }) {
               <option value="normal">normal</option>
               <option value="low">low</option>
             </select>
-            <FieldError field="priority" errors={errors} />
+            <FieldError field="priority" errors={shown} />
             <label for="f-tags">Tags</label>
             <input id="f-tags" data-testid="submit-tags" placeholder="comma separated" value={form.tags} onInput={(e) => set("tags", e.currentTarget.value)} />
-            <FieldError field="tags" errors={errors} />
-            <EnvField form={form} set={set} errors={errors} />
+            <FieldError field="tags" errors={shown} />
+            <EnvField form={form} set={set} errors={shown} />
           </fieldset>
 
-          <ParallelismFields form={form} set={set} errors={errors} fit={fit} />
-          <TrainingFields form={form} set={set} errors={errors} />
+          <ParallelismFields form={form} set={set} errors={shown} fit={fit} />
+          <TrainingFields form={form} set={set} errors={shown} />
 
           {form.mode === "template" && (
             <HyperparameterFields
               template={template}
               values={form.hyperparameters}
-              errors={errors}
+              errors={shown}
               onChange={(name, value) => setForm((f) => ({ ...f, hyperparameters: { ...f.hyperparameters, [name]: value } }))}
             />
           )}
         </div>
 
-        <Implied implied={implied} fit={fit} script={form.mode === "script"} />
-        {form.mode === "template" && <MemoryFit spec={implied ? toSpec(form, template) : null} />}
-        <FieldError field="" errors={errors} />
+        <Implied checked={checked} fit={fit} script={form.mode === "script"} />
+        {form.mode === "template" && <MemoryFit checked={checked} />}
+        <FieldError field="" errors={shown} />
         <button type="submit" data-testid="submit-button" disabled={busy}>
           {busy ? "Submitting…" : parent ? "Submit the clone" : "Submit job"}
         </button>

@@ -5,14 +5,11 @@ import type { SpecForm } from "../../lib/specForm";
 
 type Set = <K extends keyof SpecForm>(key: K, value: SpecForm[K]) => void;
 
-/** Refusals the form makes before asking the server, in the server's words (field → messages). */
-export function formRefusals(form: SpecForm, fit: string | null): Map<string, string[]> {
+/** Refusals the form makes before asking the server: env text it cannot read (field → messages). */
+export function formRefusals(form: SpecForm): Map<string, string[]> {
   const found = new Map<string, string[]>();
   const env = parseEnv(form.env).problem;
   if (env) found.set("env", [env]);
-  if (fit !== null && fit.startsWith("no") && !form.waitForCapacity) {
-    found.set("parallelism.devices", [`${fit}. Tick "wait for capacity" to queue it anyway, or ask for fewer devices.`]);
-  }
   return found;
 }
 
@@ -34,7 +31,7 @@ export function EnvField({ form, set, errors }: { form: SpecForm; set: Set; erro
   );
 }
 
-/** Offered when the form says the job would wait forever (or the spec already chose to wait). */
+/** Offered when the server says no node could ever hold the job (or the spec already chose to wait). */
 export function WaitForCapacity({ form, set, fit, errors }: { form: SpecForm; set: Set; fit: string | null; errors: Map<string, string[]> }) {
   if (!(fit?.startsWith("no") || form.waitForCapacity)) return null;
   return (

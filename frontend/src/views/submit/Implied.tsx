@@ -1,21 +1,18 @@
-/** What a spec implies, shown beside the submit form before submitting. */
-import type { Node } from "../../api/types";
+/** What the server says a spec implies, shown beside the submit form before submitting. */
 import { formatPercent } from "../../lib/format";
-import type { formImplications } from "../../lib/specForm";
+import type { Checked } from "../../lib/validation";
 
-/** Whether a one-node gang of `devices` can ever be placed: some node that is not drained has that many. */
-export function fitsCluster(nodes: Node[] | null, devices: number): string | null {
-  if (!nodes || !Number.isInteger(devices) || devices < 1) return null;
-  const open = nodes.filter((n) => !n.drained && n.state !== "lost");
-  const largest = Math.max(0, ...open.map((n) => n.devices.length));
-  if (devices <= largest) return `yes: the largest node has ${largest} devices`;
-  return `no: the largest node that is up has ${largest} devices; this job would wait forever`;
-}
-
-export function Implied({ implied, fit, script }: { implied: ReturnType<typeof formImplications>; fit: string | null; script: boolean }) {
-  if (!implied) return <p class="implications muted">Fill in the numbers to see what this spec implies.</p>;
+export function Implied({ checked, fit, script }: { checked: Checked; fit: string | null; script: boolean }) {
+  const implied = checked.answer?.implications;
+  if (!implied) {
+    return (
+      <p class="implications muted" data-testid="implications-pending">
+        {checked.status === "checking" ? "Checking the spec…" : "What this spec implies shows once the fields marked are fixed."}
+      </p>
+    );
+  }
   return (
-    <div class="implications" data-testid="implications" aria-live="polite">
+    <div class="implications" data-testid="implications" aria-live="polite" data-checking={String(checked.status === "checking")}>
       <dl>
         <dt>Data-parallel degree</dt>
         <dd data-testid="implied-dp">{implied.data_parallel_degree}</dd>
@@ -36,8 +33,8 @@ export function Implied({ implied, fit, script }: { implied: ReturnType<typeof f
           </>
         )}
       </dl>
-      {[...implied.problems.map((p) => ["problem", p]), ...implied.warnings.map((w) => ["warning", w])].map(([kind, text]) => (
-        <p class={kind}>{text}</p>
+      {implied.warnings.map((w) => (
+        <p class="warning">{w}</p>
       ))}
     </div>
   );

@@ -1,47 +1,19 @@
 /** The memory a template job will need per device, beside each node's device memory. */
-import { useEffect, useState } from "preact/hooks";
-import { ApiError, client, ok } from "../../api/http";
-import type { JobSpec } from "../../api/types";
-import type { MemoryEstimate } from "../../lib/efficiency";
-import { cleanMessage, dottedField } from "../../lib/errors";
 import { formatBytes } from "../../lib/format";
+import type { Checked } from "../../lib/validation";
 import { TableHead } from "../../components/bits";
 
-/** ": <field>: <message>" of a 422's first issue, else nothing. */
-function firstIssue(err: unknown): string {
-  if (!(err instanceof ApiError) || !Array.isArray(err.detail) || !err.detail.length) return "";
-  const issue = err.detail[0] as { loc?: (string | number)[]; msg?: string };
-  return `: ${dottedField(issue.loc ?? [])}: ${cleanMessage(issue.msg ?? "")}`;
-}
-
-/** POST /api/estimate/memory for the form's spec, a moment after the last change. */
-function useEstimate(spec: Record<string, unknown> | null): { estimate: MemoryEstimate | null; problem: string | null } {
-  const [estimate, setEstimate] = useState<MemoryEstimate | null>(null);
-  const [problem, setProblem] = useState<string | null>(null);
-  const key = spec ? JSON.stringify(spec) : "";
-  useEffect(() => {
-    if (!spec) return;
-    let current = true;
-    const timer = setTimeout(() => {
-      // the name is no part of the estimate: an unnamed draft is estimated too
-      const body = { ...spec, name: String(spec.name ?? "").trim() || "estimate" } as unknown as JobSpec;
-      ok(client.POST("/api/estimate/memory", { body })).then(
-        (found) => current && (setEstimate(found), setProblem(null)),
-        (err: unknown) => current && (setEstimate(null), setProblem(`no estimate until the spec is valid${firstIssue(err)}`)),
-      );
-    }, 400);
-    return () => {
-      current = false;
-      clearTimeout(timer);
-    };
-  }, [key]);
-  return { estimate, problem };
-}
-
-export function MemoryFit({ spec }: { spec: Record<string, unknown> | null }) {
-  const { estimate, problem } = useEstimate(spec);
-  if (!spec) return null;
-  if (!estimate) return <p class="muted small" data-testid="memory-estimate-pending">Memory per device: {problem ?? "estimating…"}</p>;
+/** The server's memory estimate for the form's spec (from POST /api/jobs/validate). */
+export function MemoryFit({ checked }: { checked: Checked }) {
+  const estimate = checked.answer?.memory;
+  if (!estimate) {
+    const why = checked.status === "checking" ? "estimating…" : "no estimate until the spec is valid";
+    return (
+      <p class="muted small" data-testid="memory-estimate-pending">
+        Memory per device: {why}
+      </p>
+    );
+  }
   const parts: [string, number][] = [
     ["parameters", estimate.parameters],
     ["gradients", estimate.gradients],
