@@ -18,7 +18,13 @@ from backend.db import utcnow
 from backend.health.oom import remediate
 from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.jobs.preempt import requeue_preempted
-from backend.jobs.run_states import LIVE_SLICE, AttemptState, SliceState
+from backend.jobs.run_states import (
+    LIVE_SLICE,
+    AttemptState,
+    SliceState,
+    set_attempt_state,
+    set_slice_state,
+)
 from backend.jobs.states import JobState, cancelled_state, transition
 from backend.signals import request_stop
 from workers.contract.protocol import StopRequest
@@ -48,7 +54,9 @@ def end_slices(session: Session, attempt: Attempt, *, running_to: SliceState) ->
         )
     ):
         ran |= part.state == SliceState.running
-        part.state = SliceState.withdrawn if part.state == SliceState.scheduled else running_to
+        set_slice_state(
+            part, SliceState.withdrawn if part.state == SliceState.scheduled else running_to
+        )
         part.finished_at = now
     return ran
 
@@ -67,7 +75,7 @@ def end_attempt(
     A platform fault (a lost node, a node's restart, an unclaimed slice) does not spend
     the user's `max_restarts`.
     """
-    attempt.state = state
+    set_attempt_state(attempt, state)
     attempt.finished_at = utcnow()
     attempt.exit_reason = reason
     lost = state is AttemptState.lost

@@ -18,7 +18,16 @@ from backend.db import utcnow
 from backend.jobs.attempt_end import end_slices, restart_or_fail
 from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.jobs.preempt import requeue_preempted
-from backend.jobs.run_states import LIVE_ATTEMPT_VALUES, AttemptState, NodeState, SliceState
+from backend.jobs.run_states import (
+    LIVE_ATTEMPT_VALUES,
+    AttemptState,
+    NodeState,
+    SliceState,
+    attempt_move,
+    set_attempt_state,
+    set_slice_state,
+    slice_move,
+)
 from backend.jobs.states import JobState, transition
 from backend.nodes.models import Node
 from backend.nodes.multihost import gang_addresses
@@ -91,16 +100,17 @@ def claim(
         incarnation = exists().where(
             Node.name == node, Node.state == NodeState.up, Node.instance == instance
         )
+    frm, to = slice_move(SliceState.scheduled, SliceState.running)
     won = session.execute(
         update(AttemptSlice)
         .where(
             AttemptSlice.attempt_id == attempt_id,
             AttemptSlice.node_name == node,
-            AttemptSlice.state == SliceState.scheduled,
+            AttemptSlice.state == frm,
             live,
             incarnation,
         )
-        .values(state=SliceState.running, claimed_at=utcnow(), instance=instance)
+        .values(state=to, claimed_at=utcnow(), instance=instance)
         .execution_options(synchronize_session=False)
     ).rowcount  # type: ignore[attr-defined]
     if not won:
@@ -113,10 +123,11 @@ def claim(
             .values(master_port=master_port)
             .execution_options(synchronize_session=False)
         )
+    was, now = attempt_move(AttemptState.scheduled, AttemptState.running)
     first = session.execute(
         update(Attempt)
-        .where(Attempt.id == attempt_id, Attempt.state == AttemptState.scheduled)
-        .values(state=AttemptState.running, claimed_at=utcnow())
+        .where(Attempt.id == attempt_id, Attempt.state == was)
+        .values(state=now, claimed_at=utcnow())
         .execution_options(synchronize_session=False)
     ).rowcount  # type: ignore[attr-defined]
     if first:
@@ -172,7 +183,7 @@ def finish(
     ]
     if not reported:
         return job  # a repeated, late or fenced report: it counts for nothing
-    reported[0].state = outcome.outcome
+    set_slice_state(reported[0], outcome.outcome)
     reported[0].finished_at = utcnow()
     data_dir = session.scalars(select(Node.data_dir).where(Node.name == node)).first()
     checkpoint = accepted_checkpoint(
@@ -189,7 +200,7 @@ def finish(
     if outcome.platform_fault and outcome.reason:  # name every node's address: which failed?
         gang = gang_addresses(session, [s.node_name for s in slices])
         outcome = outcome.model_copy(update={"reason": f"{outcome.reason} [gang: {gang}]"})
-    attempt.state = outcome.outcome
+    set_attempt_state(attempt, outcome.outcome)
     attempt.finished_at = utcnow()
     attempt.exit_reason = outcome.reason
     if end_slices(session, attempt, running_to=SliceState.withdrawn):

@@ -1,13 +1,22 @@
-"""The states of attempts and their per-node slices, and which of them book devices.
+"""The states of attempts and their per-node slices, which of them book devices, and the
+one table of moves between them with the only functions that write them.
 
 One rule lives here: a device is booked only by a slice in a live state of a live
 attempt. Whatever ends an attempt ends every slice of it in the same transaction
 (`backend.jobs.attempts.end_attempt`), so booking is "the slice is live".
+
+Every change of an attempt's or a slice's state goes through `set_attempt_state` /
+`set_slice_state` (an ORM row) or `attempt_move` / `slice_move` (the from/to pair of a
+compare-and-set UPDATE), which refuse a move ATTEMPT_TRANSITIONS / SLICE_TRANSITIONS do not
+hold. docs/architecture.md draws the tables (`state_diagram`, kept equal by
+tests/backend/test_run_states.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
+from typing import Protocol, TypeVar
 
 
 class AttemptState(StrEnum):
@@ -51,3 +60,89 @@ class NodeState(StrEnum):
     up = "up"
     lost = "lost"  # its heartbeat expired; its attempts were ended
     misconfigured = "misconfigured"  # it heartbeats but cannot receive work (see its reason)
+
+
+_A, _S = AttemptState, SliceState
+#: every move an attempt makes: claimed, or ended by its ranks' report (succeeded, failed,
+#: stopped) or by the control plane (lost, withdrawn); an ended attempt never moves again
+ATTEMPT_TRANSITIONS: Mapping[AttemptState, frozenset[AttemptState]] = {
+    _A.scheduled: frozenset({_A.running, _A.lost, _A.withdrawn}),
+    _A.running: frozenset({_A.succeeded, _A.failed, _A.stopped, _A.lost, _A.withdrawn}),
+    _A.succeeded: frozenset(),
+    _A.failed: frozenset(),
+    _A.stopped: frozenset(),
+    _A.lost: frozenset(),
+    _A.withdrawn: frozenset(),
+}
+#: every move a slice makes: claimed by its node, or ended by the node's report or with its
+#: attempt (an unclaimed slice is withdrawn, a running one lost or withdrawn)
+SLICE_TRANSITIONS: Mapping[SliceState, frozenset[SliceState]] = {
+    _S.scheduled: frozenset({_S.running, _S.withdrawn}),
+    _S.running: frozenset({_S.succeeded, _S.failed, _S.stopped, _S.lost, _S.withdrawn}),
+    _S.succeeded: frozenset(),
+    _S.failed: frozenset(),
+    _S.stopped: frozenset(),
+    _S.lost: frozenset(),
+    _S.withdrawn: frozenset(),
+}
+
+_E = TypeVar("_E", AttemptState, SliceState)
+
+
+class IllegalStateMove(ValueError):
+    """An attempt or slice state change the transition table does not hold."""
+
+
+class _HasState(Protocol):
+    id: int
+    state: str
+
+
+def _checked(table: Mapping[_E, frozenset[_E]], what: str, frm: _E, to: _E) -> tuple[_E, _E]:
+    if to not in table[frm]:
+        raise IllegalStateMove(f"{what} {frm.value} cannot become {to.value}")
+    return frm, to
+
+
+def attempt_move(frm: AttemptState, to: AttemptState) -> tuple[AttemptState, AttemptState]:
+    """(frm, to) for a compare-and-set UPDATE of attempts, or IllegalStateMove."""
+    return _checked(ATTEMPT_TRANSITIONS, "an attempt", frm, to)
+
+
+def slice_move(frm: SliceState, to: SliceState) -> tuple[SliceState, SliceState]:
+    """(frm, to) for a compare-and-set UPDATE of slices, or IllegalStateMove."""
+    return _checked(SLICE_TRANSITIONS, "a slice", frm, to)
+
+
+def set_attempt_state(attempt: _HasState, to: AttemptState | str) -> None:
+    """Move an attempt row to `to`, or raise IllegalStateMove (the row is left as it was)."""
+    attempt_move(AttemptState(attempt.state), AttemptState(to))
+    attempt.state = AttemptState(to).value
+
+
+def set_slice_state(part: _HasState, to: SliceState | str) -> None:
+    """Move a slice row to `to`, or raise IllegalStateMove (the row is left as it was)."""
+    slice_move(SliceState(part.state), SliceState(to))
+    part.state = SliceState(to).value
+
+
+def state_diagram(title: str, table: Mapping[_E, frozenset[_E]], start: _E) -> str:
+    """A Mermaid stateDiagram of a transition table (how docs/architecture.md draws it)."""
+    lines = ["```mermaid", "---", f"title: {title}", "---", "stateDiagram-v2"]
+    lines.append(f"    [*] --> {start.value}")
+    for frm, targets in table.items():
+        lines += [f"    {frm.value} --> {to.value}" for to in sorted(targets)]
+        if not targets:
+            lines.append(f"    {frm.value} --> [*]")
+    lines.append("```")
+    return "\n".join(lines)
+
+
+def state_diagrams() -> str:
+    """Both tables' diagrams, as docs/architecture.md holds them."""
+    return "\n\n".join(
+        [
+            state_diagram("attempt states", ATTEMPT_TRANSITIONS, AttemptState.scheduled),
+            state_diagram("slice states", SLICE_TRANSITIONS, SliceState.scheduled),
+        ]
+    )

@@ -17,7 +17,7 @@ from backend.health.schemas import MemoryEstimateOut
 from backend.jobs.attempts import newest_checkpoint
 from backend.jobs.capacity import never_fits
 from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
-from backend.jobs.run_states import AttemptState, SliceState
+from backend.jobs.run_states import AttemptState, SliceState, attempt_move, slice_move
 from backend.jobs.schemas import Implications, Problem, ValidationOut
 from backend.jobs.states import (
     STOPS_AT_ONCE,
@@ -250,17 +250,19 @@ def stop(
 
 def _withdraw(session: Session, attempt: Attempt) -> bool:
     """Take back an attempt no worker has claimed yet (compare-and-set); True if it worked."""
+    was, now = attempt_move(AttemptState.scheduled, AttemptState.withdrawn)
     result = session.execute(
         update(Attempt)
-        .where(Attempt.id == attempt.id, Attempt.state == AttemptState.scheduled)
-        .values(state=AttemptState.withdrawn, exit_reason="stopped before it started")
+        .where(Attempt.id == attempt.id, Attempt.state == was)
+        .values(state=now, exit_reason="stopped before it started")
     )
     if not result.rowcount:  # type: ignore[attr-defined]
         return False
+    frm, to = slice_move(SliceState.scheduled, SliceState.withdrawn)
     session.execute(
         update(AttemptSlice)
-        .where(AttemptSlice.attempt_id == attempt.id, AttemptSlice.state == SliceState.scheduled)
-        .values(state=SliceState.withdrawn)
+        .where(AttemptSlice.attempt_id == attempt.id, AttemptSlice.state == frm)
+        .values(state=to)
     )
     return True
 

@@ -21,7 +21,13 @@ from sqlalchemy.orm import Session
 from backend.db import as_utc, utcnow
 from backend.jobs.attempt_end import end_attempt
 from backend.jobs.models import Attempt, AttemptSlice
-from backend.jobs.run_states import LIVE_ATTEMPT_VALUES, LIVE_SLICE_VALUES, AttemptState, SliceState
+from backend.jobs.run_states import (
+    LIVE_ATTEMPT_VALUES,
+    LIVE_SLICE_VALUES,
+    AttemptState,
+    SliceState,
+    set_slice_state,
+)
 
 log = logging.getLogger(__name__)
 
@@ -111,5 +117,6 @@ def repair_bookings(session: Session) -> set[int]:
             list(part.devices),
             part.node_name,
         )
-        part.state, part.finished_at = SliceState.withdrawn, utcnow()
+        set_slice_state(part, SliceState.withdrawn)
+        part.finished_at = utcnow()
     return {attempt.job_id for _, attempt in broken}
