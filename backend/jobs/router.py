@@ -69,13 +69,15 @@ def validate_job(
         dict[str, Any],
         Body(description="a JobSpec as POST /api/jobs takes; any JSON object is answered"),
     ],
-    principal: ReaderDep,
+    principal: SubmitterDep,
     session: SessionDep,
     settings: SettingsDep,
 ) -> ValidationOut:
     """What a spec implies, its memory estimate and every refusal a submission of it would
     get, in 422-detail shape (problems); nothing is stored or counted as a submission."""
-    del principal  # any signed-in reader may ask, as for a memory estimate
+    # the submit scope, not read: the entrypoint check tells whether a script exists under
+    # the script roots, which only a caller who may submit learns (from a submission's 422)
+    del principal
     return service.validate(session, body=body, script_roots=settings.script_root_paths)
 
 

@@ -136,6 +136,11 @@ def test_validating_stores_nothing_and_spends_no_submission(
     assert api.post("/api/jobs", json=GOOD_SPEC, headers=alice).status_code == 201
 
 
-def test_validating_needs_credentials(api: TestClient, tokens: dict[str, str]) -> None:
-    answer = api.post("/api/jobs/validate", json=GOOD_SPEC)
-    assert answer.status_code == 401
+def test_validating_needs_the_submit_scope(api: TestClient, tokens: dict[str, str]) -> None:
+    assert api.post("/api/jobs/validate", json=GOOD_SPEC).status_code == 401
+    minted = api.post("/api/tokens", json={"scopes": ["read"]}, headers=bearer(tokens["alice"]))
+    reader = bearer(minted.json()["token"])
+    assert api.get("/api/jobs", headers=reader).status_code == 200
+    refused = api.post("/api/jobs/validate", json=SCRIPT_MISSING, headers=reader)
+    assert refused.status_code == 403
+    assert "not found" not in refused.text
