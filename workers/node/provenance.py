@@ -299,20 +299,26 @@ def _as_job_user(
     containment, killed with everything it started when it ends, times out or has printed
     more than `limit` bytes; what it printed (stdout up to `limit`) and whether it was cut."""
     step = containment or Containment(identity)
-    process = subprocess.Popen(
-        guarded(argv, cgroup=step.relative),
-        user=identity.uid,
-        group=identity.gid,
-        extra_groups=[] if identity.uid is not None else None,
-        env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", **env},
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        process_group=0,
-    )
+    with step.starting():  # the attempt's end waits for the adoption, then spares it
+        process = subprocess.Popen(
+            guarded(argv, cgroup=step.relative),
+            user=identity.uid,
+            group=identity.gid,
+            extra_groups=[] if identity.uid is not None else None,
+            env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", **env},
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            process_group=0,
+        )
+        try:
+            step.adopt(process.pid)
+        except BaseException:
+            process.kill()
+            process.communicate()
+            raise
     try:
-        step.adopt(process.pid)
         stdout, stderr, cut = _read_capped(process, limit=limit, seconds=STEP_SECONDS)
     finally:
         step.kill_now()  # what it left (anywhere in its cgroup; else in its group)

@@ -20,7 +20,7 @@ import secrets
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -100,6 +100,9 @@ class Containment:
         self._leader: int | None = None
         self._parts: list[Containment] = []
         self._lock = threading.Lock()
+        #: held while a step starts a command and adopts it: the attempt's end spares a
+        #: step's processes by its group, which a process just started is not yet known by
+        self._starting = threading.Lock()
         self._ended = threading.Event()
         if cgroup is None and uid is not None:
             with _uid_lock:
@@ -137,6 +140,12 @@ class Containment:
                 )
             self._parts.append(part)
             return part
+
+    @contextlib.contextmanager
+    def starting(self) -> Iterator[None]:
+        """Start a command of this step and adopt it inside this block (see end_after_steps)."""
+        with self._starting:
+            yield
 
     def adopt(self, pid: int) -> None:
         """Move a just-started process (its orphan guard, still waiting) into the cgroup."""
@@ -179,7 +188,11 @@ class Containment:
         with self._lock:
             steps = [part for part in self._parts if not part._ended.is_set()]
         if steps and wait > 0:
-            self._kill(timeout, spare=lambda: set().union(*(s.pids() for s in steps)))
+            # no step is between starting a command and adopting it while the rest is killed
+            with contextlib.ExitStack() as held:
+                for step in steps:
+                    held.enter_context(step._starting)
+                self._kill(timeout, spare=lambda: set().union(*(s.pids() for s in steps)))
             deadline = time.monotonic() + wait
             for step in steps:
                 step._ended.wait(max(0.0, deadline - time.monotonic()))
