@@ -54,7 +54,7 @@ frontend/node_modules/.package-lock.json: frontend/package-lock.json
 
 # regenerate the frontend's API types from the backend's OpenAPI schema
 api-types: install frontend/node_modules/.package-lock.json
-	$(PY) -m backend.openapi > frontend/openapi.json
+	$(PY) -m backend.app > frontend/openapi.json
 	cd frontend && npm run gen:api
 
 PY_DIRS := $(wildcard backend workers tests benchmarks migrations)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import socket
@@ -226,3 +227,12 @@ def _mark_broker(db: Database, client: redis.Redis) -> str:
     with contextlib.suppress(redis.RedisError):
         mark_broker(client, deployment)  # put back whenever a flush took it
     return deployment
+
+
+def schema_text() -> str:
+    """The app's OpenAPI schema as frontend/openapi.json holds it (without the final newline)."""
+    return json.dumps(create_app().openapi(), indent=2, sort_keys=True)
+
+
+if __name__ == "__main__":  # `make api-types`: the schema the frontend's types come from
+    print(schema_text())

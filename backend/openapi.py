@@ -1,5 +1,5 @@
-"""The API's OpenAPI schema with every refusal an operation can answer; `python -m
-backend.openapi` prints it (the frontend's types are generated from it).
+"""The API's OpenAPI schema with every refusal an operation can answer (`python -m
+backend.app` prints the whole schema: the frontend's types are generated from it).
 
 FastAPI declares a 200 and, where there are parameters, a 422. The refusals come from
 elsewhere (the authentication dependency, the body guard, the rate limits, the state
@@ -9,7 +9,6 @@ table of the operations that refuse a state change.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -125,18 +124,3 @@ def install(app: FastAPI, routes: Iterable[APIRoute]) -> None:
         return declare_refusals(generate(), routes)
 
     app.openapi = openapi  # type: ignore[method-assign]
-
-
-def schema_text() -> str:
-    """The app's schema as frontend/openapi.json holds it (without the final newline)."""
-    from backend.app import create_app
-
-    return json.dumps(create_app().openapi(), indent=2, sort_keys=True)
-
-
-def main() -> None:
-    print(schema_text())
-
-
-if __name__ == "__main__":
-    main()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.openapi import schema_text
+from backend.app import schema_text
 
 FRONTEND = Path(__file__).resolve().parents[2] / "frontend"
 GENERATOR = FRONTEND / "node_modules" / ".bin" / "openapi-typescript"
