@@ -25,6 +25,7 @@ from tests.job_users import reachable
 from tests.security.test_orphans import HOSTILE_RANK, daemonize_through_the_api
 from tests.security.test_rank_confinement import finished, ordinary_user
 from tests.security.test_redis_exposure import STACKS
+from tests.security.test_run_dir_quota import FILLER
 from tests.stack import RunningStack, wait_for
 
 pytestmark = [
@@ -33,16 +34,6 @@ pytestmark = [
 ]
 
 QUOTA = 32 << 20
-FILLER = """
-import os, time
-chunk = os.urandom(4 << 20)
-with open(os.path.join(os.environ["TMPDIR"], "fill.bin"), "wb") as out:
-    for _ in range(64):  # 256 MiB, 4 MiB at a time
-        out.write(chunk)
-        out.flush()
-        time.sleep(0.05)
-time.sleep(60)
-"""
 
 
 @pytest.fixture(scope="module", params=list(STACKS))
