@@ -45,7 +45,7 @@ from backend.security import install as install_security
 from backend.security.exposure import warn_if_exposed
 from backend.security.methods import MethodGuard, templates_of
 from backend.sweeps import router as sweeps_router
-from backend.sweeps.loop import run_sweeps
+from backend.sweeps.loop import judge_moved, run_sweeps
 from backend.telemetry.export import prometheus
 from backend.telemetry.ingest.consumer import Ingest
 from backend.telemetry.live import feed, ws
@@ -168,7 +168,13 @@ def _start_loops(
     if settings.run_ingest:
         consumer = f"{socket.gethostname()}-{os.getpid()}"
         cap = settings.log_lines_per_attempt
-        ingest = Ingest(db=db, client=client, consumer=consumer, log_lines_per_attempt=cap)
+        ingest = Ingest(
+            db=db,
+            client=client,
+            consumer=consumer,
+            log_lines_per_attempt=cap,
+            on_progress=lambda job_ids: judge_moved(db, client, job_ids),
+        )
         loops.append(("ingest", lambda: ingest.run(stop)))
         hours, bucket = settings.device_raw_retention_hours, settings.device_rollup_seconds
         loops.append(

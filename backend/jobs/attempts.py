@@ -215,7 +215,15 @@ def _advance_job(session: Session, job: Job, attempt: Attempt, outcome: AttemptO
     def move(to: JobState, message: str, reason: str | None = None) -> None:
         session.add(transition(job, to, message=message, reason=reason, attempt_id=attempt.id))
 
-    if outcome.outcome == "succeeded":
+    if outcome.outcome == "succeeded" and job.early_stop:
+        # the verdict came too late to stop it: it succeeded, and the board must not say
+        # "stopped early" beside that (the verdict stays in the timeline)
+        job.early_stop = None
+        move(
+            JobState.succeeded,
+            f"attempt {attempt.number} finished all steps before its early stop took effect",
+        )
+    elif outcome.outcome == "succeeded":
         move(JobState.succeeded, f"attempt {attempt.number} finished all steps")
     elif job.stop_request == StopRequest.cancel and job.early_stop:
         move(JobState.stopped, f"attempt {attempt.number} stopped early", reason=job.early_stop)

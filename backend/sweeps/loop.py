@@ -1,4 +1,8 @@
-"""The sweeps loop: every second, judge trials at their rungs and launch the next ones."""
+"""The sweeps loop: every second, judge trials at their rungs and launch the next ones.
+
+Trials are also judged the moment their points are stored (`judge_moved`, called by the
+telemetry ingest): a short trial would otherwise pass a rung, or end, before the next pass.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from sqlalchemy import select
 
 from backend.background import every
 from backend.db import Database
+from backend.jobs.models import Job
 from backend.sweeps.models import Sweep
 from backend.sweeps.service import launch, trials_of
 from backend.sweeps.stopping import judge_rungs
@@ -34,6 +39,33 @@ def pass_once(db: Database, client: redis.Redis, *, script_roots: Sequence[Path]
             judge_rungs(session, client, sweep=sweep, trials=trials_of(session, sweep.id))
             launch(session, client, sweep=sweep, script_roots=script_roots)
             session.commit()
+
+
+def judge_moved(db: Database, client: redis.Redis, job_ids: set[int]) -> int:
+    """Judge the sweeps whose trials among `job_ids` just stored points; the number stopped.
+
+    Each sweep under its row lock, as the loop takes it: a sweep the loop (or another API
+    process) is judging now is skipped here and judged by that pass.
+    """
+    with db.session() as session:
+        query = (
+            select(Job.sweep_id)
+            .join(Sweep, Sweep.id == Job.sweep_id)
+            .where(Job.id.in_(job_ids), Sweep.state == "running")
+            .distinct()
+        )
+        sweep_ids = [s for s in session.scalars(query) if s is not None]
+    stopped = 0
+    for sweep_id in sweep_ids:
+        with db.session() as session:
+            locked = select(Sweep).where(Sweep.id == sweep_id).with_for_update(skip_locked=True)
+            sweep = session.scalars(locked).first()
+            if sweep is None or sweep.state != "running":
+                continue
+            trials = trials_of(session, sweep.id)
+            stopped += judge_rungs(session, client, sweep=sweep, trials=trials)
+            session.commit()
+    return stopped
 
 
 def run_sweeps(

@@ -3,6 +3,7 @@ and the early-stopping pass stopping a poor trial at a rung with an event saying
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -12,13 +13,15 @@ from sqlalchemy import select
 
 from backend.config import Settings
 from backend.db import Database
+from backend.deployment_keys import keys_of
 from backend.jobs import attempts
 from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
-from backend.sweeps.loop import pass_once
+from backend.sweeps.loop import judge_moved, pass_once
+from backend.telemetry.ingest.consumer import Ingest
 from tests.backend.conftest import bearer
 from tests.backend.test_jobs_api import GOOD_SPEC
 from tests.telemetry.helpers import insert_points
-from workers.contract.protocol import AttemptOutcome
+from workers.contract.protocol import BATCH_FIELD, METRICS_STREAM, AttemptOutcome
 
 LRS = [0.1, 0.05, 1e-6, 0.02]
 
@@ -241,3 +244,66 @@ def test_the_first_trial_at_a_rung_waits_to_be_judged_until_a_second_arrives(
         )
         assert session.get_one(Job, flat).state == "cancelling"
     assert kinds == {flat: "early_stopped", good: "rung"}
+
+
+def test_a_trial_is_judged_as_its_points_are_stored_not_on_the_next_pass(
+    api: TestClient, tokens: dict[str, str], database: Database, settings: Settings
+) -> None:
+    """The ingest judges the trials whose points it just committed: no sweeps pass runs."""
+    client = redis.Redis.from_url(settings.redis_url)
+    sweep = _create(api, tokens["alice"])
+    good, flat = (t["job_id"] for t in sweep["trials"][:2])
+    runs = {good: _run(database, good, step=0), flat: _run(database, flat, step=0)}
+    ingest = Ingest(
+        db=database,
+        client=client,
+        consumer="judge",
+        on_progress=lambda moved: judge_moved(database, client, moved),
+    )
+    ingest.ensure_groups()
+    curve = {good: lambda s: 2.0 / (s + 1), flat: lambda s: 2.3}
+    items = [
+        {"attempt_id": runs[j], "rank": 0, "step": s, "name": "loss", "value": f(s), "time": s}
+        for j, f in curve.items()
+        for s in range(1, 13)
+    ]
+    batch = {"producer": "test", "seq": 0, "items": items}
+    client.xadd(keys_of(client).streams()[METRICS_STREAM], {BATCH_FIELD: json.dumps(batch)})
+    ingest.consume()
+    with database.session() as session:
+        flat_job = session.get_one(Job, flat)
+        assert flat_job.state == "cancelling" and flat_job.step == 12
+        assert flat_job.early_stop is not None and "rung 1 (step 10)" in flat_job.early_stop
+
+
+def test_a_trial_that_finished_before_its_verdict_took_effect_reads_succeeded_only(
+    api: TestClient, tokens: dict[str, str], database: Database, settings: Settings
+) -> None:
+    """State and verdict never disagree: its ranks ended all steps as the stop arrived."""
+    client = redis.Redis.from_url(settings.redis_url)
+    sweep = _create(api, tokens["alice"])
+    good, flat = (t["job_id"] for t in sweep["trials"][:2])
+    runs = {good: _run(database, good, step=12), flat: _run(database, flat, step=12)}
+    insert_points(
+        database,
+        [
+            {"attempt_id": runs[j], "rank": 0, "step": s, "name": "loss", "value": v, "time": s}
+            for j, v in ((good, 0.5), (flat, 2.3))
+            for s in range(1, 13)
+        ],
+    )
+    pass_once(database, client, script_roots=[])
+    with database.session() as session:
+        attempts.finish(
+            session,
+            client,
+            attempt_id=runs[flat],
+            node="n1",
+            outcome=AttemptOutcome(outcome="succeeded"),
+        )
+    trial = api.get(f"/api/sweeps/{sweep['id']}", headers=bearer(tokens["alice"])).json()["trials"][
+        1
+    ]
+    assert trial["state"] == "succeeded" and trial["early_stop"] is None
+    events = api.get(f"/api/jobs/{flat}/events", headers=bearer(tokens["alice"])).json()
+    assert events[-1]["message"] == "attempt 1 finished all steps before its early stop took effect"

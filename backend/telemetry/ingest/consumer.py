@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -56,8 +57,12 @@ class Ingest:
         count: int | None = None,
         reclaim_idle_ms: int = 30_000,
         log_lines_per_attempt: int | None = None,
+        on_progress: Callable[[set[int]], object] | None = None,
     ) -> None:
         self.db = db
+        #: called with the ids of the jobs whose step moved, once their points are committed
+        #: (the sweeps' early-stopping rule judges them on the live metric, not a second late)
+        self.on_progress = on_progress
         self.client = client
         self.consumer = consumer
         #: entries read per stream and round (None: ROUND_ENTRIES for the database)
@@ -210,6 +215,11 @@ class Ingest:
         feed.append(pipe, written.deltas, encode=msgspec.json.encode, stream=self._live)
         pipe.execute()
         self._announce_progress(written.progressed)
+        if self.on_progress is not None and written.progressed:
+            try:
+                self.on_progress(written.progressed)
+            except Exception:  # a failed judgement is retried by the sweeps loop
+                log.exception("ingest: the progress hook failed")
         return len(written)
 
     def _announce_progress(self, job_ids: set[int]) -> None:
