@@ -29,6 +29,7 @@ from backend.db import Database
 from backend.db_health import install as install_db_health
 from backend.deployment_keys import attach
 from backend.errors import install as install_errors
+from backend.executors import make_executor
 from backend.health import router as health_router
 from backend.health.stragglers import run_stragglers
 from backend.jobs import edit_router as job_edit_router
@@ -63,7 +64,6 @@ from backend.webhooks.delivery import run_webhooks
 from backend.webhooks.destination import AllowList
 from workers.contract.heap import settle_heap
 from workers.contract.keys import Keys
-from workers.node.celery_app import make_celery
 
 log = logging.getLogger(__name__)
 
@@ -153,10 +153,8 @@ def _start_loops(
         scheduler = Scheduler(
             db=db,
             client=client,
-            celery=make_celery(settings.redis_url),
+            executor=make_executor(settings, client),
             interval=settings.scheduler_interval,
-            heartbeat_timeout=settings.heartbeat_timeout,
-            claim_timeout=settings.claim_timeout,
             sharing=SharingSettings(
                 min_run_seconds=settings.min_run_seconds,
                 half_life_hours=settings.fair_share_half_life_hours,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -46,6 +47,11 @@ class Settings(BaseSettings):
         "disk_low_fraction of that disk is 'disk low': it stays up but gets no new work",
     )
     disk_low_fraction: float = Field(0.05, ge=0, le=1, description="see disk_low_bytes")
+    executor: Literal["nodes"] = Field(
+        "nodes",
+        description="how attempts run: 'nodes', Trainboard's own worker nodes "
+        "(`trainboard worker`, backend.executors.nodes)",
+    )
     claim_timeout: float = Field(
         60.0, gt=0, description="seconds before an unclaimed attempt is withdrawn and requeued"
     )

@@ -33,13 +33,14 @@ from sqlalchemy.orm import Session
 
 from backend.auth.models import User
 from backend.db import Database, utcnow
+from backend.executors.nodes import NodePool
 from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.migrate import upgrade
 from backend.nodes.models import Device, Node
-from backend.scheduler.fairshare import fair_share_factors
+from backend.placement.fairshare import fair_share_factors
+from backend.placement.policy import NodeCapacity, Placement, Plan, QueuedJob, Quota, plan
+from backend.placement.preemption import RunningJob
 from backend.scheduler.loop import Scheduler
-from backend.scheduler.policy import NodeCapacity, Placement, Plan, QueuedJob, Quota, plan
-from backend.scheduler.preemption import RunningJob
 from backend.usage.models import UserLimits
 from benchmarks.own_redis import own_redis
 from workers.node.celery_app import make_celery
@@ -211,9 +212,8 @@ def tick_rate(
     scheduler = Scheduler(
         db=database,
         client=client,
-        celery=make_celery(redis_url),
         interval=1,
-        heartbeat_timeout=3600,
+        executor=NodePool(client=client, celery=make_celery(redis_url), heartbeat_timeout=3600),
     )
     start, cpu = time.perf_counter(), time.process_time()
     placed = scheduler.tick()

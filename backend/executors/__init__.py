@@ -1,1 +1,25 @@
-"""Executors: how an attempt runs (the node pool of `trainboard worker`s, Slurm)."""
+"""Executors: how an attempt runs (the node pool of `trainboard worker`s, Slurm).
+
+`backend.executors.base.Executor` is the boundary; `make_executor` picks the one the
+operator configured (TRAINBOARD_EXECUTOR).
+"""
+
+from __future__ import annotations
+
+import redis
+
+from backend.config import Settings
+from backend.executors.base import Executor
+
+
+def make_executor(settings: Settings, client: redis.Redis) -> Executor:
+    """The executor the settings name, ready to run attempts."""
+    from backend.executors.nodes import NodePool  # noqa: PLC0415 (only the chosen one loads)
+    from workers.node.celery_app import make_celery  # noqa: PLC0415
+
+    return NodePool(
+        client=client,
+        celery=make_celery(settings.redis_url),
+        heartbeat_timeout=settings.heartbeat_timeout,
+        claim_timeout=settings.claim_timeout,
+    )

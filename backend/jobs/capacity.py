@@ -6,8 +6,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from backend.nodes.models import Node
-from backend.scheduler.policy import NodeCapacity, QueuedJob
-from backend.scheduler.policy import _could_ever_hold as could_ever_hold
+from backend.placement.policy import NodeCapacity, QueuedJob
+from backend.placement.policy import _could_ever_hold as could_ever_hold
 from workers.contract.spec import JobSpec
 
 

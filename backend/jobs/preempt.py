@@ -1,6 +1,6 @@
 """Preemption on the job side: a victim takes the pause path, then goes back to the queue.
 
-The scheduler decides (`backend.scheduler.preemption`); this moves the jobs. The victim
+The scheduler decides (`backend.placement.preemption`); this moves the jobs. The victim
 becomes `pausing` with stop request `preempt`: its ranks get SIGTERM, save a final
 checkpoint within the node's `TRAINBOARD_PREEMPT_GRACE_SECONDS` and are killed after it.
 When its attempt ends it is `queued` again (reason "preempted by job N") and resumes from

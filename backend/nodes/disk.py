@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 from backend.config import get_settings
 from backend.jobs.run_states import NodeState
 from backend.nodes.models import Device, Node
-from backend.scheduler.policy import QueuedJob
+from backend.placement.policy import QueuedJob
 
 
 def disk_low(node: Node) -> str | None:

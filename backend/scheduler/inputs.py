@@ -22,9 +22,9 @@ from backend.jobs.run_states import LIVE_SLICE_VALUES, AttemptState, NodeState
 from backend.jobs.states import JobState
 from backend.nodes.disk import disk_low
 from backend.nodes.models import Node
-from backend.scheduler.fairshare import fair_share_factors
-from backend.scheduler.policy import NodeCapacity, QueuedJob, Quota
-from backend.scheduler.preemption import RunningJob
+from backend.placement.fairshare import fair_share_factors
+from backend.placement.policy import NodeCapacity, QueuedJob, Quota
+from backend.placement.preemption import RunningJob
 from backend.usage.accounting import WEEK, decayed_usage, device_hours_since
 from backend.usage.models import UserLimits
 

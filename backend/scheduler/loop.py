@@ -4,89 +4,69 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import datetime, timedelta
-from typing import Any
 
 import redis
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.background import keep_running
-from backend.db import Database, as_utc, utcnow
+from backend.db import Database, utcnow
 from backend.deployment_keys import keys_of
+from backend.executors.base import Executor
 from backend.health.oom import reductions_of
-from backend.jobs.attempt_end import end_attempt, release_restarts
+from backend.jobs.attempt_end import release_restarts
 from backend.jobs.attempts import newest_checkpoints
 from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.jobs.preempt import apply_preemptions
 from backend.jobs.run_states import (
-    LIVE_ATTEMPT_VALUES,
     AttemptState,
-    NodeState,
-    SliceState,
 )
 from backend.jobs.states import JobState, transition
-from backend.nodes.disk import explain_disk_low
-from backend.nodes.fencing import end_node_attempts, repair_bookings
-from backend.nodes.models import Node
+from backend.placement.policy import Placement, QueuedJob, queue_order
 from backend.scheduler.inputs import (
     SharingSettings,
     UsageCache,
-    capacities,
     explain_preempted,
     fair_shares,
     number_queue,
     quotas,
     running_jobs,
 )
-from backend.scheduler.inputs import busy_devices as busy_devices  # re-exported for tests
 from backend.scheduler.leader import LeaderLock
-from backend.scheduler.policy import Placement, QueuedJob, plan, queue_order
 from backend.signals import (
     SCHEDULER_WAKE_KEY,
     announce_jobs,
-    announce_nodes,
     request_stop,
-    request_stops,
 )
 from backend.usage.accounting import settle
 from workers.contract.oom import reduced_spec
-from workers.contract.protocol import RUN_ATTEMPT_TASK, AttemptOrder, StopRequest
+from workers.contract.protocol import AttemptOrder, StopRequest
 from workers.contract.spec import JobSpec
-from workers.node.celery_app import direct_queue
 
 log = logging.getLogger(__name__)
 
 
 class Scheduler:
-    """Runs scheduling passes while it holds the leader lock."""
+    """Runs scheduling passes while it holds the leader lock; `executor` runs what it places."""
 
     def __init__(
         self,
         *,
         db: Database,
         client: redis.Redis,
-        celery: Any,
+        executor: Executor,
         interval: float,
-        heartbeat_timeout: float,
-        claim_timeout: float = 60.0,
         sharing: SharingSettings | None = None,
     ) -> None:
         self.db = db
+        self.executor = executor
         self.sharing = sharing or SharingSettings()
         self._usage = UsageCache()  # fair share's decayed usage, re-read every 10 s
         self._preempting: list[int] = []  # attempts to ask to stop once this pass commits
         self.client = client
-        self.celery = celery
         self.interval = interval
-        self.heartbeat_timeout = timedelta(seconds=heartbeat_timeout)
-        self.claim_timeout = timedelta(seconds=claim_timeout)
         self.leader = LeaderLock(client, ttl=max(5.0, interval * 10))
         self.keys = keys_of(client)
-        #: silence before this moment is the control plane's own (it was down, not leader,
-        #: or stalled): no node is declared lost for it (`_expire_nodes`)
-        self._grace_from: datetime | None = None
-        self._last_pass: datetime | None = None
 
     def run(self, stop: threading.Event) -> None:
         """Loop until stop is set: a pass per tick or per wake-up, while leader."""
@@ -96,83 +76,22 @@ class Scheduler:
     def _pass_or_wait(self) -> None:
         if self.leader.hold():
             self.tick()
-        else:
-            self._last_pass = None  # a new leader gives every node a full timeout
         self.client.blpop([self.keys.name(SCHEDULER_WAKE_KEY)], timeout=self.interval)
 
     def tick(self) -> list[Placement]:
-        """One pass: lost nodes, unclaimed slices, stop requests, then new placements."""
-        now = utcnow()
-        if self._last_pass is None or now - self._last_pass > self.heartbeat_timeout / 2:
-            self._grace_from = now  # (re)started or stalled: silence so far was ours
-        self._last_pass = now
+        """One pass: what the executor saw end, restarts due, stop requests, new placements."""
         with self.db.session() as session:
-            changed = self._expire_nodes(session) | self._withdraw_unclaimed(session)
-            changed |= release_restarts(session) | repair_bookings(session)
+            changed = self.executor.observe(session) | release_restarts(session)
             self._reassert_stops(session)
             settle(session)  # ended attempts' device-seconds (backend.usage)
             self._preempting = []
             placements, orders, waiting = self._place(session)
             session.commit()
         # after the commit: a victim's end report must find why it stopped
-        request_stops(self.client, attempt_ids=self._preempting, action=StopRequest.preempt)
-        if orders:
-            with self.celery.producer_or_acquire() as producer:
-                for order in orders:
-                    # the anonymous exchange routes by queue name alone: no broker-side
-                    # binding (which a Redis flush would erase) is needed to reach the node
-                    self.celery.send_task(
-                        RUN_ATTEMPT_TASK,
-                        args=[order.model_dump(mode="json")],
-                        queue=direct_queue(self.keys.node_queue(order.node)),
-                        producer=producer,
-                    )
+        self.executor.stop(self._preempting, StopRequest.preempt)
+        self.executor.start(orders)
         announce_jobs(self.client, changed | waiting | {p.job_id for p in placements})
         return placements
-
-    def _expire_nodes(self, session: Session) -> set[int]:
-        """Nodes silent for a whole timeout of the control plane's own uptime are lost."""
-        deadline = utcnow() - self.heartbeat_timeout
-        if self._grace_from is not None and self._grace_from > deadline:
-            return set()  # we have not listened for a full timeout yet
-        changed: set[int] = set()
-        for node in session.scalars(select(Node).where(Node.state == NodeState.up)):
-            if as_utc(node.last_heartbeat) >= deadline:
-                continue
-            node.state, node.state_reason = NodeState.lost, "stopped heartbeating"
-            announce_nodes(self.client)
-            changed |= end_node_attempts(
-                session, self.client, node.name, reason=f"node {node.name} stopped heartbeating"
-            )
-        return changed
-
-    def _withdraw_unclaimed(self, session: Session) -> set[int]:
-        """A slice no worker claimed in time: its task was lost, or the node cannot get work."""
-        deadline = utcnow() - self.claim_timeout
-        changed: set[int] = set()
-        stale = session.execute(
-            select(AttemptSlice, Attempt)
-            .join(Attempt, Attempt.id == AttemptSlice.attempt_id)
-            .where(
-                AttemptSlice.state == SliceState.scheduled,
-                Attempt.state.in_(LIVE_ATTEMPT_VALUES),
-                Attempt.created_at < deadline,
-            )
-        ).all()
-        for part, attempt in stale:
-            if attempt.state not in LIVE_ATTEMPT_VALUES:
-                continue  # ended by an earlier slice of the same attempt in this pass
-            reason = f"node {part.node_name} did not claim its part"
-            end_attempt(
-                session,
-                self.client,
-                attempt,
-                state=AttemptState.withdrawn,
-                reason=reason,
-                platform_fault=True,
-            )
-            changed.add(attempt.job_id)
-        return changed
 
     def _reassert_stops(self, session: Session) -> None:
         """Redis may have lost a stop request; the database still knows it."""
@@ -206,8 +125,7 @@ class Scheduler:
         ]
         running = running_jobs(session, settings=self.sharing)
         limits = quotas(session, running, now=utcnow())
-        result = plan(queue, capacities(session), running=running, quotas=limits)
-        explain_disk_low(session, queue, result.waiting)
+        result = self.executor.place(session, queue, running=running, quotas=limits)
         explain_preempted(jobs, result.waiting)
         pairs = [(p.victim, p.by) for p in result.preemptions]
         self._preempting, preempted = apply_preemptions(session, pairs)
@@ -226,8 +144,6 @@ class Scheduler:
         """Write every placement's attempt and slices (committed before any task is sent)."""
         if not placements:
             return []
-        names = {name for p in placements for name, _ in p.slices}
-        nodes = {n.name: n for n in session.scalars(select(Node).where(Node.name.in_(names)))}
         resume = newest_checkpoints(session, [p.job_id for p in placements])
         halved = reductions_of(session, [p.job_id for p in placements])  # out of memory
         attempts = [
@@ -281,7 +197,7 @@ class Scheduler:
                         devices=list(devices),
                         node_rank=rank,
                         nnodes=len(placement.slices),
-                        master_addr=nodes[placement.slices[0][0]].address,
+                        master_addr=self.executor.address_of(session, placement.slices[0][0]),
                         spec=spec,
                         resume_from=attempt.resume_from,
                         deployment=self.keys.deployment,

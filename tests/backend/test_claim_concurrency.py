@@ -12,6 +12,7 @@ from sqlalchemy import select, text
 
 from backend.config import Settings
 from backend.db import Database
+from backend.executors.nodes import NodePool
 from backend.jobs.attempts import claim
 from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
 from backend.scheduler.loop import Scheduler
@@ -77,10 +78,11 @@ def test_exactly_one_of_many_simultaneous_claims_of_an_attempt_wins(
     assert database.engine.dialect.name == "postgresql"
     scheduler = Scheduler(
         db=database,
-        client=api.app.state.redis,  # type: ignore[attr-defined]
-        celery=make_celery(settings.redis_url),
+        client=api.app.state.redis,
         interval=0.1,
-        heartbeat_timeout=60,
+        executor=NodePool(
+            client=api.app.state.redis, celery=make_celery(settings.redis_url), heartbeat_timeout=60
+        ),
     )
     for _ in range(ROUNDS):
         attempt_id = scheduled_attempt(api, tokens, scheduler)

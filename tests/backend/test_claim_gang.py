@@ -18,6 +18,7 @@ from sqlalchemy import select, text
 
 from backend.config import Settings
 from backend.db import Database
+from backend.executors.nodes import NodePool
 from backend.jobs.attempts import claim
 from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.nodes.service import register
@@ -74,9 +75,13 @@ def test_every_node_of_a_gang_claiming_at_once_wins(
             )
             register(session, client, registration=node)
     scheduler = Scheduler(
-        db=database, client=client, celery=make_celery(settings.redis_url), interval=0.1,
-        heartbeat_timeout=60,
-    )  # fmt: skip
+        db=database,
+        client=client,
+        interval=0.1,
+        executor=NodePool(
+            client=client, celery=make_celery(settings.redis_url), heartbeat_timeout=60
+        ),
+    )
     spec = {"name": "gang", "template": "mlp", "parallelism": {"devices": NODES, "nodes": NODES}}
     for _ in range(ROUNDS):
         job_id = api.post("/api/jobs", json=spec, headers=bearer(tokens["alice"])).json()["id"]

@@ -11,8 +11,10 @@ from sqlalchemy import select
 
 from backend.config import Settings
 from backend.db import Database
+from backend.executors.nodes import NodePool
 from backend.jobs.models import Attempt, Job
-from backend.scheduler.loop import Scheduler, capacities
+from backend.scheduler.inputs import capacities
+from backend.scheduler.loop import Scheduler
 from tests.backend.conftest import NODE_INSTANCE, bearer
 from tests.full_disk import fill, small_filesystem
 from workers.devices.host import disk_space
@@ -56,9 +58,13 @@ def test_a_full_data_dir_makes_the_node_disk_low_and_new_work_waits_saying_so(
     job_id = api.post("/api/jobs", json=spec, headers=bearer(tokens["alice"])).json()["id"]
     client = api.app.state.redis  # type: ignore[attr-defined]
     scheduler = Scheduler(
-        db=database, client=client, celery=make_celery(settings.redis_url), interval=0.1,
-        heartbeat_timeout=60,
-    )  # fmt: skip
+        db=database,
+        client=client,
+        interval=0.1,
+        executor=NodePool(
+            client=client, celery=make_celery(settings.redis_url), heartbeat_timeout=60
+        ),
+    )
     scheduler.tick()
 
     shown = api.get(f"/api/jobs/{job_id}", headers=bearer(tokens["alice"])).json()

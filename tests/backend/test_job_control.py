@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 
 from backend.config import Settings
 from backend.db import Database
+from backend.executors.nodes import NodePool
 from backend.scheduler.loop import Scheduler
 from tests.backend.conftest import bearer
 from tests.backend.test_jobs_api import GOOD_SPEC, queued_orders
@@ -36,10 +37,11 @@ def node_n1(api: TestClient, tokens: dict[str, str]) -> str:
 def scheduler(api: TestClient, settings: Settings, database: Database) -> Scheduler:
     return Scheduler(
         db=database,
-        client=api.app.state.redis,  # type: ignore[attr-defined]
-        celery=make_celery(settings.redis_url),
+        client=api.app.state.redis,
         interval=0.1,
-        heartbeat_timeout=60,
+        executor=NodePool(
+            client=api.app.state.redis, celery=make_celery(settings.redis_url), heartbeat_timeout=60
+        ),
     )
 
 

@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from backend.config import Settings
 from backend.db import Database
 from backend.deployment_keys import keys_of
+from backend.executors.nodes import NodePool
 from backend.scheduler.loop import Scheduler
 from tests.backend.conftest import bearer
 from tests.specs import with_field
@@ -140,9 +141,10 @@ def _scheduled_attempt(
     scheduler = Scheduler(
         db=database,
         client=client,
-        celery=make_celery(settings.redis_url),
         interval=0.1,
-        heartbeat_timeout=60,
+        executor=NodePool(
+            client=client, celery=make_celery(settings.redis_url), heartbeat_timeout=60
+        ),
     )
     placements = scheduler.tick()
     assert [p.slices for p in placements] == [(("n1", (0, 1)),)]

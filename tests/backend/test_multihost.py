@@ -11,11 +11,13 @@ from sqlalchemy import select
 
 from backend.config import Settings
 from backend.db import Database
+from backend.executors.nodes import NodePool
 from backend.jobs.attempts import claim, finish
 from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.nodes.service import register
-from backend.scheduler.loop import Scheduler, capacities
-from backend.scheduler.policy import NodeCapacity, QueuedJob, plan
+from backend.placement.policy import NodeCapacity, QueuedJob, plan
+from backend.scheduler.inputs import capacities
+from backend.scheduler.loop import Scheduler
 from tests.backend.conftest import bearer
 from workers.contract.protocol import AttemptOutcome, NodeDevice, NodeRegistration
 from workers.node.celery_app import make_celery
@@ -121,9 +123,13 @@ def test_a_rendezvous_failure_restarts_without_spending_max_restarts(
     }
     job_id = api.post("/api/jobs", json=spec, headers=bearer(tokens["alice"])).json()["id"]
     scheduler = Scheduler(
-        db=database, client=client, celery=make_celery(settings.redis_url), interval=0.1,
-        heartbeat_timeout=60,
-    )  # fmt: skip
+        db=database,
+        client=client,
+        interval=0.1,
+        executor=NodePool(
+            client=client, celery=make_celery(settings.redis_url), heartbeat_timeout=60
+        ),
+    )
     scheduler.tick()
     with database.session() as session:
         attempt_id = session.scalars(select(Attempt.id).where(Attempt.job_id == job_id)).one()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from backend.scheduler.policy import NodeCapacity, QueuedJob, plan, queue_order
+from backend.placement.policy import NodeCapacity, QueuedJob, plan, queue_order
 
 
 def _node(name: str, total: int, busy: set[int] | None = None) -> NodeCapacity:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from backend.scheduler.fairshare import fair_share_factors
-from backend.scheduler.policy import NodeCapacity, QueuedJob, Quota, plan, queue_order
-from backend.scheduler.preemption import Preemption, RunningJob
+from backend.placement.fairshare import fair_share_factors
+from backend.placement.policy import NodeCapacity, QueuedJob, Quota, plan, queue_order
+from backend.placement.preemption import Preemption, RunningJob
 
 
 def _node(name: str, total: int, busy: set[int] | None = None) -> NodeCapacity:

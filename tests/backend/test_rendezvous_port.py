@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from backend.config import Settings
 from backend.db import Database
+from backend.executors.nodes import NodePool
 from backend.scheduler.loop import Scheduler
 from tests.backend.conftest import bearer
 from tests.backend.test_jobs_api import queued_orders
@@ -48,7 +49,12 @@ def test_rank_zeros_node_chooses_the_port_and_the_other_node_learns_it(
     assert api.post("/api/jobs", json=TWO_NODES, headers=bearer(tokens["alice"])).status_code == 201
     client = api.app.state.redis  # type: ignore[attr-defined]
     celery = make_celery(settings.redis_url)
-    Scheduler(db=database, client=client, celery=celery, interval=0.1, heartbeat_timeout=60).tick()
+    Scheduler(
+        db=database,
+        client=client,
+        interval=0.1,
+        executor=NodePool(client=client, celery=celery, heartbeat_timeout=60),
+    ).tick()
     orders = {o["node_rank"]: o for name in heads for o in queued_orders(client, name)}
     assert sorted(orders) == [0, 1] and {o["master_port"] for o in orders.values()} == {0}
     lead, peer = orders[0]["node"], orders[1]["node"]
@@ -90,7 +96,12 @@ def test_the_rendezvous_route_answers_only_the_gangs_nodes(
     assert api.post("/api/jobs", json=spec, headers=bearer(tokens["alice"])).status_code == 201
     client = api.app.state.redis  # type: ignore[attr-defined]
     celery = make_celery(settings.redis_url)
-    Scheduler(db=database, client=client, celery=celery, interval=0.1, heartbeat_timeout=60).tick()
+    Scheduler(
+        db=database,
+        client=client,
+        interval=0.1,
+        executor=NodePool(client=client, celery=celery, heartbeat_timeout=60),
+    ).tick()
     attempt = queued_orders(client, "n1")[0]["attempt_id"]
     n2 = bearer(_node_token(database, "n2"))
     assert api.get(f"/api/attempts/{attempt}/rendezvous", headers=n2).status_code == 404

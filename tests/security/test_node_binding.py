@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from backend.auth.service import ensure_admin, issue_token
 from backend.config import Settings
 from backend.db import Database
+from backend.executors.nodes import NodePool
 from backend.jobs.attempts import newest_checkpoint, newest_checkpoints
 from backend.jobs.models import Attempt
 from backend.nodes.trust import refusal
@@ -60,7 +61,12 @@ def attempt_on_n1(
     assert api.post("/api/jobs", json=GOOD_SPEC, headers=bearer(tokens["alice"])).status_code == 201
     client = api.app.state.redis  # type: ignore[attr-defined]
     celery = make_celery(settings.redis_url)
-    Scheduler(db=database, client=client, celery=celery, interval=0.1, heartbeat_timeout=60).tick()
+    Scheduler(
+        db=database,
+        client=client,
+        interval=0.1,
+        executor=NodePool(client=client, celery=celery, heartbeat_timeout=60),
+    ).tick()
     attempt = int(queued_orders(client, "n1")[0]["attempt_id"])
     claim = api.post(f"/api/attempts/{attempt}/claim", json={"node": "n1"}, headers=node)
     assert claim.status_code == 200, claim.text

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from backend.scheduler.preemption import Preemption, RunningJob, Victims
+from backend.placement.preemption import Preemption, RunningJob, Victims
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,141 @@
+"""The node pool executor: Trainboard's own worker nodes (`trainboard worker`), over Celery.
+
+Each node's agent registers, heartbeats and consumes attempt orders from its own Celery
+queue (workers/node). Placement is Trainboard's policy over the nodes' free devices
+(backend.placement.policy); a node silent for a heartbeat timeout is lost, with its
+attempts; a slice its node does not claim in time is withdrawn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import redis
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from backend.db import as_utc, utcnow
+from backend.deployment_keys import keys_of
+from backend.jobs.attempt_end import end_attempt
+from backend.jobs.models import Attempt, AttemptSlice
+from backend.jobs.run_states import LIVE_ATTEMPT_VALUES, AttemptState, NodeState, SliceState
+from backend.nodes.disk import explain_disk_low
+from backend.nodes.fencing import end_node_attempts, repair_bookings
+from backend.nodes.models import Node
+from backend.placement.policy import Plan, QueuedJob, Quota, plan
+from backend.placement.preemption import RunningJob
+from backend.scheduler.inputs import capacities
+from backend.signals import announce_nodes, request_stops
+from workers.contract.protocol import RUN_ATTEMPT_TASK, AttemptOrder, StopRequest
+from workers.node.celery_app import direct_queue
+
+
+class NodePool:
+    """Runs attempts on Trainboard's registered worker nodes."""
+
+    name = "nodes"
+
+    def __init__(
+        self,
+        *,
+        client: redis.Redis,
+        celery: Any,
+        heartbeat_timeout: float,
+        claim_timeout: float = 60.0,
+    ) -> None:
+        self.client = client
+        self.celery = celery
+        self.heartbeat_timeout = timedelta(seconds=heartbeat_timeout)
+        self.claim_timeout = timedelta(seconds=claim_timeout)
+        self.keys = keys_of(client)
+        #: silence before this moment is the control plane's own (it was down, not leader,
+        #: or stalled): no node is declared lost for it (`_expire_nodes`)
+        self.grace_from: datetime | None = None
+        self._last_observed: datetime | None = None
+
+    def observe(self, session: Session) -> set[int]:
+        """Lost nodes' attempts, unclaimed slices and broken bookings end here."""
+        now = utcnow()
+        last, self._last_observed = self._last_observed, now
+        if last is None or now - last > self.heartbeat_timeout / 2:
+            self.grace_from = now  # (re)started, not leader or stalled: the silence was ours
+        changed = self._expire_nodes(session) | self._withdraw_unclaimed(session)
+        return changed | repair_bookings(session)
+
+    def place(
+        self,
+        session: Session,
+        queue: Sequence[QueuedJob],
+        *,
+        running: Sequence[RunningJob],
+        quotas: dict[int, Quota],
+    ) -> Plan:
+        result = plan(queue, capacities(session), running=running, quotas=quotas)
+        explain_disk_low(session, queue, result.waiting)  # a nearly full node says so
+        return result
+
+    def address_of(self, session: Session, node: str) -> str:
+        return session.scalars(select(Node.address).where(Node.name == node)).one()
+
+    def start(self, orders: Sequence[AttemptOrder]) -> None:
+        if not orders:
+            return
+        with self.celery.producer_or_acquire() as producer:
+            for order in orders:
+                # the anonymous exchange routes by queue name alone: no broker-side binding
+                # (which a Redis flush would erase) is needed to reach the node
+                self.celery.send_task(
+                    RUN_ATTEMPT_TASK,
+                    args=[order.model_dump(mode="json")],
+                    queue=direct_queue(self.keys.node_queue(order.node)),
+                    producer=producer,
+                )
+
+    def stop(self, attempt_ids: Sequence[int], action: StopRequest) -> None:
+        request_stops(self.client, attempt_ids=attempt_ids, action=action)
+
+    def _expire_nodes(self, session: Session) -> set[int]:
+        """Nodes silent for a whole timeout of the control plane's own uptime are lost."""
+        deadline = utcnow() - self.heartbeat_timeout
+        if self.grace_from is not None and self.grace_from > deadline:
+            return set()  # we have not listened for a full timeout yet
+        changed: set[int] = set()
+        for node in session.scalars(select(Node).where(Node.state == NodeState.up)):
+            if as_utc(node.last_heartbeat) >= deadline:
+                continue
+            node.state, node.state_reason = NodeState.lost, "stopped heartbeating"
+            announce_nodes(self.client)
+            changed |= end_node_attempts(
+                session, self.client, node.name, reason=f"node {node.name} stopped heartbeating"
+            )
+        return changed
+
+    def _withdraw_unclaimed(self, session: Session) -> set[int]:
+        """A slice no worker claimed in time: its task was lost, or the node cannot get work."""
+        deadline = utcnow() - self.claim_timeout
+        changed: set[int] = set()
+        stale = session.execute(
+            select(AttemptSlice, Attempt)
+            .join(Attempt, Attempt.id == AttemptSlice.attempt_id)
+            .where(
+                AttemptSlice.state == SliceState.scheduled,
+                Attempt.state.in_(LIVE_ATTEMPT_VALUES),
+                Attempt.created_at < deadline,
+            )
+        ).all()
+        for part, attempt in stale:
+            if attempt.state not in LIVE_ATTEMPT_VALUES:
+                continue  # ended by an earlier slice of the same attempt in this pass
+            reason = f"node {part.node_name} did not claim its part"
+            end_attempt(
+                session,
+                self.client,
+                attempt,
+                state=AttemptState.withdrawn,
+                reason=reason,
+                platform_fault=True,
+            )
+            changed.add(attempt.job_id)
+        return changed
