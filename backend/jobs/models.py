@@ -135,6 +135,9 @@ class Attempt(Base):
     finished_at: Mapped[datetime | None]
     owner_id: Mapped[int | None] = mapped_column(index=True, comment="the job's owner, for usage")
     device_count: Mapped[int | None] = mapped_column(comment="devices over all its slices")
+    slurm_job_id: Mapped[str | None] = mapped_column(
+        String(32), comment="the Slurm job that runs it (the Slurm executor only)"
+    )
     allocated_device_seconds: Mapped[float | None] = mapped_column(
         Float, comment="devices x seconds from claim to end; set when the attempt has ended"
     )
