@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from backend.db import utcnow
@@ -18,24 +17,6 @@ KIND = "oom_remediation"
 RESTART_SECONDS = 1.0
 
 
-def reductions(session: Session, job_id: int) -> int:
-    """Micro-batch halvings already made for the job (its oom_remediation events)."""
-    count = session.scalar(
-        select(func.count()).where(JobEvent.job_id == job_id, JobEvent.kind == KIND)
-    )
-    return int(count or 0)
-
-
-def reductions_of(session: Session, job_ids: list[int]) -> dict[int, int]:
-    """reductions() of several jobs in one query (jobs without any are absent)."""
-    rows = session.execute(
-        select(JobEvent.job_id, func.count())
-        .where(JobEvent.job_id.in_(job_ids), JobEvent.kind == KIND)
-        .group_by(JobEvent.job_id)
-    ).all()
-    return {int(job_id): int(n) for job_id, n in rows}
-
-
 def remediate(session: Session, job: Job, *, reason: str, attempt_id: int | None) -> bool:
     """Restart an out-of-memory job with half the micro-batch, when its spec asks and can.
 
@@ -45,7 +26,7 @@ def remediate(session: Session, job: Job, *, reason: str, attempt_id: int | None
     spec = job.spec_model
     if not is_oom(reason) or spec.health.on_oom != "reduce_microbatch":
         return False
-    done, limit = reductions(session, job.id), spec.health.max_oom_reductions
+    done, limit = job.oom_reductions, spec.health.max_oom_reductions
     before, after = shape_after(job.spec, done), shape_after(job.spec, done + 1)
     if done >= limit or before is None or after is None:
         return False
@@ -56,6 +37,7 @@ def remediate(session: Session, job: Job, *, reason: str, attempt_id: int | None
         f"(was {before.grad_accum}), global batch {global_batch} kept "
         f"(reduction {done + 1} of {limit})"
     )
+    job.oom_reductions = done + 1  # the next attempt runs the smaller shape
     session.add(JobEvent(job_id=job.id, attempt_id=attempt_id, kind=KIND, message=message))
     job.restart_at = utcnow() + timedelta(seconds=RESTART_SECONDS)
     session.add(

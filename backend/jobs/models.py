@@ -54,6 +54,11 @@ class Job(Base):
     unclaimed: Mapped[int] = mapped_column(
         default=0, server_default="0", comment="attempts no node claimed in time"
     )
+    oom_reductions: Mapped[int] = mapped_column(
+        default=0,
+        server_default="0",
+        comment="micro-batch halvings made by out-of-memory remediation",
+    )
     stop_request: Mapped[StopRequest | None] = mapped_column(
         StrEnumText(StopRequest, 16), comment="cancel or pause"
     )

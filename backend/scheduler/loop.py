@@ -13,7 +13,6 @@ from backend.background import keep_running
 from backend.db import Database, utcnow
 from backend.deployment_keys import keys_of
 from backend.executors.base import Executor
-from backend.health.oom import reductions_of
 from backend.jobs.attempt_end import release_restarts
 from backend.jobs.attempts import newest_checkpoints
 from backend.jobs.models import Attempt, AttemptSlice, Job
@@ -145,7 +144,6 @@ class Scheduler:
         if not placements:
             return []
         resume = newest_checkpoints(session, [p.job_id for p in placements])
-        halved = reductions_of(session, [p.job_id for p in placements])  # out of memory
         attempts = [
             Attempt(
                 job_id=p.job_id,
@@ -176,7 +174,7 @@ class Scheduler:
                     attempt_id=attempt.id,
                 )
             )
-            halvings = halved.get(job.id, 0)  # an out-of-memory restart runs a smaller shape
+            halvings = job.oom_reductions  # an out-of-memory restart runs a smaller shape
             spec = (
                 JobSpec.model_validate(reduced_spec(job.spec, halvings))
                 if halvings
