@@ -8,6 +8,8 @@ receives or still runs its task is told to stop (`backend.nodes.fencing`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 
 import redis
@@ -27,7 +29,8 @@ from backend.jobs.run_states import (
 )
 from backend.jobs.states import JobState, cancelled_state, transition
 from backend.signals import request_stop
-from workers.contract.protocol import StopRequest
+from workers.contract.protocol import AttemptOutcome, StopRequest
+from workers.contract.rank_env import EXIT_FINAL
 
 #: automatic restarts wait 5 s, 10 s, 20 s ... (capped), so a crash loop does not burn them
 BACKOFF_FIRST_SECONDS = 5.0
@@ -82,20 +85,137 @@ def end_attempt(
     if end_slices(session, attempt, running_to=SliceState.lost if lost else SliceState.withdrawn):
         request_stop(client, attempt_id=attempt.id, action=StopRequest.cancel)
     job = session.get_one(Job, attempt.job_id)
-    if job.attempt != attempt.number:
-        return
-    if job.stop_request == StopRequest.preempt and job.state == JobState.pausing:
-        requeue_preempted(session, job, attempt_id=attempt.id, number=attempt.number)
-    elif job.stop_request == StopRequest.cancel or (job.state == JobState.cancelling):
-        session.add(transition(job, cancelled_state(job), message=reason, attempt_id=attempt.id))
-    elif job.stop_request == StopRequest.pause or (job.state == JobState.pausing):
-        session.add(transition(job, JobState.paused, message=reason, attempt_id=attempt.id))
-    elif state is AttemptState.withdrawn:
-        unclaimed(session, job, reason=reason, attempt_id=attempt.id)
-    else:
-        restart_or_fail(
-            session, job, reason=reason, attempt_id=attempt.id, platform_fault=platform_fault
+    if job.attempt == attempt.number:
+        advance_job(
+            session,
+            job,
+            attempt,
+            AttemptEnd(state=state, reason=reason, platform_fault=platform_fault),
         )
+
+
+@dataclass(frozen=True)
+class AttemptEnd:
+    """How an attempt ended, whoever saw it end: its nodes' report or the control plane."""
+
+    state: AttemptState  # succeeded, failed, stopped, lost or withdrawn
+    reason: str | None = None
+    platform_fault: bool = False  # not the job's doing: no restart of the user's is spent
+    pause: bool = False  # its own policy paused it (a full disk), it did not fail
+    final: bool = False  # a rank exited EXIT_FINAL: the job's input fails every restart
+
+    @classmethod
+    def reported(cls, outcome: AttemptOutcome) -> AttemptEnd:
+        """The end a node's finish report describes."""
+        return cls(
+            state=AttemptState(outcome.outcome),
+            reason=outcome.reason,
+            platform_fault=outcome.platform_fault,
+            pause=outcome.pause,
+            final=outcome.outcome == "failed" and EXIT_FINAL in outcome.exit_codes,
+        )
+
+
+def _said(attempt: Attempt, what: str, end: AttemptEnd) -> str:
+    return f"attempt {attempt.number} {what}" + (f" ({end.reason})" if end.reason else "")
+
+
+def _succeeded(session: Session, job: Job, attempt: Attempt, end: AttemptEnd) -> None:
+    message = f"attempt {attempt.number} finished all steps"
+    if job.early_stop:  # its stop came too late: it succeeded, and reads so (the verdict
+        job.early_stop = None  # stays in the timeline)
+        message += " before its early stop took effect"
+    session.add(transition(job, JobState.succeeded, message=message, attempt_id=attempt.id))
+
+
+def _preempted(session: Session, job: Job, attempt: Attempt, end: AttemptEnd) -> None:
+    requeue_preempted(session, job, attempt_id=attempt.id, number=attempt.number)
+
+
+def _cancelled(session: Session, job: Job, attempt: Attempt, end: AttemptEnd) -> None:
+    early = job.early_stop is not None
+    message = _said(attempt, "stopped early" if early else "stopped", end)
+    reason = job.early_stop or "cancelled by user"
+    session.add(
+        transition(job, cancelled_state(job), message=message, reason=reason, attempt_id=attempt.id)
+    )
+
+
+def _paused(session: Session, job: Job, attempt: Attempt, end: AttemptEnd) -> None:
+    message, reason = _said(attempt, "paused", end), "paused by user"
+    session.add(
+        transition(job, JobState.paused, message=message, reason=reason, attempt_id=attempt.id)
+    )
+
+
+def _paused_by_policy(session: Session, job: Job, attempt: Attempt, end: AttemptEnd) -> None:
+    message = f"attempt {attempt.number} paused"
+    session.add(
+        transition(job, JobState.paused, message=message, reason=end.reason, attempt_id=attempt.id)
+    )
+
+
+def _unclaimed(session: Session, job: Job, attempt: Attempt, end: AttemptEnd) -> None:
+    unclaimed(session, job, reason=end.reason or "no node claimed it", attempt_id=attempt.id)
+
+
+def _failed_for_good(session: Session, job: Job, attempt: Attempt, end: AttemptEnd) -> None:
+    message = f"attempt {attempt.number} failed; no restart can fix it"
+    session.add(
+        transition(job, JobState.failed, message=message, reason=end.reason, attempt_id=attempt.id)
+    )
+
+
+def _restart_or_fail(session: Session, job: Job, attempt: Attempt, end: AttemptEnd) -> None:
+    restart_or_fail(
+        session,
+        job,
+        reason=end.reason or "ranks stopped",
+        attempt_id=attempt.id,
+        platform_fault=end.platform_fault,
+    )
+
+
+Applies = Callable[[Job, AttemptEnd], bool]
+Moves = Callable[[Session, Job, Attempt, AttemptEnd], None]
+#: What a job does after its current attempt ended: the first rule that applies decides.
+#: Every end goes through here: a node's report (backend.jobs.attempts.finish), a lost
+#: node, a node's new incarnation, a withdrawn claim, cancel, pause, preemption, early stop.
+RULES: tuple[tuple[str, Applies, Moves], ...] = (
+    ("every step done: succeeded", lambda j, e: e.state is AttemptState.succeeded, _succeeded),
+    ("preempted: queued again", lambda j, e: j.stop_request is StopRequest.preempt, _preempted),
+    (
+        "cancel asked (early stop included): cancelled or stopped",
+        lambda j, e: j.stop_request is StopRequest.cancel or j.state == JobState.cancelling,
+        _cancelled,
+    ),
+    (
+        "pause asked: paused",
+        lambda j, e: j.stop_request is StopRequest.pause or j.state == JobState.pausing,
+        _paused,
+    ),
+    (
+        "its policy stopped it (a full disk): paused",
+        lambda j, e: e.state is AttemptState.stopped and e.pause,
+        _paused_by_policy,
+    ),
+    (
+        "no node claimed it: placed again",
+        lambda j, e: e.state is AttemptState.withdrawn,
+        _unclaimed,
+    ),
+    ("a failure no restart can fix: failed", lambda j, e: e.final, _failed_for_good),
+    ("anything else: restart or fail", lambda j, e: True, _restart_or_fail),
+)
+
+
+def advance_job(session: Session, job: Job, attempt: Attempt, end: AttemptEnd) -> str:
+    """Move the job on after its current attempt ended; the name of the rule that decided."""
+    for name, applies, moves in RULES:
+        if applies(job, end):
+            moves(session, job, attempt, end)
+            return name
+    raise AssertionError("the last rule applies to every end")
 
 
 def unclaimed(session: Session, job: Job, *, reason: str, attempt_id: int) -> None:

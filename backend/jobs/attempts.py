@@ -15,9 +15,8 @@ from sqlalchemy import exists, select, update
 from sqlalchemy.orm import Session
 
 from backend.db import utcnow
-from backend.jobs.attempt_end import end_slices, restart_or_fail
+from backend.jobs.attempt_end import AttemptEnd, advance_job, end_slices
 from backend.jobs.models import Attempt, AttemptSlice, Job
-from backend.jobs.preempt import requeue_preempted
 from backend.jobs.run_states import (
     LIVE_ATTEMPT_VALUES,
     AttemptState,
@@ -34,7 +33,6 @@ from backend.nodes.multihost import gang_addresses
 from backend.nodes.trust import accepted_checkpoint, refusal
 from backend.signals import request_stop
 from workers.contract.protocol import AttemptOutcome, StopRequest
-from workers.contract.rank_env import EXIT_FINAL
 
 log = logging.getLogger(__name__)
 
@@ -206,51 +204,9 @@ def finish(
     if end_slices(session, attempt, running_to=SliceState.withdrawn):
         request_stop(client, attempt_id=attempt.id, action=StopRequest.cancel)
     if job.attempt == attempt.number:
-        _advance_job(session, job, attempt, outcome)
+        advance_job(session, job, attempt, AttemptEnd.reported(outcome))
     session.commit()
     return job
-
-
-def _advance_job(session: Session, job: Job, attempt: Attempt, outcome: AttemptOutcome) -> None:
-    def move(to: JobState, message: str, reason: str | None = None) -> None:
-        session.add(transition(job, to, message=message, reason=reason, attempt_id=attempt.id))
-
-    if outcome.outcome == "succeeded" and job.early_stop:
-        # the verdict came too late to stop it: it succeeded, and the board must not say
-        # "stopped early" beside that (the verdict stays in the timeline)
-        job.early_stop = None
-        move(
-            JobState.succeeded,
-            f"attempt {attempt.number} finished all steps before its early stop took effect",
-        )
-    elif outcome.outcome == "succeeded":
-        move(JobState.succeeded, f"attempt {attempt.number} finished all steps")
-    elif job.stop_request == StopRequest.cancel and job.early_stop:
-        move(JobState.stopped, f"attempt {attempt.number} stopped early", reason=job.early_stop)
-    elif job.stop_request == StopRequest.cancel:
-        move(JobState.cancelled, f"attempt {attempt.number} stopped", reason="cancelled by user")
-    elif job.stop_request == StopRequest.pause:
-        move(JobState.paused, f"attempt {attempt.number} paused", reason="paused by user")
-    elif job.stop_request == StopRequest.preempt:
-        requeue_preempted(session, job, attempt_id=attempt.id, number=attempt.number)
-    elif outcome.outcome == "stopped" and outcome.pause:  # its policy on a full disk
-        move(JobState.paused, f"attempt {attempt.number} paused", reason=outcome.reason)
-    elif outcome.outcome == "failed" and EXIT_FINAL in outcome.exit_codes:
-        # a rank failed for what the job's input is (a refused checkpoint): every restart
-        # would meet it again, so none is spent
-        move(
-            JobState.failed,
-            f"attempt {attempt.number} failed; no restart can fix it",
-            reason=outcome.reason,
-        )
-    else:
-        restart_or_fail(
-            session,
-            job,
-            reason=outcome.reason or "ranks stopped",
-            attempt_id=attempt.id,
-            platform_fault=outcome.platform_fault,
-        )
 
 
 def newest_checkpoints(session: Session, job_ids: Sequence[int]) -> dict[int, str]:
