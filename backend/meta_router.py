@@ -7,7 +7,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
-from backend.deps import ReaderDep
+from backend.auth.deps import ReaderDep
 from workers.contract.catalog import PIPELINE_UNITS, TEMPLATES
 
 router = APIRouter(prefix="/api", tags=["meta"])

@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 
-from backend.deps import get_principal, refuse_cross_site
+from backend.auth.deps import get_principal, refuse_cross_site
 
 REFUSAL = {
     "type": "object",
@@ -53,7 +53,7 @@ QUERY_LOOKUPS = {
 LIMITED = {("POST", "/api/login"), ("POST", "/api/sweeps")}
 #: operations that refuse bad credentials without the authentication dependency
 LOGINS = {("POST", "/api/login")}
-#: the rate-limit dependencies (by name: backend.security.ratelimit imports backend.deps)
+#: the rate-limit dependencies (by name: backend.security.ratelimit imports backend.auth.deps)
 LIMITING = {"_submission", "_minting", "_webhook_creation"}
 
 

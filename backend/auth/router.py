@@ -5,6 +5,17 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
 
 from backend.auth import service, tokens, users
+from backend.auth.deps import (
+    SESSION_COOKIE,
+    AdminDep,
+    MintingDep,
+    ObjectId,
+    ReaderDep,
+    SessionDep,
+    SettingsDep,
+    credentials_from,
+    refuse_cross_site,
+)
 from backend.auth.models import ApiToken, User
 from backend.auth.schemas import (
     LoginIn,
@@ -18,17 +29,7 @@ from backend.auth.schemas import (
     UserOut,
 )
 from backend.auth.service import Principal
-from backend.deps import (
-    SESSION_COOKIE,
-    AdminDep,
-    ObjectId,
-    ReaderDep,
-    SessionDep,
-    SettingsDep,
-    credentials_from,
-    refuse_cross_site,
-)
-from backend.security.ratelimit import LoginGate, MintingDep
+from backend.security.ratelimit import LoginGate
 
 router = APIRouter(prefix="/api", tags=["auth"])
 

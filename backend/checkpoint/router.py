@@ -13,9 +13,9 @@ from fastapi.responses import FileResponse
 from pydantic import BaseModel, Field
 from starlette.background import BackgroundTask
 
+from backend.auth.deps import ObjectId, ReaderDep, SessionDep
 from backend.checkpoint import service
 from backend.checkpoint.consolidate import consolidate
-from backend.deps import ObjectId, ReaderDep, SessionDep
 from backend.jobs.service import get_job
 
 router = APIRouter(prefix="/api/jobs", tags=["checkpoints"])

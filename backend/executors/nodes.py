@@ -14,22 +14,58 @@ from typing import Any
 
 import redis
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
 from backend.db import as_utc, utcnow
 from backend.deployment_keys import keys_of
 from backend.jobs.attempt_end import end_attempt
 from backend.jobs.models import Attempt, AttemptSlice
-from backend.jobs.run_states import LIVE_ATTEMPT_VALUES, AttemptState, NodeState, SliceState
-from backend.nodes.disk import explain_disk_low
+from backend.jobs.run_states import (
+    LIVE_ATTEMPT_VALUES,
+    LIVE_SLICE_VALUES,
+    AttemptState,
+    NodeState,
+    SliceState,
+)
+from backend.nodes.disk import disk_low, explain_disk_low
 from backend.nodes.fencing import end_node_attempts, repair_bookings
 from backend.nodes.models import Node
-from backend.placement.policy import Plan, QueuedJob, Quota, plan
+from backend.placement.policy import NodeCapacity, Plan, QueuedJob, Quota, plan
 from backend.placement.preemption import RunningJob
-from backend.scheduler.inputs import capacities
 from backend.signals import announce_nodes, request_stops
 from workers.contract.protocol import RUN_ATTEMPT_TASK, AttemptOrder, StopRequest
 from workers.node.celery_app import direct_queue
+
+
+def busy_devices(session: Session) -> dict[str, set[int]]:
+    """Devices held by a slice that is scheduled or running, per node."""
+    busy: dict[str, set[int]] = {}
+    for part in session.scalars(
+        select(AttemptSlice).where(AttemptSlice.state.in_(LIVE_SLICE_VALUES))
+    ):
+        busy.setdefault(part.node_name, set()).update(int(i) for i in part.devices)
+    return busy
+
+
+def capacities(session: Session) -> list[NodeCapacity]:
+    """Free devices of every node that is up and not drained."""
+    busy = busy_devices(session)
+    nodes = session.scalars(
+        select(Node)
+        .where(Node.state == NodeState.up, Node.drained.is_(False))
+        .options(selectinload(Node.devices))
+        .order_by(Node.name)
+    )
+    return [
+        NodeCapacity(
+            name=node.name,
+            total=len(node.devices),
+            free=tuple(d.index for d in node.devices if d.index not in busy.get(node.name, set())),
+            storage=node.storage or "",
+        )
+        for node in nodes
+        if disk_low(node) is None  # a nearly full data dir takes no new work (it stays up)
+    ]
 
 
 class NodePool:

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.exceptions import RequestValidationError
 
-from backend.deps import ObjectId, ReaderDep, SessionDep
+from backend.auth.deps import ObjectId, ReaderDep, SessionDep
 from backend.health.efficiency import job_efficiency
 from backend.health.hang_stacks import hang_stacks_of
 from backend.health.memory import memory_fit

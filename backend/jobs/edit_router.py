@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from backend.deps import ObjectId, SessionDep, SubmitterDep
+from backend.auth.deps import ObjectId, SessionDep, SubmitterDep
 from backend.jobs import housekeeping, service
 from backend.jobs.housekeeping import BulkIn, BulkResult, JobEdit
 from backend.jobs.schemas import JobOut

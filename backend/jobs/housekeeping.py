@@ -9,8 +9,8 @@ import redis
 from pydantic import BaseModel, Field, StrictBool, field_validator
 from sqlalchemy.orm import Session
 
+from backend.auth.deps import RowId
 from backend.auth.service import Principal
-from backend.deps import RowId
 from backend.jobs.models import Job, JobEvent
 from backend.jobs.service import JobNotFound, get_job, stop
 from backend.jobs.states import IllegalTransition

@@ -12,10 +12,17 @@ from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
+from backend.auth.deps import (
+    ObjectId,
+    ReaderDep,
+    SessionDep,
+    SettingsDep,
+    SubmissionDep,
+    SubmitterDep,
+)
 from backend.auth.service import Principal
 from backend.checkpoint import service as checkpoints
 from backend.db import Database
-from backend.deps import ObjectId, ReaderDep, SessionDep, SettingsDep, SubmitterDep
 from backend.jobs import service
 from backend.jobs.models import Job
 from backend.jobs.schemas import (
@@ -30,7 +37,6 @@ from backend.jobs.schemas import (
     ValidationOut,
 )
 from backend.jobs.views import attempt_view, describe_job, describe_jobs, event_view
-from backend.security.ratelimit import SubmissionDep
 from backend.telemetry import series
 from backend.telemetry.series import logs
 from workers.contract.spec import JobSpec

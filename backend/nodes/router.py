@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Request, status
 
-from backend.deps import AdminDep, NodeDep, ObjectId, ReaderDep, SessionDep
+from backend.auth.deps import AdminDep, NodeDep, ObjectId, ReaderDep, SessionDep
 from backend.jobs import attempts
 from backend.jobs.schemas import ClaimIn, ClaimOut, FinishOut, RendezvousOut
 from backend.nodes import control, service, trust

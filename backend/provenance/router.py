@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, status
 from pydantic import BaseModel, Field
 
-from backend.deps import NodeDep, ObjectId, ReaderDep, RowId, SessionDep
+from backend.auth.deps import NodeDep, ObjectId, ReaderDep, RowId, SessionDep
 from backend.jobs.service import get_job
 from backend.nodes.trust import acting_node
 from backend.provenance import service

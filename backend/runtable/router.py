@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, status
 
-from backend.deps import ReaderDep, SessionDep
+from backend.auth.deps import ReaderDep, SessionDep
 from backend.jobs.states import JobState
 from backend.runtable import service
 from backend.runtable.schemas import RunTable

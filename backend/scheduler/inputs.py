@@ -14,16 +14,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session
 
 from backend.db import as_utc, utcnow
 from backend.jobs.models import Attempt, AttemptSlice, Job
-from backend.jobs.run_states import LIVE_SLICE_VALUES, AttemptState, NodeState
+from backend.jobs.run_states import LIVE_SLICE_VALUES, AttemptState
 from backend.jobs.states import JobState
-from backend.nodes.disk import disk_low
-from backend.nodes.models import Node
 from backend.placement.fairshare import fair_share_factors
-from backend.placement.policy import NodeCapacity, QueuedJob, Quota
+from backend.placement.policy import QueuedJob, Quota
 from backend.placement.preemption import RunningJob
 from backend.usage.accounting import WEEK, decayed_usage, device_hours_since
 from backend.usage.models import UserLimits
@@ -155,34 +153,3 @@ def explain_preempted(jobs: Mapping[int, Job], waiting: dict[int, str]) -> None:
         job = jobs[job_id]
         if job.preempted_by is not None and job.reason == f"preempted by job {job.preempted_by}":
             waiting[job_id] = f"{job.reason}; {reason}"[:256]
-
-
-def busy_devices(session: Session) -> dict[str, set[int]]:
-    """Devices held by a slice that is scheduled or running, per node."""
-    busy: dict[str, set[int]] = {}
-    for part in session.scalars(
-        select(AttemptSlice).where(AttemptSlice.state.in_(LIVE_SLICE_VALUES))
-    ):
-        busy.setdefault(part.node_name, set()).update(int(i) for i in part.devices)
-    return busy
-
-
-def capacities(session: Session) -> list[NodeCapacity]:
-    """Free devices of every node that is up and not drained."""
-    busy = busy_devices(session)
-    nodes = session.scalars(
-        select(Node)
-        .where(Node.state == NodeState.up, Node.drained.is_(False))
-        .options(selectinload(Node.devices))
-        .order_by(Node.name)
-    )
-    return [
-        NodeCapacity(
-            name=node.name,
-            total=len(node.devices),
-            free=tuple(d.index for d in node.devices if d.index not in busy.get(node.name, set())),
-            storage=node.storage or "",
-        )
-        for node in nodes
-        if disk_low(node) is None  # a nearly full data dir takes no new work (it stays up)
-    ]

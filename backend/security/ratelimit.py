@@ -8,17 +8,14 @@ import ipaddress
 import logging
 import time
 from collections.abc import Sequence
-from typing import Annotated
 
 import redis
-from fastapi import Depends, HTTPException, Request, status
+from fastapi import HTTPException, Request, status
 from starlette.datastructures import Headers
 from starlette.types import Scope
 
-from backend.auth.service import Principal
 from backend.config import IPNetwork, Settings
 from backend.deployment_keys import keys_of
-from backend.deps import ReaderDep, SettingsDep, SubmitterDep
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +101,7 @@ def count_against(
         )
 
 
-def spend_submissions(request: Request, settings: Settings, principal: Principal, n: int) -> None:
+def spend_submissions(request: Request, settings: Settings, user_id: int, n: int) -> None:
     """Count n submissions (a sweep's trials) against the user's submit limit, all or none."""
     limit = settings.submit_rate_limit
     what = "submissions (each sweep trial is one)"
@@ -112,7 +109,7 @@ def spend_submissions(request: Request, settings: Settings, principal: Principal
         request,
         settings,
         bucket="submit",
-        user_id=principal.user_id,
+        user_id=user_id,
         limit=limit,
         cost=n,
         what=what,
@@ -175,31 +172,3 @@ class LoginGate:
             return
         if count > self.limit:
             raise self._refusal()
-
-
-def _submission(request: Request, principal: SubmitterDep, settings: SettingsDep) -> Principal:
-    """A submitter, counted: submit and clone share one limit per user."""
-    limit = settings.submit_rate_limit
-    count_against(request, settings, bucket="submit", user_id=principal.user_id, limit=limit)
-    return principal
-
-
-def _minting(request: Request, principal: ReaderDep, settings: SettingsDep) -> Principal:
-    """A caller minting a token, counted per user (a new token gets no fresh allowance)."""
-    limit = settings.token_rate_limit
-    count_against(request, settings, bucket="tokens", user_id=principal.user_id, limit=limit)
-    return principal
-
-
-def _webhook_creation(
-    request: Request, principal: SubmitterDep, settings: SettingsDep
-) -> Principal:
-    """A submitter creating a webhook, counted per user."""
-    limit = settings.webhook_rate_limit
-    count_against(request, settings, bucket="webhooks", user_id=principal.user_id, limit=limit)
-    return principal
-
-
-SubmissionDep = Annotated[Principal, Depends(_submission)]
-WebhookCreationDep = Annotated[Principal, Depends(_webhook_creation)]
-MintingDep = Annotated[Principal, Depends(_minting)]

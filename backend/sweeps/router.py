@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, status
 
-from backend.deps import ObjectId, ReaderDep, SessionDep, SettingsDep, SubmitterDep
+from backend.auth.deps import ObjectId, ReaderDep, SessionDep, SettingsDep, SubmitterDep
 from backend.security.ratelimit import spend_submissions
 from backend.sweeps import service
 from backend.sweeps.schemas import SweepIn, SweepList, SweepOut
@@ -31,7 +31,7 @@ def create_sweep(
         principal=principal,
         sweep_in=body,
         script_roots=settings.script_root_paths,
-        admit=lambda trials: spend_submissions(request, settings, principal, trials),
+        admit=lambda trials: spend_submissions(request, settings, principal.user_id, trials),
     )
     return describe_sweep(session, sweep)
 

@@ -9,8 +9,8 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, Request, status
 from pydantic import BeforeValidator
 
+from backend.auth.deps import AdminDep, ReaderDep, SessionDep
 from backend.db import as_utc, utcnow
-from backend.deps import AdminDep, ReaderDep, SessionDep
 from backend.signals import wake_scheduler
 from backend.usage import service
 from backend.usage.schemas import DailyUsageOut, LimitsIn, LimitsOut, UsageBy, UsageOut

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from backend.deps import ObjectId, ReaderDep, SessionDep, SettingsDep, SubmitterDep
-from backend.security.ratelimit import WebhookCreationDep
+from backend.auth.deps import (
+    ObjectId,
+    ReaderDep,
+    SessionDep,
+    SettingsDep,
+    SubmitterDep,
+    WebhookCreationDep,
+)
 from backend.webhooks import service
 from backend.webhooks.destination import AllowList
 from backend.webhooks.models import Webhook

@@ -25,14 +25,13 @@ from sqlalchemy import select, update
 from backend.auth.models import User
 from backend.auth.service import Principal
 from backend.db import Database, utcnow
-from backend.executors.nodes import NodePool
+from backend.executors.nodes import NodePool, busy_devices
 from backend.jobs import attempts, service
 from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.jobs.run_states import LIVE_ATTEMPT_VALUES, LIVE_SLICE_VALUES
 from backend.migrate import upgrade
 from backend.nodes import service as nodes
 from backend.nodes.models import Node
-from backend.scheduler.inputs import busy_devices
 from backend.scheduler.loop import Scheduler
 from tests.conftest import REDIS_BASE, TEST_REDIS_DB
 from workers.contract.protocol import AttemptOutcome, Heartbeat, NodeDevice, NodeRegistration

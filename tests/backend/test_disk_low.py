@@ -11,9 +11,8 @@ from sqlalchemy import select
 
 from backend.config import Settings
 from backend.db import Database
-from backend.executors.nodes import NodePool
+from backend.executors.nodes import NodePool, capacities
 from backend.jobs.models import Attempt, Job
-from backend.scheduler.inputs import capacities
 from backend.scheduler.loop import Scheduler
 from tests.backend.conftest import NODE_INSTANCE, bearer
 from tests.full_disk import fill, small_filesystem

@@ -11,12 +11,11 @@ from sqlalchemy import select
 
 from backend.config import Settings
 from backend.db import Database
-from backend.executors.nodes import NodePool
+from backend.executors.nodes import NodePool, capacities
 from backend.jobs.attempts import claim, finish
 from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.nodes.service import register
 from backend.placement.policy import NodeCapacity, QueuedJob, plan
-from backend.scheduler.inputs import capacities
 from backend.scheduler.loop import Scheduler
 from tests.backend.conftest import bearer
 from workers.contract.protocol import AttemptOutcome, NodeDevice, NodeRegistration

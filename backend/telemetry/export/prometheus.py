@@ -17,9 +17,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, gen
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from backend.auth.deps import SessionDep, credentials_from
 from backend.auth.service import authenticate
 from backend.deployment_keys import keys_of
-from backend.deps import SessionDep, credentials_from
 from backend.jobs.models import Job
 from backend.nodes.models import Device, Node
 from backend.telemetry.ingest.streams import backlog

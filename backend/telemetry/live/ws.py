@@ -11,9 +11,9 @@ import redis
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from starlette.types import Message
 
+from backend.auth.deps import MAX_ID, credentials_from
 from backend.auth.service import Principal, authenticate
 from backend.db import Database
-from backend.deps import MAX_ID, credentials_from
 from backend.security.hosts import refuse_handshake
 from backend.telemetry.live import feed
 from backend.telemetry.live.hub import OUTLET_EXTENSION, Client, Hub, delta_text, encode

@@ -9,9 +9,9 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from fastapi.responses import StreamingResponse
 from sqlalchemy.orm import Session
 
+from backend.auth.deps import ObjectId, ReaderDep, RowId, SessionDep
 from backend.auth.service import Principal
 from backend.db import Database
-from backend.deps import ObjectId, ReaderDep, RowId, SessionDep
 from backend.jobs import service as jobs
 from backend.jobs.models import Attempt, Job
 from backend.jobs.views import describe_jobs

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Annotated
-from urllib.parse import urlsplit
 
 from fastapi import Depends, HTTPException, Path, Request, status
 from pydantic import Field
@@ -13,6 +12,8 @@ from sqlalchemy.orm import Session
 from backend.auth.service import Principal, authenticate
 from backend.config import Settings
 from backend.db import Database
+from backend.security.hosts import origin_allowed
+from backend.security.ratelimit import count_against
 
 SESSION_COOKIE = "trainboard_session"
 #: ids are INTEGER columns; a larger number cannot name a row (and overflows the driver)
@@ -53,15 +54,6 @@ def credentials_from(headers: dict[str, str] | object, cookies: dict[str, str]) 
     if scheme.lower() == "bearer" and value.strip():
         return value.strip(), "bearer"
     return cookies.get(SESSION_COOKIE, ""), "cookie"
-
-
-def origin_allowed(origin: str | None, host: str | None, origins: list[str]) -> bool:
-    """No Origin (not a browser), the request's own origin, or one CORS is configured to admit."""
-    if origin is None:
-        return True
-    if host and urlsplit(origin).netloc.lower() == host.lower():
-        return True
-    return origin.lower() in origins
 
 
 def refuse_cross_site(request: Request, settings: SettingsDep) -> None:
@@ -105,3 +97,31 @@ ReaderDep = Annotated[Principal, Depends(require_scope("read"))]
 SubmitterDep = Annotated[Principal, Depends(require_scope("submit"))]
 AdminDep = Annotated[Principal, Depends(require_scope("admin"))]
 NodeDep = Annotated[Principal, Depends(require_scope("node"))]
+
+
+def _submission(request: Request, principal: SubmitterDep, settings: SettingsDep) -> Principal:
+    """A submitter, counted: submit and clone share one limit per user."""
+    limit = settings.submit_rate_limit
+    count_against(request, settings, bucket="submit", user_id=principal.user_id, limit=limit)
+    return principal
+
+
+def _minting(request: Request, principal: ReaderDep, settings: SettingsDep) -> Principal:
+    """A caller minting a token, counted per user (a new token gets no fresh allowance)."""
+    limit = settings.token_rate_limit
+    count_against(request, settings, bucket="tokens", user_id=principal.user_id, limit=limit)
+    return principal
+
+
+def _webhook_creation(
+    request: Request, principal: SubmitterDep, settings: SettingsDep
+) -> Principal:
+    """A submitter creating a webhook, counted per user."""
+    limit = settings.webhook_rate_limit
+    count_against(request, settings, bucket="webhooks", user_id=principal.user_id, limit=limit)
+    return principal
+
+
+SubmissionDep = Annotated[Principal, Depends(_submission)]
+WebhookCreationDep = Annotated[Principal, Depends(_webhook_creation)]
+MintingDep = Annotated[Principal, Depends(_minting)]
