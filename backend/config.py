@@ -47,10 +47,20 @@ class Settings(BaseSettings):
         "disk_low_fraction of that disk is 'disk low': it stays up but gets no new work",
     )
     disk_low_fraction: float = Field(0.05, ge=0, le=1, description="see disk_low_bytes")
-    executor: Literal["nodes"] = Field(
+    executor: Literal["nodes", "slurm"] = Field(
         "nodes",
         description="how attempts run: 'nodes', Trainboard's own worker nodes "
-        "(`trainboard worker`, backend.executors.nodes)",
+        "(`trainboard worker`, backend.executors.nodes); 'slurm', one Slurm job per attempt "
+        "(backend.executors.slurm, docs/slurm.md)",
+    )
+    slurm_partition: str | None = Field(
+        None, description="the Slurm partition jobs go to (default: the cluster's default)"
+    )
+    slurm_gpus: bool = Field(
+        False, description="ask Slurm for GPUs (--gpus-per-node), not CPUs, per device"
+    )
+    api_url: str | None = Field(
+        None, description="where Slurm-started supervisors reach the API (default: host:port)"
     )
     claim_timeout: float = Field(
         60.0, gt=0, description="seconds before an unclaimed attempt is withdrawn and requeued"

@@ -204,8 +204,11 @@ def up(settings: Settings, *, cpu_slots: int, node_name: str = "local") -> int:
             "TRAINBOARD_NODE_TOKEN": node_token,
             "TRAINBOARD_NODE_NAME": node_name,
             "TRAINBOARD_CPU_SLOTS": str(cpu_slots),
+            "TRAINBOARD_EXECUTOR": settings.executor,
         }
         env.pop("TRAINBOARD_ADMIN_TOKEN", None)
+        if settings.executor == "slurm":  # Slurm starts the supervisors; they get this
+            env.setdefault("TRAINBOARD_ALLOW_SAME_USER", "1")
         api_command = (
             [
                 sys.executable,
@@ -228,22 +231,14 @@ def up(settings: Settings, *, cpu_slots: int, node_name: str = "local") -> int:
         )
         api = stack.start(*api_command)
         _wait_healthy(api_url, api)
-        # the worker holds a node token and the Redis URL, never the database's; on this
-        # one-person machine it may run ranks as its own user when it cannot switch (it says so)
-        worker_env = {k: v for k, v in env.items() if k != "TRAINBOARD_DATABASE_URL"}
-        worker_env.setdefault("TRAINBOARD_ALLOW_SAME_USER", "1")
-        worker_command = ([sys.executable, "-m", "backend.cli", "worker"], worker_env)
-        worker = stack.start(*worker_command)
+        children = [Child("API", lambda: stack.restart(*api_command), api)]
+        if settings.executor == "nodes":  # under Slurm no worker runs here
+            children.append(_start_worker(stack, env))
         print(f"\nTrainboard is running at {api_url}/", flush=True)
         print(f"Log in with this token (shown once): {admin_token}", flush=True)
         print(f"For the CLI: export TRAINBOARD_TOKEN={admin_token}", flush=True)
         print("Press Ctrl-C to stop.\n", flush=True)
-        return keep_running(
-            [
-                Child("API", lambda: stack.restart(*api_command), api),
-                Child("worker", lambda: stack.restart(*worker_command), worker),
-            ]
-        )
+        return keep_running(children)
     except RedisNotUsable as err:
         print(f"trainboard up: refusing to start: {err}", file=sys.stderr, flush=True)
         return 2
@@ -254,6 +249,15 @@ def up(settings: Settings, *, cpu_slots: int, node_name: str = "local") -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         stack.stop()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _start_worker(stack: Stack, env: dict[str, str]) -> Child:
+    """The local worker node: it holds a node token and the Redis URL, never the database's;
+    on this one-person machine it may run ranks as its own user when it cannot switch."""
+    worker_env = {k: v for k, v in env.items() if k != "TRAINBOARD_DATABASE_URL"}
+    worker_env.setdefault("TRAINBOARD_ALLOW_SAME_USER", "1")
+    worker_command = ([sys.executable, "-m", "backend.cli", "worker"], worker_env)
+    return Child("worker", lambda: stack.restart(*worker_command), stack.start(*worker_command))
 
 
 def _wait_healthy(api_url: str, api: subprocess.Popen[bytes], timeout: float = 60.0) -> None:

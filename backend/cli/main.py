@@ -21,12 +21,16 @@ def up(
     cpu_slots: Annotated[
         int | None, typer.Option(min=1, max=1024, help="[TRAINBOARD_CPU_SLOTS]")
     ] = None,
+    executor: Annotated[
+        str | None, typer.Option(help="nodes or slurm (docs/slurm.md) [TRAINBOARD_EXECUTOR]")
+    ] = None,
 ) -> None:
     """Run everything on this machine: database, Redis, API, scheduler and one worker."""
     from backend.config import Settings
     from backend.launcher import up as launch
 
-    overrides = {k: v for k, v in {"host": host, "port": port, "data_dir": data_dir}.items() if v}
+    given = {"host": host, "port": port, "data_dir": data_dir, "executor": executor}
+    overrides = {k: v for k, v in given.items() if v}
     settings = Settings(**overrides)  # type: ignore[arg-type]
     slots = cpu_slots or settings.cpu_slots or max(1, os.cpu_count() or 1)
     raise typer.Exit(launch(settings, cpu_slots=slots))

@@ -48,7 +48,9 @@ class JobOut(BaseModel):
         description="what the current attempt's engine uses (its start event): global batch, "
         "world size, accumulation, data-parallel degree; None before it started",
     )
-    wait_reason: str | None = Field(description="why a queued job has not started yet")
+    wait_reason: str | None = Field(
+        description="why a queued job (or one pending in Slurm) has not started yet"
+    )
     queue_position: int | None = Field(
         None, description="a queued job's place in the queue (1: placed next; docs/scheduler.md)"
     )
@@ -90,6 +92,7 @@ class AttemptOut(BaseModel):
     last_checkpoint: str | None
     exit_reason: str | None
     facts: RunFacts | None = Field(None, description="what its engine reported it uses")
+    slurm_job_id: str | None = Field(None, description="its Slurm job (the Slurm executor only)")
     created_at: datetime
     claimed_at: datetime | None
     finished_at: datetime | None

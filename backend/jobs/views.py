@@ -23,6 +23,7 @@ JOB_FIELDS = (
 #: AttemptOut fields copied from the attempt row as they are
 ATTEMPT_FIELDS = (
     "id number resume_from last_checkpoint exit_reason facts created_at claimed_at finished_at"
+    " slurm_job_id"
 )
 
 
@@ -80,7 +81,7 @@ def _view(job: Job, owner: str, attempt: Attempt | None, placement: list[SliceOu
         loss_rank=spec.parallelism.stages - 1,
         placement=placement,
         facts=attempt.facts if attempt else None,
-        wait_reason=job.wait_reason if job.state == "queued" else None,
+        wait_reason=job.wait_reason if job.state in ("queued", "scheduled") else None,
         queue_position=job.queue_position if job.state == "queued" else None,
         priority=Priority.of_rank(job.priority_rank).value,
         tags=spec.tags,

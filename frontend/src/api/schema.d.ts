@@ -1185,6 +1185,11 @@ export interface components {
             number: number;
             /** Resume From */
             resume_from: string | null;
+            /**
+             * Slurm Job Id
+             * @description its Slurm job (the Slurm executor only)
+             */
+            slurm_job_id?: string | null;
             state: components["schemas"]["AttemptState"];
         };
         /**
@@ -2080,7 +2085,7 @@ export interface components {
             updated_at: string;
             /**
              * Wait Reason
-             * @description why a queued job has not started yet
+             * @description why a queued job (or one pending in Slurm) has not started yet
              */
             wait_reason: string | null;
         };

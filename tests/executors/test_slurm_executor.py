@@ -1,0 +1,197 @@
+"""Trainboard on Slurm end to end: `trainboard up --executor slurm` on a real one-host Slurm.
+
+Jobs go in through the REST API; each attempt becomes one `sbatch` whose `srun` starts the
+supervisor (workers/node/slurm_step.py), which claims, runs the ranks and reports through
+the node routes as a worker node's would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+
+from tests.job_users import reachable
+from tests.slurm_cluster import SlurmCluster, slurm_cluster, slurm_installed
+from tests.stack import ADMIN_TOKEN, RunningStack, free_port, private_redis, wait_for
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not slurm_installed(), reason="needs slurm-wlm and munge (.ci/run installs them)"
+    ),
+]
+
+
+def _spec(name: str, *, devices: int = 1, steps: int = 20, **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "template": "mlp",
+        "parallelism": {"strategy": "data", "devices": devices},
+        "hyperparameters": {"steps": steps, "batch_size": 16, **extra},
+    }
+
+
+@contextlib.contextmanager
+def slurm_stack(tmp: Path, cluster: SlurmCluster) -> Iterator[RunningStack]:
+    """`trainboard up --executor slurm` pointed at the cluster; no local worker starts."""
+    port = free_port()
+    data_dir = reachable(tmp / "data")
+    log_path = tmp / "trainboard-up.log"
+    with private_redis(tmp) as redis_url:
+        env = {
+            **cluster.env,
+            "TRAINBOARD_PORT": str(port),
+            "TRAINBOARD_DATA_DIR": str(data_dir),
+            "TRAINBOARD_ADMIN_TOKEN": ADMIN_TOKEN,
+            "TRAINBOARD_REDIS_URL": redis_url,
+            "TRAINBOARD_STOP_GRACE_SECONDS": "5",
+        }
+        env.pop("TRAINBOARD_DATABASE_URL", None)
+        with log_path.open("ab") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "backend.cli", "up", "--executor", "slurm"],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        stack = RunningStack(
+            f"http://127.0.0.1:{port}", redis_url, ADMIN_TOKEN, data_dir, process, log_path
+        )
+        try:
+            with stack.client() as client:
+                wait_for(lambda: _healthy(client), timeout=120, what="the API to answer")
+            yield stack
+        finally:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def _healthy(client: httpx.Client) -> bool:
+    try:
+        return client.get("/api/health").status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    with slurm_cluster(tmp_path_factory.mktemp("slurm"), cpus=2, kill_wait=2) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, cluster: SlurmCluster
+) -> Iterator[RunningStack]:
+    with slurm_stack(tmp_path_factory.mktemp("stack"), cluster) as running:
+        yield running
+
+
+def _attempts(client: httpx.Client, job_id: int) -> list[dict[str, Any]]:
+    return list(client.get(f"/api/jobs/{job_id}/attempts").json())
+
+
+def _processes_of(folder: Path) -> list[psutil.Process]:
+    """Processes started for an attempt: its step (folder in its command line) and ranks
+    (working in the job's run dir)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "cwd"]):
+        with contextlib.suppress(psutil.Error):
+            if (
+                proc.info["cwd"]
+                and proc.info["cwd"].startswith(str(folder))
+                or any(str(folder) in part for part in proc.info["cmdline"] or ())
+            ):
+                found.append(proc)
+    return found
+
+
+def test_a_job_runs_through_sbatch_and_srun_to_succeeded(
+    stack: RunningStack, cluster: SlurmCluster
+) -> None:
+    with stack.client() as client:
+        job_id = client.post("/api/jobs", json=_spec("on-slurm")).json()["id"]
+        job = stack.wait_job(client, job_id, "succeeded", "failed", "restarting", timeout=240)
+        assert job["state"] == "succeeded", (job["reason"], stack.log_path.read_text()[-3000:])
+        attempts = _attempts(client, job_id)
+        loss = client.get(f"/api/jobs/{job_id}/metrics/loss").json()
+    assert len(attempts) == 1
+    slurm_id = attempts[0]["slurm_job_id"]
+    assert slurm_id and slurm_id.isdigit()
+    # the supervisor reported, then its srun step and the batch shell end
+    record = wait_for(
+        lambda: (j := cluster.cli.job(slurm_id)) and j.state not in ("RUNNING", "COMPLETING") and j,
+        timeout=30,
+        what=f"Slurm job {slurm_id} to end",
+    )
+    assert record.state == "COMPLETED" and record.exit_code == 0, record
+    assert record.name.startswith("tb-") and record.name.endswith(f"-{job_id}-{attempts[0]['id']}")
+    assert len(loss["step"]) >= 10 and loss["step"][-1] >= 19
+
+
+def test_a_job_behind_another_shows_slurms_reason_and_cancel_leaves_nothing(
+    stack: RunningStack, cluster: SlurmCluster
+) -> None:
+    with stack.client() as client:
+        # both CPUs for a long while, then a second job that needs them too
+        first = client.post("/api/jobs", json=_spec("holds-both", devices=2, steps=100_000))
+        assert first.status_code == 201, first.text
+        first_id = first.json()["id"]
+        stack.wait_job(client, first_id, "running", timeout=120)
+        second = client.post("/api/jobs", json=_spec("waits", devices=2))
+        assert second.status_code == 201, second.text
+        second_id = second.json()["id"]
+        waiting = wait_for(
+            lambda: (
+                (j := client.get(f"/api/jobs/{second_id}").json())["wait_reason"]
+                and "Resources" in j["wait_reason"]
+                and j
+            ),
+            timeout=60,
+            what="the second job to show Slurm's reason",
+        )
+        slurm_id = wait_for(
+            lambda: _attempts(client, second_id)[0]["slurm_job_id"],
+            timeout=30,
+            what="the second attempt's Slurm job id",
+        )
+        assert waiting["wait_reason"] == (
+            f"Slurm job {slurm_id}: waiting for Slurm to free enough nodes/devices (Resources)"
+        )
+        assert cluster.cli.queue("tb-")[slurm_id].reason == "Resources"
+
+        running = _attempts(client, first_id)[0]
+        step_dir = stack.data_dir / "slurm" / f"attempt-{running['id']}"
+        run_dir = stack.data_dir / "runs" / f"job-{first_id}"
+        assert _processes_of(step_dir), "the first job's supervisor runs under Slurm"
+        assert client.post(f"/api/jobs/{first_id}/cancel").status_code == 200
+        job = stack.wait_job(client, first_id, "cancelled", "failed", timeout=60)
+        assert job["state"] == "cancelled", job["reason"]
+        # Slurm's KillWait (2 s) + 5 s: nothing of it is left, and Slurm has ended it
+        wait_for(
+            lambda: not _processes_of(step_dir) and not _processes_of(run_dir),
+            timeout=cluster.kill_wait + 5,
+            what="no process of the cancelled job left",
+        )
+        first_slurm = running["slurm_job_id"]
+        wait_for(
+            lambda: first_slurm not in cluster.cli.queue("tb-"),
+            timeout=30,
+            what="the cancelled job's Slurm job to end",
+        )
+        # the waiting one now gets the CPUs
+        done = stack.wait_job(client, second_id, "succeeded", "failed", timeout=240)
+        assert done["state"] == "succeeded", done["reason"]
+        assert done["wait_reason"] is None

@@ -1,0 +1,101 @@
+"""One node's supervisor of an attempt that Slurm runs (`srun ... -m workers.node.slurm_step DIR`).
+
+The Slurm executor (backend/executors/slurm/executor.py) writes DIR/step.json (0600): the
+gang's orders by node rank, each slot's token file and the worker settings, then submits
+one batch job whose `srun` starts this once per node. Here the node rank is SLURM_NODEID
+and rank 0's host the allocation's first (TRAINBOARD_SLURM_MASTER, set by the batch
+script); the rest is a node agent's `run_attempt`: claim the slot's slice through the API,
+run the ranks under a Supervisor, report the outcome. SIGTERM (scancel, the time limit)
+stops the ranks, which checkpoint if they can, and the outcome is still reported.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from workers.contract.run_layout import job_dir
+from workers.devices.nvml import NvmlProbe
+from workers.devices.registry import DeviceRegistry
+from workers.node.api_client import NodeApiClient
+from workers.node.settings import WorkerSettings
+from workers.node.tasks import ActiveAttempts, run_attempt
+from workers.supervisor.job_user import IsolationError, prepare_isolation
+
+log = logging.getLogger("workers.node.slurm_step")
+
+#: what run_attempt returns when it reported an outcome to the API
+REPORTED = frozenset({"succeeded", "failed", "stopped"})
+
+
+def step_order(step: dict[str, Any], node_id: int, master: str) -> dict[str, Any]:
+    """This node's order: the rank-th of the gang, with rank 0's host from the allocation."""
+    order = dict(step["orders"][node_id])
+    if order["node_rank"] != node_id:
+        raise ValueError(f"order {node_id} is for node rank {order['node_rank']}")
+    return {**order, "master_addr": master or order.get("master_addr") or "127.0.0.1"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run this node's slice of the attempt in the folder given; 0 once its end is reported."""
+    args = sys.argv[1:] if argv is None else argv
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    step = json.loads((Path(args[0]) / "step.json").read_text())
+    order = step_order(
+        step,
+        int(os.environ.get("SLURM_NODEID", "0")),
+        os.environ.get("TRAINBOARD_SLURM_MASTER", ""),
+    )
+    os.environ.update(step["env"])
+    os.environ["TRAINBOARD_NODE_NAME"] = order["node"]
+    os.environ["TRAINBOARD_NODE_TOKEN"] = Path(step["tokens"][order["node"]]).read_text().strip()
+    settings = WorkerSettings()
+    try:
+        isolation = prepare_isolation(
+            account=settings.job_user,
+            uid_base=settings.job_uid_base,
+            allow_same_user=settings.allow_same_user,
+            runs_dir=job_dir(settings.data_dir, 0).parent,
+            uid_registry=settings.uid_registry,
+        )
+    except IsolationError as err:
+        log.error("%s", err)
+        return 2
+    registry = DeviceRegistry()
+    nvml = NvmlProbe.create()  # GPUs: the ones Slurm's allocation shows this step
+    use_gpus = nvml is not None
+    if nvml is not None:
+        nvml.shutdown()
+    api = NodeApiClient(settings.api_url, settings.node_token)
+    active = ActiveAttempts()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        log.info("signal %d: stopping the ranks of attempt %d", signum, order["attempt_id"])
+        active.shutdown_all()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        result = run_attempt(
+            order,
+            settings=settings,
+            supervisor_settings=settings.for_supervisor(isolation),
+            api=api,
+            registry=registry,
+            active=active,
+            use_gpus=use_gpus,
+        )
+    finally:
+        api.close()
+    log.info("attempt %d on %s: %s", order["attempt_id"], order["node"], result)
+    return 0 if result in REPORTED else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
