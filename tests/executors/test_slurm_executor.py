@@ -195,3 +195,37 @@ def test_a_job_behind_another_shows_slurms_reason_and_cancel_leaves_nothing(
         done = stack.wait_job(client, second_id, "succeeded", "failed", timeout=240)
         assert done["state"] == "succeeded", done["reason"]
         assert done["wait_reason"] is None
+
+
+def test_a_supervisor_killed_under_slurm_ends_its_attempt_with_slurms_state(
+    stack: RunningStack, cluster: SlurmCluster
+) -> None:
+    spec = {**_spec("killed", steps=100_000), "max_restarts": 0}
+    with stack.client() as client:
+        job_id = client.post("/api/jobs", json=spec).json()["id"]
+        stack.wait_job(client, job_id, "running", timeout=120)
+        attempt = _attempts(client, job_id)[0]
+        step_dir = stack.data_dir / "slurm" / f"attempt-{attempt['id']}"
+        steps = wait_for(
+            lambda: [
+                p for p in _processes_of(step_dir) if "workers.node.slurm_step" in p.cmdline()
+            ],
+            timeout=30,
+            what="the attempt's supervisor",
+        )
+        for step in steps:
+            step.kill()  # no report of how it ended reaches the API
+        job = stack.wait_job(client, job_id, "failed", "succeeded", timeout=60)
+        ended = _attempts(client, job_id)[0]
+    assert job["state"] == "failed"
+    slurm_id = attempt["slurm_job_id"]
+    assert ended["state"] == "failed"
+    assert ended["exit_reason"].startswith(
+        f"Slurm job {slurm_id} ended without its supervisors' report: Slurm: FAILED"
+    ), ended["exit_reason"]
+    run_dir = stack.data_dir / "runs" / f"job-{job_id}"
+    wait_for(
+        lambda: not _processes_of(step_dir) and not _processes_of(run_dir),
+        timeout=cluster.kill_wait + 5,
+        what="no process of the job left",
+    )
