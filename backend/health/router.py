@@ -10,9 +10,10 @@ from fastapi.exceptions import RequestValidationError
 from backend.auth.deps import ObjectId, ReaderDep, SessionDep
 from backend.health.efficiency import job_efficiency
 from backend.health.hang_stacks import hang_stacks_of
-from backend.health.memory import memory_fit
-from backend.health.schemas import EfficiencyOut, HangStackOut, MemoryEstimateOut
+from backend.health.schemas import EfficiencyOut, HangStackOut
 from backend.jobs import service as jobs
+from backend.jobs.memory import memory_fit
+from backend.jobs.schemas import MemoryEstimateOut
 from workers.contract.spec import JobSpec
 
 router = APIRouter(prefix="/api", tags=["health"])

@@ -7,33 +7,6 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 
-class DeviceFit(BaseModel):
-    """One device of a node and whether the estimate fits its memory."""
-
-    node: str
-    index: int
-    kind: str
-    name: str
-    memory_total: int | None = Field(description="bytes; a CPU slot's is the host's RAM")
-    fits: bool | None = Field(description="None: the device's memory is unknown")
-    note: str
-
-
-class MemoryEstimateOut(BaseModel):
-    """Bytes per device of a template job before launch, and where it fits."""
-
-    parameter_count: int
-    parameters: int
-    gradients: int
-    optimizer_state: int
-    activations: int
-    runtime: int = Field(description="a GPU rank's CUDA context and allocator slack")
-    total: int = Field(description="per device, on a GPU (runtime included)")
-    note: str = Field(description="which micro-batches the activations are for")
-    devices: list[DeviceFit]
-    warnings: list[str]
-
-
 class EfficiencyOut(BaseModel):
     """How much a job cost and how well it used its devices."""
 

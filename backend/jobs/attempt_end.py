@@ -3,7 +3,7 @@
 Whatever ends an attempt (its nodes' reports, a lost node, a node's new incarnation, a
 claim timeout, a stop before it started) calls `end_attempt`, which ends every live slice
 of it in the same transaction, so its devices are free at once and a node that later
-receives or still runs its task is told to stop (`backend.nodes.fencing`).
+receives or still runs its task is told to stop (`backend.jobs.fencing`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.db import utcnow
-from backend.health.oom import remediate
 from backend.jobs.models import Attempt, AttemptSlice, Job
+from backend.jobs.oom import remediate
 from backend.jobs.preempt import requeue_preempted
 from backend.jobs.run_states import (
     LIVE_SLICE,
@@ -247,7 +247,7 @@ def restart_or_fail(
     """Restart from the newest checkpoint after a back-off while allowed, else fail.
 
     An out-of-memory failure under `health.on_oom: reduce_microbatch` restarts with half
-    the micro-batch instead (backend.health.oom), while its reductions last.
+    the micro-batch instead (backend.jobs.oom), while its reductions last.
     """
     if remediate(session, job, reason=reason, attempt_id=attempt_id):
         return

@@ -20,7 +20,6 @@ from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.jobs.run_states import (
     LIVE_ATTEMPT_VALUES,
     AttemptState,
-    NodeState,
     SliceState,
     attempt_move,
     set_attempt_state,
@@ -28,7 +27,7 @@ from backend.jobs.run_states import (
     slice_move,
 )
 from backend.jobs.states import JobState, transition
-from backend.nodes.models import Node
+from backend.nodes.models import Node, NodeState
 from backend.nodes.multihost import gang_addresses
 from backend.nodes.trust import accepted_checkpoint, refusal
 from backend.signals import request_stop

@@ -54,14 +54,6 @@ FENCED_ATTEMPT_VALUES = (AttemptState.lost.value, AttemptState.withdrawn.value)
 LIVE_SLICE_VALUES = tuple(sorted(s.value for s in LIVE_SLICE))
 
 
-class NodeState(StrEnum):
-    """A worker node as the control plane sees it."""
-
-    up = "up"
-    lost = "lost"  # its heartbeat expired; its attempts were ended
-    misconfigured = "misconfigured"  # it heartbeats but cannot receive work (see its reason)
-
-
 _A, _S = AttemptState, SliceState
 #: every move an attempt makes: claimed, or ended by its ranks' report (succeeded, failed,
 #: stopped) or by the control plane (lost, withdrawn); an ended attempt never moves again

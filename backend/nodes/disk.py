@@ -8,8 +8,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from backend.config import get_settings
-from backend.jobs.run_states import NodeState
-from backend.nodes.models import Device, Node
+from backend.nodes.models import Device, Node, NodeState
 from backend.placement.policy import QueuedJob
 
 

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 
 from sqlalchemy import BigInteger, Float, ForeignKey, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from backend.db import Base, utcnow
+
+
+class NodeState(StrEnum):
+    """A worker node as the control plane sees it."""
+
+    up = "up"
+    lost = "lost"  # its heartbeat expired; its attempts were ended
+    misconfigured = "misconfigured"  # it heartbeats but cannot receive work (see its reason)
 
 
 class Node(Base):

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from backend.jobs.run_states import NodeState
+from backend.nodes.models import NodeState
 
 
 class DeviceStragglers(BaseModel):

@@ -10,12 +10,12 @@ from sqlalchemy.orm import Session, selectinload
 
 from backend.db import fields_of, utcnow
 from backend.health.device_stragglers import recent_stragglers
+from backend.jobs.fencing import end_node_attempts, reconcile
 from backend.jobs.models import Attempt, AttemptSlice
-from backend.jobs.run_states import LIVE_SLICE_VALUES, NodeState
+from backend.jobs.run_states import LIVE_SLICE_VALUES
 from backend.nodes.deployment import WRONG_REDIS, broker_shared, deployment_id
 from backend.nodes.disk import disk_low
-from backend.nodes.fencing import end_node_attempts, reconcile
-from backend.nodes.models import Device, Node
+from backend.nodes.models import Device, Node, NodeState
 from backend.nodes.multihost import address_problem, storage_group
 from backend.nodes.schemas import DeviceOut, DiskOut, HostOut, NodeOut
 from workers.contract.protocol import Heartbeat, HeartbeatReply, NodeRegistration

@@ -43,7 +43,8 @@ from backend.executors.slurm.cli import (
 from backend.executors.slurm.states import ACTIVE, PENDING, TERMINAL, ended, wait_reason
 from backend.jobs.attempt_end import end_attempt
 from backend.jobs.models import Attempt, Job
-from backend.jobs.run_states import LIVE_ATTEMPT_VALUES, AttemptState, NodeState
+from backend.jobs.run_states import LIVE_ATTEMPT_VALUES, AttemptState
+from backend.nodes.models import NodeState
 from backend.nodes.models import Device, Node
 from backend.placement.policy import NodeCapacity, Placement, Plan, Quota, plan
 from backend.placement.policy import QueuedJob as QueuedForPlacement
