@@ -31,9 +31,9 @@ import numpy as np
 from backend.db import Database
 from backend.jobs.models import Job
 from backend.migrate import upgrade
+from backend.runtable.compare import compare
 from backend.telemetry import series
 from backend.telemetry.series.cache import SeriesCache
-from backend.telemetry.series.compare import compare
 from backend.telemetry.series.curves import downsample
 from backend.telemetry.series.queries import job_curve, job_view
 from backend.telemetry.series.rollup_builder import sweep

@@ -6,7 +6,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from backend.health.schemas import EfficiencyOut
 from backend.jobs.schemas import JobOut
+from backend.telemetry.series.schemas import AlignedCurves, MetricSummary
 
 
 class RunMetric(BaseModel):
@@ -54,3 +56,22 @@ class RunTable(BaseModel):
     )
     metric_names: list[str] = Field(description="metrics the newest visible jobs reported")
     setting_paths: list[str] = Field(description="spec paths of the newest visible jobs")
+
+
+class Comparison(BaseModel):
+    """Everything the Compare page shows; the page computes none of it."""
+
+    jobs: list[JobOut] = Field(description="the compared jobs, in the order asked")
+    metrics: list[str] = Field(description="the compared metrics (default: every one reported)")
+    spec_diff: dict[str, list[Any]] = Field(
+        description="dotted spec key → one value per job (null: absent), where they differ"
+    )
+    spec_same: dict[str, Any] = Field(description="dotted spec key → the value every job has")
+    directions: dict[str, Literal["min", "max"] | None] = Field(
+        description="metric → its best end (curves.direction: declared, else by name)"
+    )
+    summary: dict[str, dict[str, MetricSummary]] = Field(description="metric → job id → summary")
+    curves: dict[str, AlignedCurves] = Field(description="metric → aligned curves")
+    efficiency: dict[str, EfficiencyOut] = Field(
+        description="job id → device-hours, throughput per device, MFU (side by side)"
+    )

@@ -22,10 +22,10 @@ from sqlalchemy.sql.elements import ColumnElement
 from backend.auth.service import Principal
 from backend.jobs.models import Job
 from backend.jobs.views import describe_jobs
+from backend.runtable.compare import flatten, metric_direction
 from backend.runtable.keys import KEPT
 from backend.telemetry.models import MetricSummary
 from backend.telemetry.series import directions
-from backend.telemetry.series.compare import flatten, metric_direction
 
 PATH = re.compile(r"^[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,5}$")
 SORT = re.compile(r"^(-?)(id|name|state|created_at|(spec|final|best):(.{1,200}))$")

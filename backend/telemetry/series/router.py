@@ -15,10 +15,12 @@ from backend.db import Database
 from backend.jobs import service as jobs
 from backend.jobs.models import Attempt, Job
 from backend.jobs.views import describe_jobs
-from backend.telemetry.series import compare, queries
+from backend.runtable import compare
+from backend.runtable.schemas import Comparison
+from backend.telemetry.series import queries
 from backend.telemetry.series.cache import SeriesCache
 from backend.telemetry.series.curves import XAxis, downsample
-from backend.telemetry.series.schemas import AttemptSeries, Comparison, Curve
+from backend.telemetry.series.schemas import AttemptSeries, Curve
 
 router = APIRouter(prefix="/api/series", tags=["series"])
 
