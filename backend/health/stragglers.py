@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from backend.background import every
 from backend.db import Database
+from backend.jobs.cluster import STRAGGLER_KIND
 from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
 from backend.jobs.run_states import AttemptState
 from backend.telemetry.models import MetricPoint
@@ -31,7 +32,7 @@ MIN_POINTS = 10
 #: a difference below this (seconds) is jitter, whatever the ratio
 MIN_DIFFERENCE = 0.005
 RUN_EVERY_SECONDS = 5.0
-KIND = "straggler"
+KIND = STRAGGLER_KIND  # the cluster view (backend.jobs.cluster) counts them per device
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,8 @@
 """Node incarnations and fencing: which attempts a node may run, decided by the control plane.
 
+A node agent's registration and heartbeat come through here (`register`, `heartbeat`):
+backend.nodes.service records the node's facts, this ends or stops what it may no longer run.
+
 Every worker start is a new incarnation of its node (a new `instance` id at registration).
 A slice records the instance that claimed it: (attempt id, instance) is the fencing token.
 A node learns at every heartbeat which attempts it runs but no longer owns (ended, lost,
@@ -28,6 +31,9 @@ from backend.jobs.run_states import (
     SliceState,
     set_slice_state,
 )
+from backend.nodes import service as nodes
+from backend.nodes.models import Node
+from workers.contract.protocol import Heartbeat, HeartbeatReply, NodeRegistration
 
 log = logging.getLogger(__name__)
 
@@ -120,3 +126,35 @@ def repair_bookings(session: Session) -> set[int]:
         set_slice_state(part, SliceState.withdrawn)
         part.finished_at = utcnow()
     return {attempt.job_id for _, attempt in broken}
+
+
+def register(
+    session: Session, client: redis.Redis, *, registration: NodeRegistration
+) -> tuple[Node, set[int]]:
+    """A node (re)registers: its facts recorded, and a new incarnation's predecessor's
+    attempts ended (lost: restarted without spending a restart); (node, jobs changed)."""
+    node, replaced = nodes.record_registration(session, client, registration=registration)
+    changed = (
+        set()
+        if replaced is None
+        else end_node_attempts(session, client, registration.name, reason=replaced)
+    )
+    session.commit()
+    return node, changed
+
+
+def heartbeat(
+    session: Session, client: redis.Redis, *, name: str, beat: Heartbeat, lease_seconds: float
+) -> tuple[Node, HeartbeatReply, set[int]]:
+    """Record a heartbeat and reconcile: (node, what the node must do now, jobs changed)."""
+    node, refused = nodes.record_heartbeat(
+        session, client, name=name, beat=beat, lease_seconds=lease_seconds
+    )
+    if refused is not None:
+        return node, refused, set()
+    stop, changed = reconcile(
+        session, client, node=name, instance=beat.instance, running=beat.attempts
+    )
+    session.commit()
+    reply = HeartbeatReply(drained=node.drained, stop=stop, lease_seconds=lease_seconds)
+    return node, reply, changed

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Request, status
 
 from backend.auth.deps import AdminDep, NodeDep, ObjectId, ReaderDep, SessionDep
-from backend.jobs import attempts
+from backend.jobs import attempts, cluster, fencing
 from backend.jobs.schemas import ClaimIn, ClaimOut, FinishOut, RendezvousOut
 from backend.nodes import control, service, trust
 from backend.nodes.deployment import deployment_id
@@ -25,7 +25,7 @@ router = APIRouter(prefix="/api", tags=["nodes"])
 @router.get("/nodes", response_model=NodeList)
 def list_nodes(_: ReaderDep, session: SessionDep) -> NodeList:
     """Nodes, their devices, and which job and rank holds each device."""
-    return NodeList(nodes=service.describe_nodes(session))
+    return NodeList(nodes=cluster.describe_nodes(session))
 
 
 @router.post("/nodes/{name}/drain", response_model=NodeOut)
@@ -44,7 +44,7 @@ def _set_drained(session: SessionDep, request: Request, name: str, *, drained: b
     control.set_drained(session, name=name, drained=drained)
     announce_nodes(request.app.state.redis)
     wake_scheduler(request.app.state.redis)
-    return next(n for n in service.describe_nodes(session) if n.name == name)
+    return next(n for n in cluster.describe_nodes(session) if n.name == name)
 
 
 @router.post("/nodes/register", response_model=RegisteredOut)
@@ -54,11 +54,11 @@ def register_node(
     """A node agent announces itself and its devices (only as the node its token names)."""
     _acting_node(principal, body.name)
     client = request.app.state.redis
-    node, changed = service.register(session, client, registration=body)
+    node, changed = fencing.register(session, client, registration=body)
     announce_nodes(client)
     announce_jobs(client, changed)
     wake_scheduler(client)
-    view = next(n for n in service.describe_nodes(session) if n.name == node.name)
+    view = next(n for n in cluster.describe_nodes(session) if n.name == node.name)
     return RegisteredOut(**view.model_dump(), deployment=deployment_id(session))
 
 
@@ -70,14 +70,14 @@ def heartbeat(
     _acting_node(principal, name)
     client = request.app.state.redis
     lease = request.app.state.settings.heartbeat_timeout
-    node, reply, changed = service.heartbeat(
+    node, reply, changed = fencing.heartbeat(
         session, client, name=name, beat=body, lease_seconds=lease
     )
     if changed:
         announce_jobs(client, changed)
         wake_scheduler(client)
-    view = service.host_view(node) if node is not None and not reply.reregister else None
-    if node is not None and view is not None:
+    view = service.host_view(node) if not reply.reregister else None
+    if view is not None:
         update = {"node": name, "time": node.last_heartbeat.timestamp(), **view.model_dump()}
         disk = service.disk_view(node)  # free space changes with every beat: shown live too
         update["disk"] = disk.model_dump() if disk is not None else None

@@ -8,16 +8,12 @@ import redis
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
-from backend.db import fields_of, utcnow
-from backend.health.device_stragglers import recent_stragglers
-from backend.jobs.fencing import end_node_attempts, reconcile
-from backend.jobs.models import Attempt, AttemptSlice
-from backend.jobs.run_states import LIVE_SLICE_VALUES
+from backend.db import utcnow
 from backend.nodes.deployment import WRONG_REDIS, broker_shared, deployment_id
 from backend.nodes.disk import disk_low
 from backend.nodes.models import Device, Node, NodeState
 from backend.nodes.multihost import address_problem, storage_group
-from backend.nodes.schemas import DeviceOut, DiskOut, HostOut, NodeOut
+from backend.nodes.schemas import DiskOut, HostOut
 from workers.contract.protocol import Heartbeat, HeartbeatReply, NodeRegistration
 
 
@@ -31,16 +27,17 @@ NODE_FIELDS = (
 )
 
 
-def register(
+def record_registration(
     session: Session, client: redis.Redis, *, registration: NodeRegistration
-) -> tuple[Node, set[int]]:
-    """Create or refresh a node and replace its device list; (node, jobs changed).
+) -> tuple[Node, str | None]:
+    """Create or refresh a node and replace its device list (uncommitted); (node, why its
+    previous incarnation's attempts must end: None when this is the same instance).
 
-    A new instance is a new incarnation: the previous one's attempts end at once (lost,
-    restarted from their newest checkpoint) and their devices are free.
+    A new instance is a new incarnation: backend.jobs.fencing ends the previous one's
+    attempts (lost, restarted from their newest checkpoint) in the same transaction.
     """
     node = session.scalars(select(Node).where(Node.name == registration.name)).first()
-    changed: set[int] = set()
+    replaced: str | None = None
     if node is None:
         node = Node(
             name=registration.name, hostname=registration.hostname, address=registration.address
@@ -48,8 +45,7 @@ def register(
         session.add(node)
     if node.instance != registration.instance:
         if node.instance is not None:
-            reason = f"node {registration.name} restarted (incarnation {node.incarnation + 1})"
-            changed = end_node_attempts(session, client, registration.name, reason=reason)
+            replaced = f"node {registration.name} restarted (incarnation {node.incarnation + 1})"
         node.incarnation = (node.incarnation or 0) + 1
         node.instance = registration.instance
     node.hostname = registration.hostname
@@ -76,14 +72,14 @@ def register(
             node.devices.append(device)
         device.kind, device.name = offered.kind, offered.name
         device.uuid, device.memory_total = offered.uuid, offered.memory_total
-    session.commit()
-    return node, changed
+    return node, replaced
 
 
-def heartbeat(
+def record_heartbeat(
     session: Session, client: redis.Redis, *, name: str, beat: Heartbeat, lease_seconds: float
-) -> tuple[Node | None, HeartbeatReply, set[int]]:
-    """Record a heartbeat and reconcile: (node, what the node must do now, jobs changed).
+) -> tuple[Node, HeartbeatReply | None]:
+    """Record a heartbeat's facts (uncommitted); (node, the reply at once when it is not
+    a sign of life). backend.jobs.fencing then reconciles the node's attempts.
 
     A heartbeat from another instance than the registered one, or from a node declared
     lost, is not a sign of life: that node must stop everything it runs and register.
@@ -98,7 +94,7 @@ def heartbeat(
             reregister=True,
             lease_seconds=lease_seconds,
         )
-        return node, reply, set()
+        return node, reply
     node.last_heartbeat = utcnow()
     _check_broker(session, client, node, beat.deployment_seen)
     host = beat.host
@@ -107,12 +103,7 @@ def heartbeat(
         node.host_memory_used, node.host_memory_total = host.memory_used, host.memory_total
     if beat.disk is not None:
         node.disk_free, node.disk_total = beat.disk.free, beat.disk.total
-    stop, changed = reconcile(
-        session, client, node=name, instance=beat.instance, running=beat.attempts
-    )
-    session.commit()
-    reply = HeartbeatReply(drained=node.drained, stop=stop, lease_seconds=lease_seconds)
-    return node, reply, changed
+    return node, None
 
 
 def _check_broker(session: Session, client: redis.Redis, node: Node, seen: bool | None) -> None:
@@ -152,38 +143,3 @@ def disk_view(node: Node) -> DiskOut | None:
     return DiskOut(
         free=node.disk_free, total=node.disk_total, low=reason is not None, reason=reason
     )
-
-
-def describe_nodes(session: Session) -> list[NodeOut]:
-    """Nodes with their devices and which job holds each device."""
-    holders: dict[tuple[str, int], tuple[int, int]] = {}
-    live = session.execute(
-        select(AttemptSlice, Attempt.job_id)
-        .join(Attempt, Attempt.id == AttemptSlice.attempt_id)
-        .where(AttemptSlice.state.in_(LIVE_SLICE_VALUES))
-    ).all()
-    for part, job_id in live:
-        for local_rank, index in enumerate(part.devices):
-            holders[(part.node_name, int(index))] = (
-                job_id,
-                part.node_rank * len(part.devices) + local_rank,
-            )
-    stragglers = recent_stragglers(session)
-    return [
-        NodeOut(
-            state=NodeState(n.state),
-            host=host_view(n),
-            disk=disk_view(n),
-            devices=[
-                DeviceOut(
-                    job_id=holders.get((n.name, d.index), (None, None))[0],
-                    rank=holders.get((n.name, d.index), (None, None))[1],
-                    stragglers=stragglers.get((n.name, d.index)),
-                    **fields_of(d, "index kind name uuid memory_total"),
-                )
-                for d in n.devices
-            ],
-            **fields_of(n, NODE_FIELDS),
-        )
-        for n in all_nodes(session)
-    ]

@@ -26,11 +26,10 @@ from backend.auth.models import User
 from backend.auth.service import Principal
 from backend.db import Database, utcnow
 from backend.executors.nodes import NodePool, busy_devices
-from backend.jobs import attempts, service
+from backend.jobs import attempts, fencing, service
 from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.jobs.run_states import LIVE_ATTEMPT_VALUES, LIVE_SLICE_VALUES
 from backend.migrate import upgrade
-from backend.nodes import service as nodes
 from backend.nodes.models import Node
 from backend.scheduler.loop import Scheduler
 from tests.conftest import REDIS_BASE, TEST_REDIS_DB
@@ -100,7 +99,7 @@ class Cluster(RuleBasedStateMachine):
             storage_seen={n: i for n, i in self.instances.items() if n != name},
         )
         with self.db.session() as session:
-            nodes.register(session, self.redis, registration=registration)
+            fencing.register(session, self.redis, registration=registration)
 
     def _slices(self, *states: str) -> list[tuple[int, str]]:
         with self.db.session() as session:
@@ -183,7 +182,7 @@ class Cluster(RuleBasedStateMachine):
         beat = Heartbeat(instance=self.instances[node], attempts=listed)
         with self.db.session() as session:
             session.execute(update(AttemptSlice).values(claimed_at=utcnow() - timedelta(hours=1)))
-            nodes.heartbeat(session, self.redis, name=node, beat=beat, lease_seconds=30)
+            fencing.heartbeat(session, self.redis, name=node, beat=beat, lease_seconds=30)
 
     @rule()
     def time_passes(self) -> None:

@@ -20,8 +20,8 @@ from backend.config import Settings
 from backend.db import Database
 from backend.executors.nodes import NodePool
 from backend.jobs.attempts import claim
+from backend.jobs.fencing import register
 from backend.jobs.models import Attempt, AttemptSlice, Job
-from backend.nodes.service import register
 from backend.scheduler.loop import Scheduler
 from tests.app_settings import api_settings
 from tests.backend.conftest import bearer

@@ -13,8 +13,8 @@ from backend.config import Settings
 from backend.db import Database
 from backend.executors.nodes import NodePool, capacities
 from backend.jobs.attempts import claim, finish
+from backend.jobs.fencing import register
 from backend.jobs.models import Attempt, AttemptSlice, Job
-from backend.nodes.service import register
 from backend.placement.policy import NodeCapacity, QueuedJob, plan
 from backend.scheduler.loop import Scheduler
 from tests.backend.conftest import bearer

@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 
 from backend.config import Settings
 from backend.db import Database
-from backend.nodes.service import register
+from backend.jobs.fencing import register
 from backend.telemetry.models import DeviceRollup, DeviceSample
 from backend.telemetry.series.retention import roll_up
 from tests.telemetry.helpers import ADMIN, add_attempt

@@ -11,9 +11,9 @@ import redis
 from backend.background import POLL_SECONDS, keep_running, wake_channel
 from backend.db import Database
 from backend.deployment_keys import keys_of
+from backend.jobs.cluster import describe_nodes
 from backend.jobs.models import Job
 from backend.jobs.views import describe_jobs
-from backend.nodes.service import describe_nodes
 from backend.signals import JOB_UPDATES_CHANNEL, NODE_UPDATES_CHANNEL
 from backend.telemetry.live.hub import Hub
 

@@ -8,8 +8,8 @@ from sqlalchemy.orm import Session
 
 from backend.auth.service import Principal
 from backend.jobs import service as jobs
+from backend.jobs.cluster import describe_nodes
 from backend.jobs.views import describe_job, describe_jobs
-from backend.nodes.service import describe_nodes
 from backend.telemetry.series import queries, reads
 from backend.telemetry.series.cache import SeriesCache
 

@@ -1,0 +1,80 @@
+"""The cluster view: every node with its devices, which job (and rank) holds each device
+now, and each device's recent straggler events (the cluster page, live and REST)."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from backend.db import fields_of, utcnow
+from backend.jobs.models import Attempt, AttemptSlice, JobEvent
+from backend.jobs.run_states import LIVE_SLICE_VALUES
+from backend.nodes.models import NodeState
+from backend.nodes.schemas import DeviceOut, DeviceStragglers, NodeOut
+from backend.nodes.service import NODE_FIELDS, all_nodes, disk_view, host_view
+
+#: the job event kind of a straggler report (backend.health.stragglers writes them)
+STRAGGLER_KIND = "straggler"
+WINDOW_HOURS = 24
+#: `Straggler.message`: "rank 1 on node n1 device 0 is a straggler: ..."
+PLACE = re.compile(r"^rank \d+ on node (?P<node>\S+) device (?P<device>\d+) is a straggler")
+
+
+def recent_stragglers(
+    session: Session, *, hours: int = WINDOW_HOURS
+) -> dict[tuple[str, int], DeviceStragglers]:
+    """(node, device index) → straggler events there in the newest `hours`, and their jobs."""
+    since = utcnow() - timedelta(hours=hours)
+    rows = session.execute(
+        select(JobEvent.job_id, JobEvent.message)
+        .where(JobEvent.kind == STRAGGLER_KIND, JobEvent.time >= since)
+        .order_by(JobEvent.time, JobEvent.id)
+    )
+    found: dict[tuple[str, int], DeviceStragglers] = {}
+    for job_id, message in rows:
+        if (match := PLACE.match(message)) is None:
+            continue  # a rank whose device is unknown names no device
+        key = (match["node"], int(match["device"]))
+        seen = found.setdefault(key, DeviceStragglers(count=0, hours=hours, jobs=[]))
+        seen.count += 1
+        if job_id not in seen.jobs:
+            seen.jobs.append(job_id)
+    return found
+
+
+def describe_nodes(session: Session) -> list[NodeOut]:
+    """Nodes with their devices and which job holds each device."""
+    holders: dict[tuple[str, int], tuple[int, int]] = {}
+    live = session.execute(
+        select(AttemptSlice, Attempt.job_id)
+        .join(Attempt, Attempt.id == AttemptSlice.attempt_id)
+        .where(AttemptSlice.state.in_(LIVE_SLICE_VALUES))
+    ).all()
+    for part, job_id in live:
+        for local_rank, index in enumerate(part.devices):
+            holders[(part.node_name, int(index))] = (
+                job_id,
+                part.node_rank * len(part.devices) + local_rank,
+            )
+    stragglers = recent_stragglers(session)
+    return [
+        NodeOut(
+            state=NodeState(n.state),
+            host=host_view(n),
+            disk=disk_view(n),
+            devices=[
+                DeviceOut(
+                    job_id=holders.get((n.name, d.index), (None, None))[0],
+                    rank=holders.get((n.name, d.index), (None, None))[1],
+                    stragglers=stragglers.get((n.name, d.index)),
+                    **fields_of(d, "index kind name uuid memory_total"),
+                )
+                for d in n.devices
+            ],
+            **fields_of(n, NODE_FIELDS),
+        )
+        for n in all_nodes(session)
+    ]
