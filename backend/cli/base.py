@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import yaml
 
 from backend.cli.client import ApiError, Client
 
@@ -69,3 +72,18 @@ def fail(message: str) -> Any:
     """Print the message on stderr and exit with status 2."""
     typer.echo(message, err=True)
     raise typer.Exit(2)
+
+
+def read_mapping(path: Path, what: str) -> Any:
+    """A YAML or JSON file holding a mapping (what: 'a job spec'), or exit naming the fault."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        fail(f"cannot read {path}: {err}")
+    try:
+        spec = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as err:
+        fail(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {err}")
+    if not isinstance(spec, dict):
+        fail(f"{path} must hold a mapping ({what}), not {type(spec).__name__}")
+    return spec

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 
-from backend.cli.base import JobId, app, connect, fail
+from backend.cli.base import JobId, app, connect, fail, read_mapping
 
 
 @app.command()
@@ -105,21 +103,6 @@ def cancel(ctx: typer.Context, job_id: JobId) -> None:
     """Cancel a job (a running one saves a checkpoint first)."""
     job = connect(ctx).call("POST", f"/api/jobs/{job_id}/cancel")
     typer.echo(f"job {job['id']} {job['state']}")
-
-
-def read_mapping(path: Path, what: str) -> Any:
-    """A YAML or JSON file holding a mapping (what: 'a job spec'), or exit naming the fault."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        fail(f"cannot read {path}: {err}")
-    try:
-        spec = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as err:
-        fail(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {err}")
-    if not isinstance(spec, dict):
-        fail(f"{path} must hold a mapping ({what}), not {type(spec).__name__}")
-    return spec
 
 
 # commands defined in sibling modules register themselves on `app` when imported (after

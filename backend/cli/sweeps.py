@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from backend.cli.base import app, connect
+from backend.cli.base import app, connect, read_mapping
 
 sweep_app = typer.Typer(no_args_is_help=True, help="Sweeps: a search over settings as trials.")
 app.add_typer(sweep_app, name="sweep")
@@ -37,7 +37,6 @@ def start(
     sweep_file: Annotated[Path, typer.Argument(help="sweep config, YAML or JSON (docs/sweeps.md)")],
 ) -> None:
     """Start a sweep from a file: its base spec, parameters, method, early stopping."""
-    from backend.cli.main import read_mapping
 
     _show(connect(ctx).call("POST", "/api/sweeps", json=read_mapping(sweep_file, "a sweep")))
 
