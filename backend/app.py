@@ -186,7 +186,7 @@ def _start_loops(
         # its own cache: it reads the series that change, which the pages' cache holds too
         summary_cache = SeriesCache(settings.series_cache_points // 4)
         loops.append(("summaries", lambda: run_summaries(db=db, cache=summary_cache, stop=stop)))
-        loops.append(("stragglers", lambda: run_stragglers(db=db, stop=stop)))
+        loops.append(("stragglers", lambda: run_stragglers(db=db, client=client, stop=stop)))
         allow = AllowList.parse(settings.webhook_allowed_hosts)
         loops.append(("webhooks", lambda: run_webhooks(db=db, stop=stop, allow=allow)))
     threads = [

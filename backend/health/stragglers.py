@@ -2,7 +2,9 @@
 
 A rank whose median step time over its newest WINDOW points exceeds the median of the other
 ranks' points by the job's `health.straggler_factor` is flagged once per attempt, as a job
-event naming its node and device.
+event naming its node and device. The event is stored here, not by the ingest, so once it is
+committed it is also appended to the live stream as the job topic's `events` delta (as the
+ingest does for a hang): an open job page shows it at once, not when the job next changes.
 """
 
 from __future__ import annotations
@@ -10,9 +12,11 @@ from __future__ import annotations
 import logging
 import statistics
 import threading
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 
+import redis
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -21,6 +25,7 @@ from backend.db import Database
 from backend.jobs.cluster import STRAGGLER_KIND
 from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
 from backend.jobs.run_states import AttemptState
+from backend.telemetry.live import publish_live
 from backend.telemetry.models import MetricPoint
 
 log = logging.getLogger(__name__)
@@ -45,6 +50,7 @@ class Straggler:
     device: int | None
     median: float
     others: float
+    job_id: int = 0
 
     @property
     def message(self) -> str:
@@ -102,7 +108,9 @@ def stragglers_of(session: Session, *, attempt: Attempt, factor: float) -> list[
         others = statistics.median([v for r, vs in times.items() if r != rank for v in vs])
         if others > 0 and median > factor * others and median - others >= MIN_DIFFERENCE:
             node, device = placement.get(rank, (attempt.node_name, None))
-            found.append(Straggler(attempt.id, rank, node, device, median, others))
+            found.append(
+                Straggler(attempt.id, rank, node, device, median, others, job_id=attempt.job_id)
+            )
     return found
 
 
@@ -134,11 +142,25 @@ def flag_stragglers(session: Session) -> list[Straggler]:
     return flagged
 
 
-def run_stragglers(*, db: Database, stop: threading.Event) -> None:
-    """Look for stragglers every few seconds until stop is set."""
+def announce_stragglers(client: redis.Redis, flagged: list[Straggler]) -> None:
+    """Send committed straggler events live: the `events` delta of each job's topic."""
+    for straggler in flagged:
+        event = {
+            "attempt_id": straggler.attempt_id,
+            "kind": KIND,
+            "message": straggler.message,
+            "step": None,
+            "time": time.time(),
+        }
+        publish_live(client, f"job:{straggler.job_id}", {"events": [event]})
+
+
+def run_stragglers(*, db: Database, client: redis.Redis, stop: threading.Event) -> None:
+    """Look for stragglers every few seconds until stop is set, and send them live."""
 
     def step() -> None:
         with db.session() as session:
-            flag_stragglers(session)
+            flagged = flag_stragglers(session)
+        announce_stragglers(client, flagged)  # once committed: a page refetching finds the row
 
     every(RUN_EVERY_SECONDS, "stragglers", step, stop, log=log, wait_first=True)
