@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import redis
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from backend.background import every
 from backend.db import Database
@@ -25,28 +26,39 @@ log = logging.getLogger(__name__)
 INTERVAL_SECONDS = 1.0
 
 
-def pass_once(db: Database, client: redis.Redis, *, script_roots: Sequence[Path]) -> None:
-    """One pass over the running sweeps, each under its row lock (one API process at a time
-    on PostgreSQL; SQLite serialises writers anyway)."""
-    with db.session() as session:
-        running = session.scalars(select(Sweep.id).where(Sweep.state == "running")).all()
-    for sweep_id in running:
+def _each_running(
+    db: Database, sweep_ids: Sequence[int], step: Callable[[Session, Sweep], int]
+) -> int:
+    """Run `step` on each sweep still running, under its row lock (one API process at a
+    time on PostgreSQL: a sweep another pass holds is skipped, that pass does it; SQLite
+    serialises writers anyway), committing after each; the sum of what the steps return."""
+    total = 0
+    for sweep_id in sweep_ids:
         with db.session() as session:
             query = select(Sweep).where(Sweep.id == sweep_id).with_for_update(skip_locked=True)
             sweep = session.scalars(query).first()
             if sweep is None or sweep.state != "running":
                 continue
-            judge_rungs(session, client, sweep=sweep, trials=trials_of(session, sweep.id))
-            launch(session, client, sweep=sweep, script_roots=script_roots)
+            total += step(session, sweep)
             session.commit()
+    return total
+
+
+def pass_once(db: Database, client: redis.Redis, *, script_roots: Sequence[Path]) -> None:
+    """One pass over the running sweeps: judge their trials at rungs, launch the next ones."""
+    with db.session() as session:
+        running = session.scalars(select(Sweep.id).where(Sweep.state == "running")).all()
+
+    def step(session: Session, sweep: Sweep) -> int:
+        stopped = judge_rungs(session, client, sweep=sweep, trials=trials_of(session, sweep.id))
+        launch(session, client, sweep=sweep, script_roots=script_roots)
+        return stopped
+
+    _each_running(db, running, step)
 
 
 def judge_moved(db: Database, client: redis.Redis, job_ids: set[int]) -> int:
-    """Judge the sweeps whose trials among `job_ids` just stored points; the number stopped.
-
-    Each sweep under its row lock, as the loop takes it: a sweep the loop (or another API
-    process) is judging now is skipped here and judged by that pass.
-    """
+    """Judge the sweeps whose trials among `job_ids` just stored points; the number stopped."""
     with db.session() as session:
         query = (
             select(Job.sweep_id)
@@ -55,17 +67,13 @@ def judge_moved(db: Database, client: redis.Redis, job_ids: set[int]) -> int:
             .distinct()
         )
         sweep_ids = [s for s in session.scalars(query) if s is not None]
-    stopped = 0
-    for sweep_id in sweep_ids:
-        with db.session() as session:
-            locked = select(Sweep).where(Sweep.id == sweep_id).with_for_update(skip_locked=True)
-            sweep = session.scalars(locked).first()
-            if sweep is None or sweep.state != "running":
-                continue
-            trials = trials_of(session, sweep.id)
-            stopped += judge_rungs(session, client, sweep=sweep, trials=trials)
-            session.commit()
-    return stopped
+    return _each_running(
+        db,
+        sweep_ids,
+        lambda session, sweep: judge_rungs(
+            session, client, sweep=sweep, trials=trials_of(session, sweep.id)
+        ),
+    )
 
 
 def run_sweeps(

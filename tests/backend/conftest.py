@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import redis
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 from starlette.websockets import WebSocketDisconnect
@@ -22,10 +23,13 @@ from backend.auth.service import (
 )
 from backend.config import Settings
 from backend.db import Database
+from backend.executors.nodes import NodePool
 from backend.jobs.models import Job
+from backend.scheduler.loop import Scheduler
 from tests.app_settings import ADMIN_TOKEN, api_settings
 from tests.workers.worker_helpers import PrivateRedis
 from workers.contract.protocol import NodeDevice, NodeRegistration
+from workers.node.celery_app import make_celery
 
 #: the worker instance id of the node `node_headers` registers
 NODE_INSTANCE = "0" * 32
@@ -122,6 +126,13 @@ def job_count(api: TestClient, token: str) -> int:
     """How many jobs the token's user sees (for 'nothing was stored' on a shared app)."""
     jobs = api.get("/api/jobs", params={"limit": 1000}, headers=bearer(token)).json()["jobs"]
     return len(jobs)
+
+
+def node_pool_scheduler(database: Database, client: redis.Redis, redis_url: str) -> Scheduler:
+    """A scheduler whose executor is the node pool (Celery over `redis_url`), as `up` builds
+    it, with a 60-s heartbeat timeout and 0.1-s passes; call its `tick()` for one pass."""
+    executor = NodePool(client=client, celery=make_celery(redis_url), heartbeat_timeout=60)
+    return Scheduler(db=database, client=client, interval=0.1, executor=executor)
 
 
 def bearer(token: str) -> dict[str, str]:

@@ -12,15 +12,13 @@ from sqlalchemy import select, text
 
 from backend.config import Settings
 from backend.db import Database
-from backend.executors.nodes import NodePool
 from backend.jobs.attempts import claim
 from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
 from backend.scheduler.loop import Scheduler
 from tests.app_settings import api_settings
-from tests.backend.conftest import bearer
+from tests.backend.conftest import bearer, node_pool_scheduler
 from tests.backend.test_jobs_api import GOOD_SPEC, queued_orders
 from workers.contract.protocol import NodeDevice, NodeRegistration
-from workers.node.celery_app import make_celery
 
 #: claimants of one attempt at once: a Celery message delivered that many times
 CLAIMANTS = 8
@@ -76,14 +74,7 @@ def test_exactly_one_of_many_simultaneous_claims_of_an_attempt_wins(
     )
     assert registered.status_code == 200, registered.text
     assert database.engine.dialect.name == "postgresql"
-    scheduler = Scheduler(
-        db=database,
-        client=api.app.state.redis,
-        interval=0.1,
-        executor=NodePool(
-            client=api.app.state.redis, celery=make_celery(settings.redis_url), heartbeat_timeout=60
-        ),
-    )
+    scheduler = node_pool_scheduler(database, api.app.state.redis, settings.redis_url)
     for _ in range(ROUNDS):
         attempt_id = scheduled_attempt(api, tokens, scheduler)
         results = race(database, attempt_id)

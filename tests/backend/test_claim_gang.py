@@ -18,15 +18,12 @@ from sqlalchemy import select, text
 
 from backend.config import Settings
 from backend.db import Database
-from backend.executors.nodes import NodePool
 from backend.jobs.attempts import claim
 from backend.jobs.fencing import register
 from backend.jobs.models import Attempt, AttemptSlice, Job
-from backend.scheduler.loop import Scheduler
 from tests.app_settings import api_settings
-from tests.backend.conftest import bearer
+from tests.backend.conftest import bearer, node_pool_scheduler
 from workers.contract.protocol import NodeDevice, NodeRegistration
-from workers.node.celery_app import make_celery
 
 #: nodes of one gang
 NODES = 6
@@ -74,14 +71,7 @@ def test_every_node_of_a_gang_claiming_at_once_wins(
                 storage_seen={} if name == "n0" else {"n0": instances["n0"]},
             )
             register(session, client, registration=node)
-    scheduler = Scheduler(
-        db=database,
-        client=client,
-        interval=0.1,
-        executor=NodePool(
-            client=client, celery=make_celery(settings.redis_url), heartbeat_timeout=60
-        ),
-    )
+    scheduler = node_pool_scheduler(database, client, settings.redis_url)
     spec = {"name": "gang", "template": "mlp", "parallelism": {"devices": NODES, "nodes": NODES}}
     for _ in range(ROUNDS):
         job_id = api.post("/api/jobs", json=spec, headers=bearer(tokens["alice"])).json()["id"]

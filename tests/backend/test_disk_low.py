@@ -11,13 +11,11 @@ from sqlalchemy import select
 
 from backend.config import Settings
 from backend.db import Database
-from backend.executors.nodes import NodePool, capacities
+from backend.executors.nodes import capacities
 from backend.jobs.models import Attempt, Job
-from backend.scheduler.loop import Scheduler
-from tests.backend.conftest import NODE_INSTANCE, bearer
+from tests.backend.conftest import NODE_INSTANCE, bearer, node_pool_scheduler
 from tests.full_disk import fill, small_filesystem
 from workers.devices.host import disk_space
-from workers.node.celery_app import make_celery
 
 
 @pytest.fixture
@@ -56,14 +54,7 @@ def test_a_full_data_dir_makes_the_node_disk_low_and_new_work_waits_saying_so(
     spec = {"name": "waits", "template": "mlp", "parallelism": {"devices": 1}}
     job_id = api.post("/api/jobs", json=spec, headers=bearer(tokens["alice"])).json()["id"]
     client = api.app.state.redis  # type: ignore[attr-defined]
-    scheduler = Scheduler(
-        db=database,
-        client=client,
-        interval=0.1,
-        executor=NodePool(
-            client=client, celery=make_celery(settings.redis_url), heartbeat_timeout=60
-        ),
-    )
+    scheduler = node_pool_scheduler(database, client, settings.redis_url)
     scheduler.tick()
 
     shown = api.get(f"/api/jobs/{job_id}", headers=bearer(tokens["alice"])).json()

@@ -1,6 +1,6 @@
 """The backend's shape read off the tree: its domains import each other without a circle,
-the placement policy does no I/O, only the executors know how attempts run, and the job's
-stored spec is read through its typed model.
+the placement policy does no I/O, and only the executors know how attempts run (that the
+job's stored spec is read through its typed model is held by test_spec_reads.py).
 
 A domain is a folder of backend/ (or one of its top-level modules). An arrow A -> B is any
 import, at any depth, of B's code by A's domain logic. The HTTP routes (`router.py`,
@@ -12,23 +12,12 @@ bottom-up; docs/architecture.md draws it.
 
 from __future__ import annotations
 
-import ast
 from collections import defaultdict
 from pathlib import Path
 
+from tests.source_rules import imported_modules
+
 BACKEND = Path(__file__).resolve().parents[2] / "backend"
-
-
-def imports_of(path: Path) -> set[str]:
-    """Every module a file imports, absolute names (`from a import b` gives a and a.b)."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found |= {f"{node.module}.{alias.name}" for alias in node.names}
-    return found
 
 
 def domain_of(module: str) -> str | None:
@@ -46,7 +35,7 @@ def arrows() -> dict[str, dict[str, list[str]]]:
         me = relative.parts[0].removesuffix(".py")
         if relative.stem == "router" or relative.stem.endswith("_router"):
             continue  # the HTTP adapter: above every domain
-        for module in imports_of(file):
+        for module in imported_modules(file):
             other = domain_of(module)
             if other is not None and other != me and str(relative) not in found[me][other]:
                 found[me][other].append(str(relative))
@@ -104,7 +93,7 @@ def test_the_placement_policy_imports_nothing_that_does_io() -> None:
     bad = [
         f"{file.name} imports {module}"
         for file in files
-        for module in imports_of(file)
+        for module in imported_modules(file)
         if not module.startswith(("backend.placement", "__future__", "collections", "dataclasses"))
         and module.split(".")[0] not in {"typing", "math", "itertools", "functools", "heapq"}
     ]
@@ -118,28 +107,7 @@ def test_only_the_executors_know_how_attempts_run() -> None:
         f"{file.relative_to(BACKEND)} imports {module}"
         for file in sorted(BACKEND.rglob("*.py"))
         if file.relative_to(BACKEND).parts[0] not in {"executors", "launcher.py", "cli"}
-        for module in imports_of(file)
+        for module in imported_modules(file)
         if module.startswith(how)
     ]
-    assert bad == []
-
-
-def test_the_stored_spec_is_read_through_its_typed_model() -> None:
-    """`job.spec["x"]` / `job.spec.get("x")` outside the contract: each read its own default."""
-    bad = []
-    for file in sorted(BACKEND.rglob("*.py")):
-        for node in ast.walk(ast.parse(file.read_text())):
-            target = None
-            if isinstance(node, ast.Subscript):
-                target = node.value
-            elif (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "get"
-            ):
-                target = node.func.value
-            if isinstance(target, ast.Attribute) and target.attr == "spec":
-                if isinstance(target.value, ast.Name) and target.value.id == "Job":
-                    continue  # a JSON path in SQL (the run table's columns), not a read
-                bad.append(f"{file.relative_to(BACKEND)}:{node.lineno}")
     assert bad == []

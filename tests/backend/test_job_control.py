@@ -9,12 +9,10 @@ from fastapi.testclient import TestClient
 
 from backend.config import Settings
 from backend.db import Database
-from backend.executors.nodes import NodePool
 from backend.scheduler.loop import Scheduler
-from tests.backend.conftest import bearer
+from tests.backend.conftest import bearer, node_pool_scheduler
 from tests.backend.test_jobs_api import GOOD_SPEC, queued_orders
 from workers.contract.protocol import NodeDevice, NodeRegistration
-from workers.node.celery_app import make_celery
 
 
 @pytest.fixture
@@ -35,14 +33,7 @@ def node_n1(api: TestClient, tokens: dict[str, str]) -> str:
 
 @pytest.fixture
 def scheduler(api: TestClient, settings: Settings, database: Database) -> Scheduler:
-    return Scheduler(
-        db=database,
-        client=api.app.state.redis,
-        interval=0.1,
-        executor=NodePool(
-            client=api.app.state.redis, celery=make_celery(settings.redis_url), heartbeat_timeout=60
-        ),
-    )
+    return node_pool_scheduler(database, api.app.state.redis, settings.redis_url)
 
 
 def _running_job(api: TestClient, tokens: dict[str, str], scheduler: Scheduler) -> tuple[int, int]:

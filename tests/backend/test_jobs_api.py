@@ -13,12 +13,9 @@ from fastapi.testclient import TestClient
 from backend.config import Settings
 from backend.db import Database
 from backend.deployment_keys import keys_of
-from backend.executors.nodes import NodePool
-from backend.scheduler.loop import Scheduler
-from tests.backend.conftest import bearer
+from tests.backend.conftest import bearer, node_pool_scheduler
 from tests.specs import with_field
 from workers.contract.protocol import NodeDevice, NodeRegistration
-from workers.node.celery_app import make_celery
 
 GOOD_SPEC: dict[str, Any] = {
     "name": "mlp-dp",
@@ -138,14 +135,7 @@ def _scheduled_attempt(
     api.post("/api/jobs", json=GOOD_SPEC, headers=bearer(tokens["alice"]))
 
     client = api.app.state.redis  # type: ignore[attr-defined]
-    scheduler = Scheduler(
-        db=database,
-        client=client,
-        interval=0.1,
-        executor=NodePool(
-            client=client, celery=make_celery(settings.redis_url), heartbeat_timeout=60
-        ),
-    )
+    scheduler = node_pool_scheduler(database, client, settings.redis_url)
     placements = scheduler.tick()
     assert [p.slices for p in placements] == [(("n1", (0, 1)),)]
     order = queued_orders(client, "n1")[0]

@@ -11,15 +11,13 @@ from sqlalchemy import select
 
 from backend.config import Settings
 from backend.db import Database
-from backend.executors.nodes import NodePool, capacities
+from backend.executors.nodes import capacities
 from backend.jobs.attempts import claim, finish
 from backend.jobs.fencing import register
 from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.placement.policy import NodeCapacity, QueuedJob, plan
-from backend.scheduler.loop import Scheduler
-from tests.backend.conftest import bearer
+from tests.backend.conftest import bearer, node_pool_scheduler
 from workers.contract.protocol import AttemptOutcome, NodeDevice, NodeRegistration
-from workers.node.celery_app import make_celery
 
 
 def registration(name: str, **fields: Any) -> NodeRegistration:
@@ -121,14 +119,7 @@ def test_a_rendezvous_failure_restarts_without_spending_max_restarts(
         "max_restarts": 1,
     }
     job_id = api.post("/api/jobs", json=spec, headers=bearer(tokens["alice"])).json()["id"]
-    scheduler = Scheduler(
-        db=database,
-        client=client,
-        interval=0.1,
-        executor=NodePool(
-            client=client, celery=make_celery(settings.redis_url), heartbeat_timeout=60
-        ),
-    )
+    scheduler = node_pool_scheduler(database, client, settings.redis_url)
     scheduler.tick()
     with database.session() as session:
         attempt_id = session.scalars(select(Attempt.id).where(Attempt.job_id == job_id)).one()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.source_rules import violations
 from workers.contract.spec_parts import Priority
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,11 +37,7 @@ def test_no_other_copy_of_the_priority_table() -> None:
     files = sorted((ROOT / "backend").rglob("*.py")) + sorted(
         (ROOT / "workers" / "contract").rglob("*.py")
     )
-    bad = [
-        f"{file.relative_to(ROOT)}:{line}"
-        for file in files
-        for line in priority_tables(file.read_text())
-    ]
+    bad = violations(files, priority_tables)
     assert bad == [], "import workers.contract.spec_parts.Priority instead"
 
 

@@ -13,13 +13,10 @@ from fastapi.testclient import TestClient
 
 from backend.config import Settings
 from backend.db import Database
-from backend.executors.nodes import NodePool
-from backend.scheduler.loop import Scheduler
-from tests.backend.conftest import bearer
+from tests.backend.conftest import bearer, node_pool_scheduler
 from tests.backend.test_jobs_api import queued_orders
 from tests.security.test_node_binding import _node_token
 from workers.contract.protocol import NodeDevice, NodeRegistration
-from workers.node.celery_app import make_celery
 
 TWO_NODES = {"name": "gang", "template": "mlp", "parallelism": {"devices": 2, "nodes": 2}}
 
@@ -48,13 +45,7 @@ def test_rank_zeros_node_chooses_the_port_and_the_other_node_learns_it(
     _register(api, "n2", heads["n2"], {"n1": first})
     assert api.post("/api/jobs", json=TWO_NODES, headers=bearer(tokens["alice"])).status_code == 201
     client = api.app.state.redis  # type: ignore[attr-defined]
-    celery = make_celery(settings.redis_url)
-    Scheduler(
-        db=database,
-        client=client,
-        interval=0.1,
-        executor=NodePool(client=client, celery=celery, heartbeat_timeout=60),
-    ).tick()
+    node_pool_scheduler(database, client, settings.redis_url).tick()
     orders = {o["node_rank"]: o for name in heads for o in queued_orders(client, name)}
     assert sorted(orders) == [0, 1] and {o["master_port"] for o in orders.values()} == {0}
     lead, peer = orders[0]["node"], orders[1]["node"]
@@ -95,13 +86,7 @@ def test_the_rendezvous_route_answers_only_the_gangs_nodes(
     spec = {"name": "one", "template": "mlp"}
     assert api.post("/api/jobs", json=spec, headers=bearer(tokens["alice"])).status_code == 201
     client = api.app.state.redis  # type: ignore[attr-defined]
-    celery = make_celery(settings.redis_url)
-    Scheduler(
-        db=database,
-        client=client,
-        interval=0.1,
-        executor=NodePool(client=client, celery=celery, heartbeat_timeout=60),
-    ).tick()
+    node_pool_scheduler(database, client, settings.redis_url).tick()
     attempt = queued_orders(client, "n1")[0]["attempt_id"]
     n2 = bearer(_node_token(database, "n2"))
     assert api.get(f"/api/attempts/{attempt}/rendezvous", headers=n2).status_code == 404

@@ -22,6 +22,7 @@ from backend.jobs.run_states import (
     slice_move,
     state_diagrams,
 )
+from tests.source_rules import violations
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "architecture.md"
@@ -113,12 +114,8 @@ def state_writes(source: str) -> list[int]:
 
 
 def test_no_attempt_or_slice_state_is_written_in_place() -> None:
-    bad = [
-        f"{file.relative_to(ROOT)}:{line}"
-        for file in sorted((ROOT / "backend").rglob("*.py"))
-        if file != WRITER
-        for line in state_writes(file.read_text())
-    ]
+    files = [f for f in (ROOT / "backend").rglob("*.py") if f != WRITER]
+    bad = violations(files, state_writes)
     assert bad == [], "use backend.jobs.run_states.set_attempt_state / set_slice_state"
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.source_rules import violations
+
 BACKEND = Path(__file__).resolve().parents[2] / "backend"
 
 
@@ -39,11 +41,7 @@ def dict_reads(source: str) -> list[int]:
 def test_no_backend_code_reads_the_stored_spec_as_a_dict() -> None:
     files = sorted(BACKEND.rglob("*.py"))
     assert files, "backend/ has no code"
-    bad = [
-        f"{file.relative_to(BACKEND.parent)}:{line}"
-        for file in files
-        for line in dict_reads(file.read_text())
-    ]
+    bad = violations(files, dict_reads)
     assert bad == [], "read job.spec_model (a JobSpec) instead of the stored dict"
 
 

@@ -12,6 +12,7 @@ from sqlalchemy import select, text
 from backend.auth.models import User
 from backend.db import Database
 from backend.jobs.models import Job
+from tests.source_rules import violations
 from workers.contract.protocol import StopRequest
 from workers.supervisor.attempt_streams import STOP_REQUESTS
 
@@ -50,11 +51,7 @@ def test_the_values_are_the_strings_stored_and_polled_before() -> None:
 
 
 def test_no_backend_code_spells_a_stop_request_as_a_string() -> None:
-    bad = [
-        f"{file.relative_to(BACKEND.parent)}:{line}"
-        for file in sorted(BACKEND.rglob("*.py"))
-        for line in bare_stop_strings(file.read_text())
-    ]
+    bad = violations(BACKEND.rglob("*.py"), bare_stop_strings)
     assert bad == [], "use workers.contract.protocol.StopRequest"
 
 

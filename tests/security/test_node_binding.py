@@ -11,15 +11,12 @@ from fastapi.testclient import TestClient
 from backend.auth.service import ensure_admin, issue_token
 from backend.config import Settings
 from backend.db import Database
-from backend.executors.nodes import NodePool
 from backend.jobs.attempts import newest_checkpoint, newest_checkpoints
 from backend.jobs.models import Attempt
 from backend.nodes.trust import refusal
-from backend.scheduler.loop import Scheduler
-from tests.backend.conftest import bearer
+from tests.backend.conftest import bearer, node_pool_scheduler
 from tests.backend.test_jobs_api import GOOD_SPEC, queued_orders
 from workers.contract.protocol import NodeDevice, NodeRegistration
-from workers.node.celery_app import make_celery
 
 INSTANCE = "1" * 32
 BEAT = {"instance": INSTANCE}
@@ -60,13 +57,7 @@ def attempt_on_n1(
     assert answer.status_code == 200, answer.text
     assert api.post("/api/jobs", json=GOOD_SPEC, headers=bearer(tokens["alice"])).status_code == 201
     client = api.app.state.redis  # type: ignore[attr-defined]
-    celery = make_celery(settings.redis_url)
-    Scheduler(
-        db=database,
-        client=client,
-        interval=0.1,
-        executor=NodePool(client=client, celery=celery, heartbeat_timeout=60),
-    ).tick()
+    node_pool_scheduler(database, client, settings.redis_url).tick()
     attempt = int(queued_orders(client, "n1")[0]["attempt_id"])
     claim = api.post(f"/api/attempts/{attempt}/claim", json={"node": "n1"}, headers=node)
     assert claim.status_code == 200, claim.text

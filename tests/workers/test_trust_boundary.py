@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
+
+from tests.source_rules import imported_modules
 
 WORKERS = Path(__file__).resolve().parents[2] / "workers"
 #: libraries that hold or use credentials: rank code (user-facing, untrusted side) never has them
@@ -17,18 +18,6 @@ ALLOWED = {
     "supervisor": {"devices", "telemetry", "contract"},
     "devices": {"contract", "telemetry"},
 }
-
-
-def imported_modules(path: Path) -> set[str]:
-    """Every module a file imports, absolute names."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found |= {f"{node.module}.{alias.name}" for alias in node.names}
-    return found
 
 
 def our_folder(module: str) -> str | None:
