@@ -98,7 +98,10 @@ class Heartbeat:
             silent = time.monotonic() - self._last_answer
             # a margin of two beats: the control plane counts from when it last heard us
             if self.lease is not None and running and silent > self._fence_after(self.lease):
-                why = f"no answer from the control plane for {silent:.0f} s: this node is lost"
+                why = (
+                    f"the control plane did not answer for {silent:.0f} s, so this node "
+                    "stopped the attempt's ranks (it may already run elsewhere)"
+                )
                 log.error("%s; killing attempts %s", why, running)
                 self._fence.kill_all(why)
             log.warning("heartbeat failed (%s); registering again", err)

@@ -18,6 +18,7 @@ from workers.node.rendezvous import PortUnknown, await_port, claim_attempt
 from workers.node.settings import WorkerSettings
 from workers.supervisor.attempt import Supervisor
 from workers.supervisor.job_user import IsolationError
+from workers.supervisor.outcome import NOT_COUNTED
 from workers.supervisor.settings import SupervisorSettings
 
 log = logging.getLogger(__name__)
@@ -115,8 +116,9 @@ def run_attempt(
             daemon=True,
         ).start()
 
-    if not active.add(supervisor):
-        return report(supervisor.refuse("the worker node is shutting down"))
+    if not active.add(supervisor):  # a platform stop: not the job's, no restart spent
+        refused = supervisor.refuse(f"the worker node is shutting down; {NOT_COUNTED}")
+        return report(refused.model_copy(update={"platform_fault": True}))
     try:
         # listed while it waits: the heartbeat tells the control plane this node runs it
         port = claim.master_port or await_port(api, order, stopping=lambda: active.closing)

@@ -8,6 +8,10 @@ from workers.contract.checkpoints import newest_checkpoint
 from workers.contract.oom import recognise
 from workers.contract.protocol import AttemptOutcome
 
+#: what a platform stop's reason says, in the words the job page shows
+NODE_SHUT_DOWN = "the worker node shut down while the attempt ran (a platform stop)"
+NOT_COUNTED = "not counted against max_restarts: it resumes from its newest checkpoint"
+
 
 def attempt_outcome(
     *,
@@ -21,18 +25,24 @@ def attempt_outcome(
     """The outcome: failed (with why), stopped on request, or succeeded; its newest checkpoint.
 
     A fenced attempt reports no checkpoint: the node no longer owned it when it ended.
+    A platform stop (the node agent shut down, or fenced its attempts because the control
+    plane did not answer) is never the job's failure: it is reported as a platform fault,
+    which restarts the job without spending its max_restarts, and its reason says so.
     """
     checkpoint = newest_checkpoint(checkpoint_dir)
     last = str(checkpoint.resolve()) if checkpoint else None
     if fenced is not None:
-        failed, last = f"fenced: {fenced}", None
+        failed, last = f"fenced: {fenced}; {NOT_COUNTED}", None
+        platform_fault = True
     elif stop_reason == "shutdown":
-        failed = failed or "the worker node shut down while the attempt ran"
+        # whatever the ranks did once asked to stop follows from the stop
+        failed = f"{NODE_SHUT_DOWN}; {NOT_COUNTED}" + (f" (then: {failed})" if failed else "")
+        platform_fault = True
     if failed is not None:
         # a user script's MemoryError, too, reads "out of memory: ..." (the prefix fits 4096)
         failed = recognise(failed[-4000:])
         outcome = AttemptOutcome(outcome="failed", reason=failed[-4096:], exit_codes=codes)
-        outcome.platform_fault = platform_fault and fenced is None
+        outcome.platform_fault = platform_fault
     elif stop_reason is not None:
         reason = f"stopped on {stop_reason} request"
         outcome = AttemptOutcome(outcome="stopped", reason=reason, exit_codes=codes)

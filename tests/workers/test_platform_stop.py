@@ -1,0 +1,73 @@
+"""A platform stop is never the job's failure (#33 item 8), on real 2-rank mlp attempts.
+
+The node agent shutting down cleanly (`trainboard up` or `trainboard worker` stopped) and a
+node fencing its attempts because the control plane did not answer both end the attempt as
+a platform fault: the control plane restarts the job without spending its max_restarts
+(backend.jobs.attempt_end.restart_or_fail), and the reason says so in plain words.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from worker_helpers import attempt_order, mlp_spec, read_items, wait_for
+
+from backend.jobs.attempt_end import AttemptEnd
+from workers.contract.protocol import METRICS_STREAM, AttemptOutcome
+from workers.supervisor.attempt import Supervisor
+from workers.supervisor.settings import SupervisorSettings
+
+pytestmark = pytest.mark.slow  # starts real rank processes
+
+
+def run_until_training(
+    supervisor: Supervisor, redis_url: str
+) -> tuple[threading.Thread, list[AttemptOutcome]]:
+    """Run the supervisor in a thread until its ranks publish their first points."""
+    outcomes: list[AttemptOutcome] = []
+    thread = threading.Thread(target=lambda: outcomes.append(supervisor.run()))
+    thread.start()
+    wait_for(lambda: read_items(redis_url, METRICS_STREAM), timeout=90, what="the first points")
+    return thread, outcomes
+
+
+def test_a_clean_worker_shutdown_checkpoints_and_is_a_platform_fault_said_plainly(
+    supervisor_settings: SupervisorSettings, redis_url: str
+) -> None:
+    spec = mlp_spec(devices=2, hyperparameters={"steps": 100_000}, max_restarts=0)
+    supervisor = Supervisor(attempt_order(spec), supervisor_settings)
+    thread, outcomes = run_until_training(supervisor, redis_url)
+
+    supervisor.shutdown()  # what the node agent does for every attempt when it stops
+    thread.join(timeout=90)
+
+    (outcome,) = outcomes
+    assert outcome.outcome == "failed" and outcome.platform_fault
+    assert outcome.reason is not None
+    assert outcome.reason.startswith("the worker node shut down while the attempt ran")
+    assert "not counted against max_restarts" in outcome.reason
+    # the ranks stopped as on a pause: a final checkpoint the next attempt resumes from
+    assert outcome.last_checkpoint is not None and Path(outcome.last_checkpoint).is_dir()
+    # and the control plane's rule list reads it as not the job's doing
+    assert AttemptEnd.reported(outcome).platform_fault
+
+
+def test_a_node_fenced_for_silence_of_the_control_plane_is_a_platform_fault(
+    supervisor_settings: SupervisorSettings, redis_url: str
+) -> None:
+    spec = mlp_spec(devices=2, hyperparameters={"steps": 100_000}, max_restarts=0)
+    supervisor = Supervisor(attempt_order(spec), supervisor_settings)
+    thread, outcomes = run_until_training(supervisor, redis_url)
+
+    # what the heartbeat thread does once the lease ran out without an answer
+    supervisor.fence("the control plane did not answer for 3 s, so this node stopped the ranks")
+    thread.join(timeout=60)
+
+    (outcome,) = outcomes
+    assert outcome.outcome == "failed" and outcome.platform_fault, outcome.reason
+    assert outcome.reason is not None and outcome.reason.startswith("fenced: the control plane")
+    assert "not counted against max_restarts" in outcome.reason
+    assert outcome.last_checkpoint is None  # a fenced node no longer owns what it saved
+    assert AttemptEnd.reported(outcome).platform_fault
