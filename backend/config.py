@@ -59,8 +59,9 @@ class Settings(BaseSettings):
     slurm_gpus: bool = Field(
         False, description="ask Slurm for GPUs (--gpus-per-node), not CPUs, per device"
     )
-    api_url: str | None = Field(
-        None, description="where Slurm-started supervisors reach the API (default: host:port)"
+    slurm_api_url: str | None = Field(
+        None,
+        description="where supervisors on Slurm's nodes reach the API (default: http://host:port)",
     )
     claim_timeout: float = Field(
         60.0, gt=0, description="seconds before an unclaimed attempt is withdrawn and requeued"

@@ -322,7 +322,7 @@ def _namespaces(root: Path) -> Iterator[list[Host]]:
                 subprocess.run(args, check=True)
             others = "".join(f"{h.address} {h.name}\n" for h in hosts if h is not host)
             (root / f"hosts-{host.name}").write_text(
-                f"127.0.0.1 localhost\n{host.address} {machine}\n{others}"
+                f"127.0.0.1 localhost\n{host.address} {machine} {host.name}\n{others}"
             )
         yield hosts
     finally:

@@ -23,7 +23,7 @@ def make_executor(settings: Settings, client: redis.Redis) -> Executor:
             client=client,
             cli=SlurmCli(),
             data_dir=settings.data_dir,
-            api_url=settings.api_url or f"http://{host}:{settings.port}",
+            api_url=settings.slurm_api_url or f"http://{host}:{settings.port}",
             partition=settings.slurm_partition,
             gpus=settings.slurm_gpus,
         )

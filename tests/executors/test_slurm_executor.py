@@ -8,9 +8,6 @@ the node routes as a worker node's would.
 from __future__ import annotations
 
 import contextlib
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,9 +16,9 @@ import httpx
 import psutil
 import pytest
 
-from tests.job_users import reachable
+from tests.executors.slurm_stack import SlurmStack, slurm_stack
 from tests.slurm_cluster import SlurmCluster, slurm_cluster, slurm_installed
-from tests.stack import ADMIN_TOKEN, RunningStack, free_port, private_redis, wait_for
+from tests.stack import wait_for
 
 pytestmark = [
     pytest.mark.slow,
@@ -40,51 +37,6 @@ def _spec(name: str, *, devices: int = 1, steps: int = 20, **extra: Any) -> dict
     }
 
 
-@contextlib.contextmanager
-def slurm_stack(tmp: Path, cluster: SlurmCluster) -> Iterator[RunningStack]:
-    """`trainboard up --executor slurm` pointed at the cluster; no local worker starts."""
-    port = free_port()
-    data_dir = reachable(tmp / "data")
-    log_path = tmp / "trainboard-up.log"
-    with private_redis(tmp) as redis_url:
-        env = {
-            **cluster.env,
-            "TRAINBOARD_PORT": str(port),
-            "TRAINBOARD_DATA_DIR": str(data_dir),
-            "TRAINBOARD_ADMIN_TOKEN": ADMIN_TOKEN,
-            "TRAINBOARD_REDIS_URL": redis_url,
-            "TRAINBOARD_STOP_GRACE_SECONDS": "5",
-        }
-        env.pop("TRAINBOARD_DATABASE_URL", None)
-        with log_path.open("ab") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "backend.cli", "up", "--executor", "slurm"],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        stack = RunningStack(
-            f"http://127.0.0.1:{port}", redis_url, ADMIN_TOKEN, data_dir, process, log_path
-        )
-        try:
-            with stack.client() as client:
-                wait_for(lambda: _healthy(client), timeout=120, what="the API to answer")
-            yield stack
-        finally:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-
-
-def _healthy(client: httpx.Client) -> bool:
-    try:
-        return client.get("/api/health").status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
     with slurm_cluster(tmp_path_factory.mktemp("slurm"), cpus=2, kill_wait=2) as running:
@@ -92,9 +44,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
 
 
 @pytest.fixture(scope="module")
-def stack(
-    tmp_path_factory: pytest.TempPathFactory, cluster: SlurmCluster
-) -> Iterator[RunningStack]:
+def stack(tmp_path_factory: pytest.TempPathFactory, cluster: SlurmCluster) -> Iterator[SlurmStack]:
     with slurm_stack(tmp_path_factory.mktemp("stack"), cluster) as running:
         yield running
 
@@ -119,7 +69,7 @@ def _processes_of(folder: Path) -> list[psutil.Process]:
 
 
 def test_a_job_runs_through_sbatch_and_srun_to_succeeded(
-    stack: RunningStack, cluster: SlurmCluster
+    stack: SlurmStack, cluster: SlurmCluster
 ) -> None:
     with stack.client() as client:
         job_id = client.post("/api/jobs", json=_spec("on-slurm")).json()["id"]
@@ -142,7 +92,7 @@ def test_a_job_runs_through_sbatch_and_srun_to_succeeded(
 
 
 def test_a_job_behind_another_shows_slurms_reason_and_cancel_leaves_nothing(
-    stack: RunningStack, cluster: SlurmCluster
+    stack: SlurmStack, cluster: SlurmCluster
 ) -> None:
     with stack.client() as client:
         # both CPUs for a long while, then a second job that needs them too
@@ -198,7 +148,7 @@ def test_a_job_behind_another_shows_slurms_reason_and_cancel_leaves_nothing(
 
 
 def test_a_supervisor_killed_under_slurm_ends_its_attempt_with_slurms_state(
-    stack: RunningStack, cluster: SlurmCluster
+    stack: SlurmStack, cluster: SlurmCluster
 ) -> None:
     spec = {**_spec("killed", steps=100_000), "max_restarts": 0}
     with stack.client() as client:

@@ -44,8 +44,7 @@ from backend.executors.slurm.states import ACTIVE, PENDING, TERMINAL, ended, wai
 from backend.jobs.attempt_end import end_attempt
 from backend.jobs.models import Attempt, Job
 from backend.jobs.run_states import LIVE_ATTEMPT_VALUES, AttemptState
-from backend.nodes.models import NodeState
-from backend.nodes.models import Device, Node
+from backend.nodes.models import Device, Node, NodeState
 from backend.placement.policy import NodeCapacity, Placement, Plan, Quota, plan
 from backend.placement.policy import QueuedJob as QueuedForPlacement
 from backend.placement.preemption import RunningJob
@@ -150,6 +149,7 @@ class SlurmExecutor:
         if now - self._synced_at >= SYNC_SECONDS:
             self._sync_slots(session)
             self._synced_at = now
+        self._store_ids(session)
         by_attempt = {_attempt_of(job.name): job for job in queue.values()}
         live = session.scalars(
             select(Attempt).where(
@@ -161,6 +161,7 @@ class SlurmExecutor:
             if self._observe_attempt(session, attempt, by_attempt.get(attempt.id), now):
                 changed.add(attempt.job_id)
         self._cancel_orphans({a.id for a in live}, by_attempt, now)
+        self._stopping = {k: v for k, v in self._stopping.items() if k in by_attempt}
         return changed
 
     def place(
@@ -321,13 +322,22 @@ exec srun --nodes={len(gang)} --ntasks-per-node=1 --cpus-per-task={cpus}{gpus} \
                 _write_private(path, secret)
             self._slots.add(name)
 
+    def _store_ids(self, session: Session) -> None:
+        """The Slurm job ids `start` got, onto their attempts (ended ones too: a short job
+        may have finished before this pass)."""
+        submitted, self._submitted = self._submitted, {}
+        for attempt_id, slurm_id in submitted.items():
+            attempt = session.get(Attempt, attempt_id)
+            if attempt is not None and attempt.slurm_job_id is None:
+                attempt.slurm_job_id = slurm_id
+
     def _observe_attempt(
         self, session: Session, attempt: Attempt, queued: QueuedJob | None, now: float
     ) -> bool:
         """One live attempt against what squeue shows of it; whether its job changed."""
         job = session.get_one(Job, attempt.job_id)
         if attempt.slurm_job_id is None:
-            known = self._submitted.pop(attempt.id, None) or (queued and queued.job_id)
+            known = queued and queued.job_id  # submitted, but its id not stored (a restart)
             if known:
                 attempt.slurm_job_id = known
             elif attempt.id in self._refused:

@@ -1,0 +1,108 @@
+"""`trainboard up --executor slurm` against a test Slurm cluster (tests/slurm_cluster.py).
+
+On a two-host cluster the stack runs on the first host (in its network namespace, where
+the controller is), bound to every address there, and tells the supervisors on both hosts
+to reach it at that host's address; the test talks to it from a thread inside that
+namespace (`InHost`), the root namespace having no route to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+from tests.integration.netns import Host as NetnsHost
+from tests.integration.netns import InHost
+from tests.job_users import reachable
+from tests.slurm_cluster import SlurmCluster
+from tests.stack import ADMIN_TOKEN, RunningStack, free_port, private_redis, wait_for
+
+T = TypeVar("T")
+
+
+class SlurmStack(RunningStack):
+    """A running stack whose API the test reaches through `call` (in the first host's netns)."""
+
+    call: Callable[[Callable[[], Any]], Any]
+
+    def get(self, client: httpx.Client, path: str) -> Any:
+        """GET path's JSON, from where the API is reachable."""
+        return self.call(lambda: client.get(path).json())
+
+    def post(self, client: httpx.Client, path: str, body: Any = None) -> httpx.Response:
+        return self.call(lambda: client.post(path, json=body))
+
+    def wait_job(self, client: httpx.Client, job_id: int, *states: str, timeout: float) -> Any:
+        return wait_for(
+            lambda: (j := self.get(client, f"/api/jobs/{job_id}"))["state"] in states and j,
+            timeout=timeout,
+            what=f"job {job_id} to become {' or '.join(states)}",
+        )
+
+
+@contextlib.contextmanager
+def slurm_stack(tmp: Path, cluster: SlurmCluster) -> Iterator[SlurmStack]:
+    """`trainboard up --executor slurm` on the cluster's first host; no local worker starts."""
+    port = free_port()
+    data_dir = reachable(tmp / "data")
+    log_path = tmp / "trainboard-up.log"
+    first = cluster.hosts[0]
+    in_host: InHost | None = None
+    if first.namespace is not None:
+        in_host = InHost(NetnsHost(first.namespace, first.link or "", first.address))
+    with contextlib.ExitStack() as cleanup:
+        redis_url = cleanup.enter_context(private_redis(tmp))  # a unix socket: every host sees it
+        env = {
+            **cluster.env,
+            "TRAINBOARD_PORT": str(port),
+            "TRAINBOARD_DATA_DIR": str(data_dir),
+            "TRAINBOARD_ADMIN_TOKEN": ADMIN_TOKEN,
+            "TRAINBOARD_REDIS_URL": redis_url,
+            "TRAINBOARD_STOP_GRACE_SECONDS": "5",
+        }
+        if in_host is not None:
+            env["TRAINBOARD_HOST"] = "0.0.0.0"
+            env["TRAINBOARD_SLURM_API_URL"] = f"http://{first.address}:{port}"
+        env.pop("TRAINBOARD_DATABASE_URL", None)
+        command = [sys.executable, "-m", "backend.cli", "up", "--executor", "slurm"]
+        with log_path.open("ab") as log:
+            process = subprocess.Popen(
+                first.command(cluster.root, command),
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        stack = SlurmStack(
+            f"http://127.0.0.1:{port}", redis_url, ADMIN_TOKEN, data_dir, process, log_path
+        )
+        stack.call = in_host if in_host is not None else (lambda fn: fn())
+        try:
+            with stack.client() as client:
+                wait_for(
+                    lambda: stack.call(lambda: _healthy(client)),
+                    timeout=120,
+                    what="the API to answer",
+                )
+            yield stack
+        finally:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+            if in_host is not None:
+                in_host.close()
+
+
+def _healthy(client: httpx.Client) -> bool:
+    try:
+        return client.get("/api/health").status_code == 200
+    except httpx.HTTPError:
+        return False

@@ -1,0 +1,61 @@
+"""A gang across two Slurm hosts (two slurmds in network namespaces) under the Slurm executor."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.executors.slurm_stack import SlurmStack, slurm_stack
+from tests.slurm_cluster import SlurmCluster, slurm_cluster, slurm_installed
+from tests.stack import wait_for
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not slurm_installed(), reason="needs slurm-wlm and munge (.ci/run installs them)"
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def two_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    with slurm_cluster(tmp_path_factory.mktemp("slurm"), cpus=2, kill_wait=2, hosts=2) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, two_hosts: SlurmCluster
+) -> Iterator[SlurmStack]:
+    with slurm_stack(tmp_path_factory.mktemp("stack"), two_hosts) as running:
+        yield running
+
+
+def test_a_two_node_gang_gets_both_hosts_from_slurm_rendezvous_and_succeeds(
+    stack: SlurmStack, two_hosts: SlurmCluster
+) -> None:
+    spec = {
+        "name": "gang",
+        "template": "mlp",
+        "parallelism": {"strategy": "data", "devices": 2, "nodes": 2},
+        "hyperparameters": {"steps": 30, "batch_size": 16},
+    }
+    with stack.client() as client:
+        created = stack.post(client, "/api/jobs", spec)
+        assert created.status_code == 201, created.text
+        job_id = created.json()["id"]
+        job = stack.wait_job(client, job_id, "succeeded", "failed", "restarting", timeout=300)
+        assert job["state"] == "succeeded", (job["reason"], stack.log_path.read_text()[-3000:])
+        attempts = stack.get(client, f"/api/jobs/{job_id}/attempts")
+        loss = stack.get(client, f"/api/jobs/{job_id}/metrics/loss")
+    assert len(attempts) == 1
+    slurm_id = attempts[0]["slurm_job_id"]
+    record = wait_for(
+        lambda: (j := two_hosts.cli.job(slurm_id)) and j.state == "COMPLETED" and j,
+        timeout=30,
+        what=f"Slurm job {slurm_id} to complete",
+    )
+    assert record.nodes == ("h1", "h2")  # one supervisor per host, from one allocation
+    assert attempts[0]["facts"]["world_size"] == 2, attempts[0]["facts"]
+    assert loss["step"] and loss["step"][-1] >= 29
