@@ -32,7 +32,6 @@ from backend.errors import install as install_errors
 from backend.executors import make_executor
 from backend.health import router as health_router
 from backend.health.stragglers import run_stragglers
-from backend.jobs import edit_router as job_edit_router
 from backend.jobs import router as jobs_router
 from backend.migrate import upgrade
 from backend.nodes import router as nodes_router
@@ -113,7 +112,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         meta_router,
         auth_router,
         jobs_router,
-        job_edit_router,
         checkpoints_router,
         provenance_router,
         sweeps_router,

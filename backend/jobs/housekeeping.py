@@ -15,8 +15,7 @@ from backend.jobs.models import Job, JobEvent
 from backend.jobs.service import JobNotFound, get_job, stop
 from backend.jobs.states import IllegalTransition
 from backend.signals import announce_jobs
-from workers.contract.spec import check_tags
-from workers.contract.spec_parts import clean_text
+from workers.contract.spec import check_tags, clean_text
 
 MAX_NOTES = 20_000
 MAX_BULK = 500

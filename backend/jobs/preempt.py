@@ -18,7 +18,7 @@ from backend.db import utcnow
 from backend.jobs.models import Attempt, Job, JobEvent
 from backend.jobs.states import JobState, transition
 from workers.contract.protocol import StopRequest
-from workers.contract.spec_parts import Priority
+from workers.contract.spec import Priority
 
 
 def preempt(session: Session, *, victim_id: int, by_id: int, attempt_id: int) -> bool:

@@ -1,4 +1,5 @@
-"""REST routes for jobs: submit, list, read, cancel, events, metrics, logs."""
+"""REST routes for jobs: submit, list, read, cancel, pause, resume, clone, events, metrics,
+logs; and after submit: rename, notes, tags, archive, bulk actions."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ from backend.auth.deps import (
 from backend.auth.service import Principal
 from backend.checkpoint import service as checkpoints
 from backend.db import Database
-from backend.jobs import service
+from backend.jobs import housekeeping, service
+from backend.jobs.housekeeping import BulkIn, BulkResult, JobEdit
 from backend.jobs.models import Job
 from backend.jobs.schemas import (
     AttemptOut,
@@ -276,3 +278,27 @@ def _spec_errors() -> Iterator[None]:
 
 def _job(session: Session, principal: Principal, job_id: int) -> Job:
     return service.get_job(session, principal=principal, job_id=job_id)
+
+
+@router.patch("/{job_id}", response_model=JobOut)
+def edit_job(
+    job_id: ObjectId,
+    change: JobEdit,
+    request: Request,
+    principal: SubmitterDep,
+    session: SessionDep,
+) -> JobOut:
+    """Rename, set notes (markdown) or tags, archive or restore; fields left out stay."""
+    job = service.get_job(session, principal=principal, job_id=job_id)
+    housekeeping.edit(session, request.app.state.redis, principal=principal, job=job, change=change)
+    return describe_job(session, job)
+
+
+@router.post("/bulk", response_model=list[BulkResult])
+def bulk_action(
+    body: BulkIn, request: Request, principal: SubmitterDep, session: SessionDep
+) -> list[BulkResult]:
+    """Cancel, archive or restore several jobs; each id answers for itself."""
+    return housekeeping.bulk(
+        session, request.app.state.redis, principal=principal, ids=body.ids, action=body.action
+    )

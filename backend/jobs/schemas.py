@@ -9,8 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from backend.jobs.run_states import AttemptState
 from backend.jobs.states import JobAction, JobState
 from workers.contract.protocol import Instance, RunFacts
-from workers.contract.spec import JobSpec
-from workers.contract.spec_parts import MAX_DEVICES
+from workers.contract.spec import MAX_DEVICES, JobSpec
 
 
 class DeviceFit(BaseModel):

@@ -13,7 +13,7 @@ from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
 from backend.jobs.run_states import AttemptState
 from backend.jobs.schemas import AttemptOut, EventOut, Implications, JobOut, SliceOut
 from backend.jobs.states import JobState, allowed_actions
-from workers.contract.spec_parts import Priority
+from workers.contract.spec import Priority
 
 #: JobOut fields copied from the job row as they are
 JOB_FIELDS = (

@@ -17,7 +17,7 @@ from pydantic import (
 )
 
 from backend.jobs.states import JobState
-from workers.contract.spec_parts import Number
+from workers.contract.spec import Number
 
 Method = Literal["grid", "random"]
 SPEC_PATH = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,4}$"

@@ -1,4 +1,4 @@
-"""One `Priority` enum (workers/contract/spec_parts.py): names and queue ranks in one table."""
+"""One `Priority` enum (workers/contract/spec.py): names and queue ranks in one table."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 from tests.source_rules import violations
-from workers.contract.spec_parts import Priority
+from workers.contract.spec import Priority
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = {p.value for p in Priority}
@@ -38,7 +38,7 @@ def test_no_other_copy_of_the_priority_table() -> None:
         (ROOT / "workers" / "contract").rglob("*.py")
     )
     bad = violations(files, priority_tables)
-    assert bad == [], "import workers.contract.spec_parts.Priority instead"
+    assert bad == [], "import workers.contract.spec.Priority instead"
 
 
 def test_the_checker_sees_a_copied_table() -> None:

@@ -13,8 +13,7 @@ from pydantic import BaseModel, ValidationError
 from tests.backend.conftest import SharedApi, bearer, job_count
 from tests.specs import with_field
 from workers.contract.catalog import TEMPLATES
-from workers.contract.spec import JobSpec
-from workers.contract.spec_parts import Strict
+from workers.contract.spec import JobSpec, Strict
 
 GOOD: dict[str, Any] = {"name": "bounds", "template": "mlp", "hyperparameters": {"steps": 10}}
 #: free-form hyperparameters are bounded for entrypoint jobs; templates take only their own

@@ -12,8 +12,7 @@ from worker_helpers import attempt_order, read_items, with_script
 
 from workers.contract.entrypoints import EntrypointRefused, resolve
 from workers.contract.protocol import LOGS_STREAM, METRICS_STREAM
-from workers.contract.spec import JobSpec
-from workers.contract.spec_parts import Entrypoint
+from workers.contract.spec import Entrypoint, JobSpec
 from workers.supervisor.attempt import Supervisor
 from workers.supervisor.settings import SupervisorSettings
 from workers.supervisor.stdout_metrics import StdoutMetrics

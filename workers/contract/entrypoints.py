@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from workers.contract.spec_parts import Entrypoint
+from workers.contract.spec import Entrypoint
 
 
 class EntrypointRefused(ValueError):

@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from workers.contract.spec import JobSpec
-from workers.contract.spec_parts import Precision, Strategy
+from workers.contract.spec import JobSpec, Precision, Strategy
 
 #: characters in the gpt template's corpus vocabulary, bounded above (the corpus has ~100)
 GPT_VOCAB = 128

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from workers.contract import entrypoints
-from workers.contract.spec_parts import Entrypoint
+from workers.contract.spec import Entrypoint
 from workers.supervisor.containment import Containment
 from workers.supervisor.job_user import JobIdentity
 from workers.supervisor.orphan_guard import guarded

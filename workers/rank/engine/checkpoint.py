@@ -20,7 +20,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from workers.contract.checkpoints import checkpoint_path, complete_checkpoints
-from workers.contract.spec_parts import Checkpointing
+from workers.contract.spec import Checkpointing
 from workers.rank import sdk
 from workers.rank.engine.dcp_storage import (
     JsonLoadPlanner,

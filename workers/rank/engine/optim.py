@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import torch
 
-from workers.contract.spec_parts import LRSchedule
+from workers.contract.spec import LRSchedule
 
 
 def build_optimizer(

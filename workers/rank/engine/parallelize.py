@@ -10,8 +10,7 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from workers.contract.spec import JobSpec
-from workers.contract.spec_parts import Strategy
+from workers.contract.spec import JobSpec, Strategy
 from workers.rank.engine.distributed import ParallelContext
 from workers.rank.engine.optim import grads_of, has_mixed_kinds, total_norm
 from workers.rank.engine.pipeline import Batch, PipelineRunner

@@ -6,8 +6,7 @@ import contextlib
 
 import torch
 
-from workers.contract.spec import JobSpec
-from workers.contract.spec_parts import Precision, Strategy
+from workers.contract.spec import JobSpec, Precision, Strategy
 from workers.rank.engine.errors import EngineFailure
 
 
