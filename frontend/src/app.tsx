@@ -74,7 +74,7 @@ function View({ route, me }: { route: Route; me: Me }) {
     case "board":
       return <BoardView />;
     case "submit":
-      return <SubmitView key={route.clone ?? "new"} clone={route.clone} />;
+      return <SubmitView key={`${route.clone ?? "new"}:${route.fromStep ?? ""}`} clone={route.clone} fromStep={route.fromStep} />;
     case "compare":
       return <CompareView ids={route.ids} />;
     case "job":

@@ -4,7 +4,7 @@ import { useEffect, useState } from "preact/hooks";
 
 export type Route =
   | { name: "board" }
-  | { name: "submit"; clone: number | null }
+  | { name: "submit"; clone: number | null; fromStep: number | null }
   | { name: "compare"; ids: number[] }
   | { name: "job"; id: number }
   | { name: "cluster" }
@@ -22,7 +22,10 @@ export function parseRoute(path: string, search = ""): Route {
   const query = new URLSearchParams(search);
   if (clean === "/submit") {
     const clone = query.get("clone");
-    return { name: "submit", clone: clone && /^\d+$/.test(clone) ? Number(clone) : null };
+    const step = query.get("from_step");
+    const id = clone && /^\d+$/.test(clone) ? Number(clone) : null;
+    // a checkpoint step only with the job it belongs to
+    return { name: "submit", clone: id, fromStep: id !== null && step && /^\d+$/.test(step) ? Number(step) : null };
   }
   if (clean === "/compare") return { name: "compare", ids: parseIds(query.get("jobs")) };
   if (clean === "/cluster") return { name: "cluster" };

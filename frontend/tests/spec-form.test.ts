@@ -103,8 +103,11 @@ describe("submit form in script mode → JobSpec", () => {
 describe("routes", () => {
   it("decodes deep links and refuses off-site login redirects", () => {
     expect(parseRoute("/jobs/12")).toEqual({ name: "job", id: 12 });
-    expect(parseRoute("/submit/")).toEqual({ name: "submit", clone: null });
-    expect(parseRoute("/submit", "?clone=4")).toEqual({ name: "submit", clone: 4 });
+    expect(parseRoute("/submit/")).toEqual({ name: "submit", clone: null, fromStep: null });
+    expect(parseRoute("/submit", "?clone=4")).toEqual({ name: "submit", clone: 4, fromStep: null });
+    expect(parseRoute("/submit", "?clone=4&from_step=20")).toEqual({ name: "submit", clone: 4, fromStep: 20 });
+    // a step without its job is no clone
+    expect(parseRoute("/submit", "?from_step=20")).toEqual({ name: "submit", clone: null, fromStep: null });
     expect(parseRoute("/compare", "?jobs=3,5,x,3")).toEqual({ name: "compare", ids: [3, 5] });
     expect(parseRoute("/login", "?next=%2Fjobs%2F3")).toEqual({ name: "login", next: "/jobs/3" });
     expect(parseRoute("/login", "?next=//evil.example")).toEqual({ name: "login", next: "/" });

@@ -12,7 +12,7 @@ import torch
 from playwright.sync_api import Page, expect
 
 from tests.e2e.conftest import SCREENSHOTS
-from tests.e2e.helpers import cancel_quietly, log_in, wait_state
+from tests.e2e.helpers import cancel_quietly, get_job, log_in, wait_state
 from tests.stack import RunningStack
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -48,7 +48,14 @@ def test_download_a_checkpoint_and_clone_from_an_older_step(
         page.evaluate("window.scrollTo(0, 0)")  # the sticky header would cover the page otherwise
         page.screenshot(path=str(SCREENSHOTS / "job-checkpoints.png"), full_page=True)
 
+        # "Clone from step 20…" opens the form, filled with the spec, nothing started yet
         page.get_by_test_id("clone-from-20").click()
+        expect(page).to_have_url(re.compile(rf".*/submit\?clone={source}&from_step=20$"))
+        expect(page.get_by_test_id("clone-from-step")).to_have_text("step 20")
+        expect(page.get_by_test_id("submit-name")).to_have_value("ckpt-source (from step 20)")
+        expect(page.get_by_test_id("hp-steps")).to_have_value("60")
+        page.get_by_test_id("hp-lr").fill("0.002")
+        page.get_by_test_id("submit-button").click()
         expect(page).to_have_url(re.compile(rf".*/jobs/(?!{source}$)\d+$"))  # the clone's page
         clone = int(page.url.rsplit("/", 1)[1])
         assert clone != source
@@ -63,6 +70,7 @@ def test_download_a_checkpoint_and_clone_from_an_older_step(
             )
         assert attempt["resume_from"].endswith(f"job-{source}/checkpoints/attempt-1/step-20")
         assert loss["step"][0] == 21 and loss["step"][-1] == 60  # trained on from step 20
+        assert get_job(stack, clone)["spec"]["hyperparameters"]["lr"] == 0.002
         assert other.status_code == 401
     finally:
         cancel_quietly(stack, source, *([clone] if clone else []))

@@ -4,7 +4,7 @@ import { client, ok } from "../api/http";
 import type { Job } from "../api/types";
 import { formatBytes, formatTime } from "../lib/format";
 import { problemText } from "../lib/problems";
-import { navigate } from "../router";
+import { Link } from "../router";
 import type { components } from "../api/schema";
 import { TableHead } from "./bits";
 
@@ -18,18 +18,6 @@ export function JobCheckpoints({ job, version }: { job: Job; version: string }) 
       .then(setListing)
       .catch((err: unknown) => setError(problemText(err)));
   }, [job.id, version]);
-
-  const cloneFrom = async (step: number) => {
-    setError(null);
-    try {
-      const clone = await ok(
-        client.POST("/api/jobs/{job_id}/clone", { params: { path: { job_id: job.id }, query: { from_step: step } }, body: {} }),
-      );
-      navigate(`/jobs/${clone.id}`);
-    } catch (err) {
-      setError(problemText(err));
-    }
-  };
 
   return (
     <div data-testid="job-checkpoints">
@@ -60,9 +48,14 @@ export function JobCheckpoints({ job, version }: { job: Job; version: string }) 
                     >
                       Download .pt
                     </a>
-                    <button type="button" class="secondary" data-testid={`clone-from-${c.step}`} onClick={() => void cloneFrom(c.step)}>
-                      Clone from step {c.step}
-                    </button>
+                    <Link
+                      href={`/submit?clone=${job.id}&from_step=${c.step}`}
+                      class="button secondary"
+                      data-testid={`clone-from-${c.step}`}
+                      title="Opens the submit form filled with this job's spec: change hyperparameters or devices, then submit"
+                    >
+                      Clone from step {c.step}…
+                    </Link>
                   </td>
                 </tr>
               ))}

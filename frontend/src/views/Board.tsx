@@ -48,7 +48,7 @@ export function BoardView() {
         <label class="inline" title="Archived jobs are hidden unless this is ticked">
           <input type="checkbox" data-testid="show-archived" checked={showArchived} onChange={(e) => setShowArchived(e.currentTarget.checked)} /> show archived
         </label>
-        <BulkActions picked={picked} onDone={() => (clear(), setBulkVersion((v) => v + 1))} />
+        <BulkActions picked={picked} jobs={all} onDone={() => (clear(), setBulkVersion((v) => v + 1))} />
         <PickLimit refused={refused} max={MAX_COMPARE} />
         {picked.length > 0 && (
           <button type="button" class="secondary" data-testid="compare-selected" disabled={picked.length < 2} onClick={() => navigate(`/compare?jobs=${picked.join(",")}`)}>

@@ -41,8 +41,11 @@ const FIELDS = [
   "wait_for_capacity",
 ];
 
-/** `clone`: the job whose spec fills the form; submitting then POSTs /api/jobs/{clone}/clone. */
-export function SubmitView({ clone }: { clone: number | null }) {
+/**
+ * `clone`: the job whose spec fills the form; submitting then POSTs /api/jobs/{clone}/clone,
+ * starting from its checkpoint at `fromStep` when given (the job page's "Clone from step N…").
+ */
+export function SubmitView({ clone, fromStep = null }: { clone: number | null; fromStep?: number | null }) {
   const [templates, setTemplates] = useState<Template[] | null>(null);
   const [form, setForm] = useState<SpecForm>(initialForm(undefined));
   const [errors, setErrors] = useState<Map<string, string[]>>(new Map());
@@ -64,11 +67,11 @@ export function SubmitView({ clone }: { clone: number | null }) {
         }
         const spec = source.spec as unknown as Record<string, unknown>;
         const chosen = list.find((t) => t.name === spec.template) ?? list[0];
-        setForm({ ...formFromSpec(spec, initialForm(chosen)), name: `${source.name} (clone)` });
+        setForm({ ...formFromSpec(spec, initialForm(chosen)), name: `${source.name} (${fromStep === null ? "clone" : `from step ${fromStep}`})` });
         setParent(source);
       })
       .catch((err: unknown) => setErrors(new Map([["", [`Could not load the form: ${String(err)}`]]])));
-  }, [clone]);
+  }, [clone, fromStep]);
 
   const template = templates?.find((t) => t.name === form.template);
   const known = useMemo(
@@ -97,7 +100,10 @@ export function SubmitView({ clone }: { clone: number | null }) {
       // the form's candidate spec: the server validates it and answers 422 per field
       const job = await ok(
         parent
-          ? client.POST("/api/jobs/{job_id}/clone", { params: { path: { job_id: parent.id } }, body: body as Record<string, unknown> })
+          ? client.POST("/api/jobs/{job_id}/clone", {
+              params: { path: { job_id: parent.id }, ...(fromStep === null ? {} : { query: { from_step: fromStep } }) },
+              body: body as Record<string, unknown>,
+            })
           : client.POST("/api/jobs", { body: body as JobSpec }),
       );
       navigate(`/jobs/${job.id}`);
@@ -130,8 +136,14 @@ export function SubmitView({ clone }: { clone: number | null }) {
       </div>
       {parent && (
         <p class="muted" data-testid="clone-source">
-          Starting from <Link href={`/jobs/${parent.id}`}>#{parent.id} {parent.name}</Link>: change what you need; the new job
-          records it as its parent.
+          Starting from <Link href={`/jobs/${parent.id}`}>#{parent.id} {parent.name}</Link>
+          {fromStep !== null && (
+            <>
+              {" "}
+              at its checkpoint of <strong data-testid="clone-from-step">step {fromStep}</strong> (weights and optimizer state)
+            </>
+          )}
+          : change what you need (hyperparameters, devices); the new job records it as its parent.
         </p>
       )}
       <form
