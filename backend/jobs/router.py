@@ -35,12 +35,12 @@ from backend.jobs.schemas import (
     LogList,
     MetricNames,
     ResumeIn,
-    Series,
     ValidationOut,
 )
 from backend.jobs.views import attempt_view, describe_job, describe_jobs, event_view
 from backend.telemetry import series
 from backend.telemetry.series import logs
+from backend.telemetry.series.schemas import Curve
 from workers.contract.spec import JobSpec
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
@@ -206,17 +206,17 @@ def list_metrics(job_id: ObjectId, principal: ReaderDep, session: SessionDep) ->
     return MetricNames(names=series.metric_names(session, job_id=job.id))
 
 
-@router.get("/{job_id}/metrics/{name}", response_model=Series)
+@router.get("/{job_id}/metrics/{name}", response_model=Curve)
 def get_metric(
     job_id: ObjectId,
     name: str,
     principal: ReaderDep,
     session: SessionDep,
     rank: Annotated[int | None, Query(ge=0, le=1_000_000)] = None,
-) -> Series:
+) -> Curve:
     """A metric as columns by step; without rank, the mean over ranks."""
     job = _job(session, principal, job_id)
-    return Series(**series.series(session, job_id=job.id, name=name, rank=rank))
+    return Curve(**series.series(session, job_id=job.id, name=name, rank=rank))
 
 
 @router.get("/{job_id}/logs", response_model=LogList)

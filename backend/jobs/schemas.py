@@ -138,14 +138,6 @@ class MetricNames(BaseModel):
     names: list[str]
 
 
-class Series(BaseModel):
-    """A columnar series: the i-th point is (step[i], time[i], value[i])."""
-
-    step: list[int]
-    time: list[float]
-    value: list[float]
-
-
 class LogOut(BaseModel):
     attempt_id: int
     rank: int

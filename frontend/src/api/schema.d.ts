@@ -2869,18 +2869,6 @@ export interface components {
              */
             sha256: string;
         };
-        /**
-         * Series
-         * @description A columnar series: the i-th point is (step[i], time[i], value[i]).
-         */
-        Series: {
-            /** Step */
-            step: number[];
-            /** Time */
-            time: number[];
-            /** Value */
-            value: number[];
-        };
         /** SessionOut */
         SessionOut: {
             /** @description who this browser is signed in as; None: nobody */
@@ -4847,7 +4835,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Series"];
+                    "application/json": components["schemas"]["Curve"];
                 };
             };
             /** @description no valid credentials */
