@@ -37,7 +37,7 @@ from backend.jobs.schemas import (
     ResumeIn,
     ValidationOut,
 )
-from backend.jobs.views import attempt_view, describe_job, describe_jobs, event_view
+from backend.jobs.views import attempt_views, describe_job, describe_jobs, event_view
 from backend.telemetry import series
 from backend.telemetry.series import logs
 from backend.telemetry.series.schemas import Curve
@@ -190,7 +190,7 @@ def clone_job(
 @router.get("/{job_id}/attempts", response_model=list[AttemptOut])
 def list_attempts(job_id: ObjectId, principal: ReaderDep, session: SessionDep) -> list[AttemptOut]:
     job = _job(session, principal, job_id)
-    return [attempt_view(a) for a in service.attempts_of(session, job=job)]
+    return attempt_views(session, service.attempts_of(session, job=job))
 
 
 @router.get("/{job_id}/events", response_model=list[EventOut])

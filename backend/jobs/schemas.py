@@ -110,8 +110,9 @@ class JobList(BaseModel):
 class AttemptOut(BaseModel):
     id: int
     number: int
-    node: str
-    devices: list[int]
+    node: str = Field(description="the node of rank 0")
+    devices: list[int] = Field(description="devices on the node of rank 0")
+    placement: list[SliceOut] = Field(description="every node of the gang and its devices")
     state: AttemptState
     resume_from: str | None
     last_checkpoint: str | None

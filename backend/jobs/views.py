@@ -93,14 +93,27 @@ def _view(job: Job, owner: str, attempt: Attempt | None, placement: list[SliceOu
     )
 
 
-def attempt_view(attempt: Attempt) -> AttemptOut:
-    """An attempt as the API returns it."""
-    return AttemptOut(
-        node=attempt.node_name,
-        devices=list(attempt.devices),
-        state=AttemptState(attempt.state),
-        **fields_of(attempt, ATTEMPT_FIELDS),
-    )
+def attempt_views(session: Session, attempts: Sequence[Attempt]) -> list[AttemptOut]:
+    """Attempts as the API returns them, each with every slice's node and devices."""
+    placements: dict[int, list[SliceOut]] = {}
+    for part in session.scalars(
+        select(AttemptSlice)
+        .where(AttemptSlice.attempt_id.in_([a.id for a in attempts]))
+        .order_by(AttemptSlice.attempt_id, AttemptSlice.node_rank)
+    ):
+        placements.setdefault(part.attempt_id, []).append(
+            SliceOut(node=part.node_name, devices=list(part.devices))
+        )
+    return [
+        AttemptOut(
+            node=attempt.node_name,
+            devices=list(attempt.devices),
+            placement=placements.get(attempt.id, []),
+            state=AttemptState(attempt.state),
+            **fields_of(attempt, ATTEMPT_FIELDS),
+        )
+        for attempt in attempts
+    ]
 
 
 def event_view(event: JobEvent) -> EventOut:

@@ -121,6 +121,16 @@ def test_a_rendezvous_failure_restarts_without_spending_max_restarts(
     job_id = api.post("/api/jobs", json=spec, headers=bearer(tokens["alice"])).json()["id"]
     scheduler = node_pool_scheduler(database, client, settings.redis_url)
     scheduler.tick()
+    alice = bearer(tokens["alice"])
+    (shown,) = api.get(f"/api/jobs/{job_id}/attempts", headers=alice).json()
+    placed = {"n1": [0], "n2": [0]}  # every slice, not rank 0's only
+    assert {p["node"]: p["devices"] for p in shown["placement"]} == placed
+    assert {
+        p["node"] for p in api.get(f"/api/jobs/{job_id}", headers=alice).json()["placement"]
+    } == {
+        "n1",
+        "n2",
+    }
     with database.session() as session:
         attempt_id = session.scalars(select(Attempt.id).where(Attempt.job_id == job_id)).one()
         for node in nodes:

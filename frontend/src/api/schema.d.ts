@@ -1167,7 +1167,10 @@ export interface components {
              * Format: date-time
              */
             created_at: string;
-            /** Devices */
+            /**
+             * Devices
+             * @description devices on the node of rank 0
+             */
             devices: number[];
             /** Exit Reason */
             exit_reason: string | null;
@@ -1179,10 +1182,18 @@ export interface components {
             id: number;
             /** Last Checkpoint */
             last_checkpoint: string | null;
-            /** Node */
+            /**
+             * Node
+             * @description the node of rank 0
+             */
             node: string;
             /** Number */
             number: number;
+            /**
+             * Placement
+             * @description every node of the gang and its devices
+             */
+            placement: components["schemas"]["SliceOut"][];
             /** Resume From */
             resume_from: string | null;
             /**
