@@ -62,6 +62,19 @@ def capacities(session: Session) -> list[NodeCapacity]:
     ]
 
 
+NO_NODE = (
+    "no worker node is registered: start one with `trainboard worker` on a machine with "
+    "devices (`trainboard up` starts one itself); a worker that refused to start said why "
+    "in its output"
+)
+
+
+def explain_no_node(session: Session, waiting: dict[int, str]) -> None:
+    """With no node registered at all (every worker refused to start), every job says so."""
+    if waiting and session.scalars(select(Node.id).limit(1)).first() is None:
+        waiting.update(dict.fromkeys(waiting, NO_NODE))
+
+
 class NodePool:
     """Runs attempts on Trainboard's registered worker nodes."""
 
@@ -103,6 +116,7 @@ class NodePool:
         quotas: dict[int, Quota],
     ) -> Plan:
         result = plan(queue, capacities(session), running=running, quotas=quotas)
+        explain_no_node(session, result.waiting)  # not "no cluster capacity": no node at all
         explain_disk_low(session, queue, result.waiting)  # a nearly full node says so
         return result
 

@@ -12,6 +12,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from backend.auth.service import Principal
+from backend.jobs import script_access
 from backend.jobs.attempts import newest_checkpoint
 from backend.jobs.capacity import never_fits
 from backend.jobs.memory import memory_fit
@@ -50,7 +51,7 @@ def check_entrypoint(spec: JobSpec, roots: Sequence[Path]) -> None:
     if spec.entrypoint is None:
         return
     try:
-        entrypoints.resolve(spec.entrypoint, roots)
+        script_access.checked(spec.entrypoint, entrypoints.resolve(spec.entrypoint, roots))
     except entrypoints.EntrypointRefused as err:
         field = "script" if spec.entrypoint.script is not None else "module"
         raise SpecRefused(("entrypoint", field), str(err)) from None
