@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from backend.db import utcnow
 from backend.jobs.attempt_end import AttemptEnd, advance_job, end_slices
+from backend.jobs.checkpoint_trust import accepted_checkpoint, refusal
 from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.jobs.run_states import (
     LIVE_ATTEMPT_VALUES,
@@ -29,7 +30,6 @@ from backend.jobs.run_states import (
 from backend.jobs.states import JobState, transition
 from backend.nodes.models import Node, NodeState
 from backend.nodes.multihost import gang_addresses
-from backend.nodes.trust import accepted_checkpoint, refusal
 from backend.signals import request_stop
 from workers.contract.protocol import AttemptOutcome, StopRequest
 

@@ -12,8 +12,8 @@ from backend.auth.service import ensure_admin, issue_token
 from backend.config import Settings
 from backend.db import Database
 from backend.jobs.attempts import newest_checkpoint, newest_checkpoints
+from backend.jobs.checkpoint_trust import refusal
 from backend.jobs.models import Attempt
-from backend.nodes.trust import refusal
 from tests.backend.conftest import bearer, node_pool_scheduler
 from tests.backend.test_jobs_api import GOOD_SPEC, queued_orders
 from workers.contract.protocol import NodeDevice, NodeRegistration
