@@ -43,6 +43,21 @@ class Strategy(StrEnum):
     hybrid = "hybrid"
 
 
+class Update(StrEnum):
+    """When data-parallel replicas update: together, on arrival at a server, or apart."""
+
+    sync = "sync"
+    async_ = "async"
+    local_sgd = "local_sgd"
+
+
+class Reduce(StrEnum):
+    """How a synchronous step's gradients meet: ring all-reduce (DDP) or a parameter server."""
+
+    allreduce = "allreduce"
+    parameter_server = "parameter_server"
+
+
 class Precision(StrEnum):
     fp32 = "fp32"
     bf16 = "bf16"
@@ -124,6 +139,21 @@ class Parallelism(Strict):
     microbatches: StrictInt = Field(1, ge=1, le=4096)
     schedule: Literal["gpipe", "1f1b"] = "1f1b"
     bucket_cap_mb: Number = Field(25.0, gt=0, le=1024, description="DDP gradient bucket size")
+    update: Update = Field(
+        Update.sync,
+        description="when replicas update: sync (every step waits for every gradient), async "
+        "(rank 0 holds the weights and applies each rank's gradient when it arrives; "
+        "staleness recorded) or local_sgd (replicas step alone, parameters averaged every "
+        "sync_every steps)",
+    )
+    reduce: Reduce | None = Field(
+        None,
+        description="sync only: allreduce (ring all-reduce, DDP; default) or parameter_server "
+        "(rank 0 gathers gradients point to point, steps, sends weights back)",
+    )
+    sync_every: StrictInt | None = Field(
+        None, ge=1, le=1_000_000, description="local_sgd only: steps between parameter averages"
+    )
     rendezvous_timeout_s: Number = Field(
         60.0,
         ge=5,
@@ -156,7 +186,30 @@ class Parallelism(Strict):
                 raise ValueError(
                     "strategy hybrid needs devices to be a multiple (>= 2) of pipeline_stages"
                 )
+        self._update_mode_is_consistent()
         return self
+
+    def _update_mode_is_consistent(self) -> None:
+        if self.reduce is not None and self.update is not Update.sync:
+            raise ValueError(f"reduce applies to update sync only (update is {self.update})")
+        if self.sync_every is not None and self.update is not Update.local_sgd:
+            raise ValueError(
+                f"sync_every applies to update local_sgd only (update is {self.update})"
+            )
+        if self.update is Update.local_sgd and self.sync_every is None:
+            raise ValueError("update local_sgd needs sync_every (steps between averages, >= 1)")
+        if self.stages > 1 and self.mode != "sync/allreduce":
+            raise ValueError(
+                f"update mode {self.mode} applies to the data strategy only (pipeline stages "
+                "average their gradients with all-reduce: use update sync, reduce allreduce)"
+            )
+
+    @property
+    def mode(self) -> str:
+        """The update mode as one name: sync/allreduce, sync/parameter_server, async, local_sgd."""
+        if self.update is Update.sync:
+            return f"sync/{self.reduce or Reduce.allreduce}"
+        return str(self.update)
 
     @property
     def stages(self) -> int:
@@ -363,4 +416,13 @@ def unsupported_reason(spec: JobSpec) -> str | None:
     par = spec.parallelism
     if spec.precision is Precision.fp16 and par.strategy is not Strategy.data:
         return "precision 'fp16' is not supported yet with pipelines (use bf16 or fp32)"
+    if spec.entrypoint is not None and par.mode != "sync/allreduce":
+        return (
+            f"update mode {par.mode} applies to template jobs only (a user entrypoint "
+            "makes its own updates)"
+        )
+    if spec.precision is Precision.fp16 and par.mode != "sync/allreduce":
+        return (
+            f"precision 'fp16' is not supported yet with update mode {par.mode} (use bf16 or fp32)"
+        )
     return None

@@ -2501,6 +2501,8 @@ export interface components {
             nodes: number;
             /** Pipeline Stages */
             pipeline_stages?: number | null;
+            /** @description sync only: allreduce (ring all-reduce, DDP; default) or parameter_server (rank 0 gathers gradients point to point, steps, sends weights back) */
+            reduce?: components["schemas"]["Reduce"] | null;
             /**
              * Rendezvous Timeout S
              * @description seconds the ranks may take to find each other (store and gloo/NCCL connections) before the attempt fails, naming the address not reached
@@ -2515,6 +2517,16 @@ export interface components {
             schedule: "gpipe" | "1f1b";
             /** @default data */
             strategy: components["schemas"]["Strategy"];
+            /**
+             * Sync Every
+             * @description local_sgd only: steps between parameter averages
+             */
+            sync_every?: number | null;
+            /**
+             * @description when replicas update: sync (every step waits for every gradient), async (rank 0 holds the weights and applies each rank's gradient when it arrives; staleness recorded) or local_sgd (replicas step alone, parameters averaged every sync_every steps)
+             * @default sync
+             */
+            update: components["schemas"]["Update"];
         };
         /** PasswordIn */
         PasswordIn: {
@@ -2627,6 +2639,12 @@ export interface components {
              */
             trainboard?: string | null;
         };
+        /**
+         * Reduce
+         * @description How a synchronous step's gradients meet: ring all-reduce (DDP) or a parameter server.
+         * @enum {string}
+         */
+        Reduce: "allreduce" | "parameter_server";
         /** Refusal */
         Refusal: {
             /**
@@ -3134,6 +3152,12 @@ export interface components {
              */
             value: number | null;
         };
+        /**
+         * Update
+         * @description When data-parallel replicas update: together, on arrival at a server, or apart.
+         * @enum {string}
+         */
+        Update: "sync" | "async" | "local_sgd";
         /** UsageOut */
         UsageOut: {
             /**
