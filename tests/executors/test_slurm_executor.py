@@ -179,3 +179,62 @@ def test_a_supervisor_killed_under_slurm_ends_its_attempt_with_slurms_state(
         timeout=cluster.kill_wait + 5,
         what="no process of the job left",
     )
+
+
+def test_pause_ends_the_slurm_job_and_resume_continues_at_the_checkpointed_step(
+    stack: SlurmStack, cluster: SlurmCluster
+) -> None:
+    import sqlalchemy as sa
+
+    spec = {**_spec("pausable", steps=100_000), "checkpoint": {"every_steps": 1000}}
+    with stack.client() as client:
+        job_id = client.post("/api/jobs", json=spec).json()["id"]
+        wait_for(
+            lambda: (client.get(f"/api/jobs/{job_id}").json()["step"] or 0) >= 30,
+            timeout=120,
+            what="some training",
+        )
+        assert client.post(f"/api/jobs/{job_id}/pause").status_code == 200
+        paused = stack.wait_job(client, job_id, "paused", "failed", "cancelled", timeout=60)
+        assert paused["state"] == "paused", paused["reason"]
+        first = _attempts(client, job_id)[0]
+        assert first["last_checkpoint"], "pause left no checkpoint"
+        saved = int(first["last_checkpoint"].rsplit("-", 1)[1])
+        assert saved >= 30
+        # its Slurm job ended with the supervisor: its CPUs are free while paused
+        record = wait_for(
+            lambda: (
+                (j := cluster.cli.job(first["slurm_job_id"]))
+                and j.state not in ("RUNNING", "COMPLETING")
+                and j
+            ),
+            timeout=30,
+            what="the paused attempt's Slurm job to end",
+        )
+        assert record.state == "COMPLETED", record
+        assert client.post(f"/api/jobs/{job_id}/resume").status_code == 200
+        wait_for(
+            lambda: (client.get(f"/api/jobs/{job_id}").json()["step"] or 0) > saved + 5,
+            timeout=120,
+            what="the resumed run",
+        )
+        second = _attempts(client, job_id)[1]
+        assert client.post(f"/api/jobs/{job_id}/cancel").status_code == 200
+        stack.wait_job(client, job_id, "cancelled", timeout=60)
+    assert second["resume_from"] == first["last_checkpoint"]
+    assert second["slurm_job_id"] and second["slurm_job_id"] != first["slurm_job_id"]
+    engine = sa.create_engine(stack.database_url)
+    with engine.connect() as db:
+        steps = db.execute(
+            sa.text(
+                "SELECT attempt_id, min(step), max(step), count(*), count(DISTINCT step)"
+                " FROM metric_points WHERE name = 'loss' AND attempt_id IN (:a, :b)"
+                " GROUP BY attempt_id ORDER BY attempt_id"
+            ),
+            {"a": first["id"], "b": second["id"]},
+        ).all()
+    engine.dispose()
+    (_, _, first_last, first_n, first_distinct), (_, resumed_at, _, n, distinct) = steps
+    assert first_last == saved  # nothing past the checkpoint: no step counted twice
+    assert resumed_at == saved + 1  # nothing missing
+    assert (first_n, n) == (first_distinct, distinct)
