@@ -7,7 +7,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from backend.jobs.run_states import AttemptState
-from backend.jobs.states import JobAction, JobState
+from backend.jobs.states import JobAction, JobPhase, JobState
 from workers.contract.protocol import Instance, RunFacts
 from workers.contract.spec import MAX_DEVICES, JobSpec
 
@@ -59,6 +59,10 @@ class JobOut(BaseModel):
     name: str
     owner: str
     state: JobState
+    phase: JobPhase = Field(
+        description="its state's group: waiting (queued), active (placed, running, stopping "
+        "or restarting), paused, finished"
+    )
     actions: list[JobAction] = Field(description="what this job accepts now (from its state)")
     spec: JobSpec
     implications: Implications

@@ -28,6 +28,28 @@ S = JobState
 FINAL = frozenset({S.succeeded, S.failed, S.cancelled, S.stopped})
 STOPPED = FINAL | {S.paused}
 
+
+class JobPhase(StrEnum):
+    """The group a state belongs to, as the board and every list show it (the browser
+    keeps no copy of these groups)."""
+
+    waiting = "waiting"  # queued: not placed yet
+    active = "active"  # placed, running, stopping, or restarting after a back-off
+    paused = "paused"  # stopped with a checkpoint; resumable
+    finished = "finished"  # a final state
+
+
+PHASES: dict[JobState, JobPhase] = {
+    S.queued: JobPhase.waiting,
+    S.scheduled: JobPhase.active,
+    S.running: JobPhase.active,
+    S.cancelling: JobPhase.active,
+    S.pausing: JobPhase.active,
+    S.restarting: JobPhase.active,
+    S.paused: JobPhase.paused,
+    **{state: JobPhase.finished for state in FINAL},
+}
+
 TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     S.queued: frozenset({S.scheduled, S.cancelled, S.paused}),
     S.scheduled: frozenset(

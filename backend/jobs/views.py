@@ -12,7 +12,7 @@ from backend.db import fields_of
 from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
 from backend.jobs.run_states import AttemptState
 from backend.jobs.schemas import AttemptOut, EventOut, Implications, JobOut, SliceOut
-from backend.jobs.states import JobState, allowed_actions
+from backend.jobs.states import PHASES, JobState, allowed_actions
 from workers.contract.spec import Priority
 
 #: JobOut fields copied from the job row as they are
@@ -74,6 +74,7 @@ def _view(job: Job, owner: str, attempt: Attempt | None, placement: list[SliceOu
     return JobOut(
         owner=owner,
         state=JobState(job.state),
+        phase=PHASES[JobState(job.state)],
         actions=allowed_actions(JobState(job.state)),
         spec=spec,
         implications=Implications.model_validate(spec.implications()),

@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from backend.config import Settings
 from backend.db import Database
 from backend.deployment_keys import keys_of
+from backend.jobs.states import FINAL, PHASES, JobPhase, JobState
 from tests.backend.conftest import bearer, node_pool_scheduler
 from tests.specs import with_field
 from workers.contract.protocol import NodeDevice, NodeRegistration
@@ -97,11 +98,12 @@ def test_submit_list_get_and_cancel_a_queued_job(api: TestClient, tokens: dict[s
     assert created.status_code == 201
     job = created.json()
     assert job["state"] == "queued" and job["owner"] == "alice"
+    assert job["phase"] == "waiting"  # the server groups states; the browser keeps no copy
     assert job["implications"]["global_batch"] == 64
     assert job["total_steps"] == 200
     assert [j["id"] for j in api.get("/api/jobs", headers=alice).json()["jobs"]] == [job["id"]]
     cancelled = api.post(f"/api/jobs/{job['id']}/cancel", headers=alice).json()
-    assert cancelled["state"] == "cancelled"
+    assert (cancelled["state"], cancelled["phase"]) == ("cancelled", "finished")
     assert cancelled["updated_at"] > job["updated_at"]  # a newer view of the job wins
     again = api.post(f"/api/jobs/{job['id']}/cancel", headers=alice)
     assert again.status_code == 409
@@ -242,3 +244,8 @@ def test_module_entrypoints_are_resolved_at_submit_like_scripts(
     (error,) = response.json()["detail"]
     assert error["loc"] == ["body", "entrypoint", "module"]
     assert f"module {module}" in error["msg"] and str(root) not in error["msg"]
+
+
+def test_every_job_state_has_one_phase() -> None:
+    assert set(PHASES) == set(JobState)
+    assert {s for s, p in PHASES.items() if p is JobPhase.finished} == FINAL

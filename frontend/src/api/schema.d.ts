@@ -2047,6 +2047,8 @@ export interface components {
             owner: string;
             /** Parent Id */
             parent_id: number | null;
+            /** @description its state's group: waiting (queued), active (placed, running, stopping or restarting), paused, finished */
+            phase: components["schemas"]["JobPhase"];
             /**
              * Placement
              * @description every node of the gang and its devices
@@ -2100,6 +2102,13 @@ export interface components {
              */
             wait_reason: string | null;
         };
+        /**
+         * JobPhase
+         * @description The group a state belongs to, as the board and every list show it (the browser
+         *     keeps no copy of these groups).
+         * @enum {string}
+         */
+        JobPhase: "waiting" | "active" | "paused" | "finished";
         /**
          * JobSpec
          * @description What to run, on how many devices, and how: validated once, at submission.
