@@ -34,6 +34,7 @@ from workers.supervisor.rank_launch import free_port, rank_command, start_rank
 from workers.supervisor.relay import TelemetryRelay
 from workers.supervisor.run_dir_quota import RunDirQuota
 from workers.supervisor.settings import SupervisorSettings
+from workers.supervisor.startup import StartupPhases
 from workers.supervisor.stdout_metrics import StdoutMetrics, metric_sink
 from workers.telemetry import StreamPublisher
 
@@ -93,6 +94,14 @@ class Supervisor:
         self._quota: RunDirQuota | None = None
         self._hangs = HangWatch(
             (env.rank for env in self.rank_envs()), timeout=order.spec.health.hang_timeout_s
+        )
+        #: the start-up's phases as job events (ranks starting ... first step)
+        self.startup = StartupPhases(
+            self.streams.events,
+            attempt_id=order.attempt_id,
+            node=order.node,
+            ranks=[env.rank for env in self.rank_envs()],
+            engine=order.spec.entrypoint is None,
         )
 
     @property
@@ -161,12 +170,13 @@ class Supervisor:
         if publisher is None:
             return None
         parser = StdoutMetrics(self.settings.metric_patterns, self.settings.metric_step_pattern)
+
+        def on_step(step: int) -> None:
+            self._hangs.steps(rank, (step,))
+            self.startup.step(rank)
+
         return metric_sink(
-            parser,
-            publisher,
-            attempt_id=self.order.attempt_id,
-            rank=rank,
-            on_step=lambda step: self._hangs.steps(rank, (step,)),
+            parser, publisher, attempt_id=self.order.attempt_id, rank=rank, on_step=on_step
         )
 
     def _start(self) -> None:
@@ -190,6 +200,7 @@ class Supervisor:
             self.streams.open_stdout_metrics()
         # its use counts while it lives, whatever it started (a daemon in its own session too)
         self.registry.track(self.order.attempt_id, self.containment.pids)
+        self.startup.starting(self.order.devices)
         for env, slot in zip(self.rank_envs(), self.order.devices, strict=True):
             read_fd, write_fd = os.pipe()
             try:
@@ -219,6 +230,7 @@ class Supervisor:
                     checkpoint_dir=dirs.checkpoints,
                     on_checkpoint=self._retain,
                     watch=self._hangs,
+                    startup=self.startup,
                 )
             )
             self.registry.assign(slot, Occupant(self.order.attempt_id, env.rank, process.pid))

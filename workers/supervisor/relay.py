@@ -27,6 +27,8 @@ from workers.contract.telemetry_channel import (
     PROGRESS_KEY,
 )
 from workers.supervisor.hang_watch import HangWatch
+from workers.supervisor.startup import PREFIX as STARTUP_PREFIX
+from workers.supervisor.startup import StartupPhases
 from workers.telemetry import StreamPublisher
 
 log = logging.getLogger(__name__)
@@ -51,12 +53,15 @@ class TelemetryRelay:
         checkpoint_dir: Path,
         on_checkpoint: Callable[[], None] = lambda: None,
         watch: HangWatch | None = None,
+        startup: StartupPhases | None = None,
     ) -> None:
         self.attempt_id, self.rank = attempt_id, rank
         self._fd, self._metrics, self._events = read_fd, metrics, events
         self._checkpoints = checkpoint_dir.resolve()
         self._on_checkpoint = on_checkpoint
         self._watch = watch
+        self._startup = startup
+        self._heard = False  # a first message came (the rank's interpreter runs)
         #: items refused so far (malformed, out of range, or naming a foreign path)
         self.refused = 0
         self._thread = threading.Thread(
@@ -96,6 +101,9 @@ class TelemetryRelay:
         if not isinstance(message, dict):
             self.refused += 1
             return
+        if not self._heard and self._startup is not None:
+            self._heard = True
+            self._startup.message(self.rank)
         now = time.time()
         if POINTS_KEY in message:
             self._points(message[POINTS_KEY], now)
@@ -119,6 +127,8 @@ class TelemetryRelay:
             self._metrics.add_many(points)
             if self._watch is not None:
                 self._watch.steps(self.rank, (point["step"] for point in points))
+            if self._startup is not None:
+                self._startup.step(self.rank)
 
     def _progress(self, progress: Any) -> None:
         phase = progress.get("phase") if isinstance(progress, dict) else None
@@ -126,8 +136,11 @@ class TelemetryRelay:
         valid_phase = phase is None or isinstance(phase, str) and 0 < len(phase) <= MAX_PHASE
         if not valid_phase or not isinstance(stacks, bool):
             self.refused += 1
-        elif self._watch is not None:
-            self._watch.declare(self.rank, phase=phase, dumps_stacks=stacks)
+        else:
+            if self._watch is not None:
+                self._watch.declare(self.rank, phase=phase, dumps_stacks=stacks)
+            if self._startup is not None:
+                self._startup.phase(self.rank, phase)
 
     def _point(self, row: Any, now: float) -> dict[str, Any] | None:
         if not isinstance(row, list) or len(row) != 3:
@@ -160,7 +173,7 @@ class TelemetryRelay:
             and len(message) <= MAX_EVENT_MESSAGE
             and (step is None or (type(step) is int and 0 <= step <= MAX_INT))
         )
-        forged = kind in PLATFORM_KINDS
+        forged = kind in PLATFORM_KINDS or str(kind).startswith(STARTUP_PREFIX)
         if not valid or forged or (kind == "checkpoint" and not self._own_checkpoint(message)):
             self.refused += 1
             return

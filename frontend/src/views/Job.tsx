@@ -24,6 +24,7 @@ import { JobActions } from "./JobActions";
 import { JobCheckpoints } from "../components/JobCheckpoints";
 import { JobNotes } from "../components/JobNotes";
 import { JobProvenance } from "../components/Provenance";
+import { StartupPhases } from "../components/StartupPhases";
 
 export function JobView({ id }: { id: number }) {
   const [job, setJob] = useState<Job | null>(null);
@@ -111,6 +112,7 @@ export function JobView({ id }: { id: number }) {
       <JobFacts job={job} store={metrics} changed={changed} />
       <EfficiencyFacts jobId={job.id} version={`${job.state}:${job.attempt}:${Math.floor((job.step ?? 0) / 50)}`} />
       <h2>Training</h2>
+      <StartupPhases job={job} events={events} />
       <MetricCharts store={metrics} changed={changed} names={names} />
       <StepTimes store={metrics} changed={changed} />
       <h2>Devices</h2>

@@ -33,11 +33,14 @@ def main() -> int:
     config = load_config()
     sdk.should_stop()  # installs the SIGTERM handler before the first step
     parallelism = config.spec.parallelism
+    # the supervisor reports each start-up phase as the job's event (workers/supervisor/startup)
+    sdk.phase("rendezvous")
     ctx = distributed.setup(
         config.env,
         pp_size=parallelism.stages,
         rendezvous_timeout_s=parallelism.rendezvous_timeout_s,
     )
+    sdk.phase("build")  # model, optimizer, data (and a checkpoint to resume from)
     try:
         trainer = Trainer(
             config.spec,
@@ -63,6 +66,7 @@ def main() -> int:
         _kept.append(trainer)
         if config.oom_hook is not None:
             inject_host_oom(trainer, *config.oom_hook)
+        sdk.phase("train")
         try:
             result = trainer.run()
         except (torch.cuda.OutOfMemoryError, MemoryError) as err:
