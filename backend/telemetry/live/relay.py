@@ -7,12 +7,14 @@ import logging
 import threading
 
 import redis
+from sqlalchemy import select
 
 from backend.background import POLL_SECONDS, keep_running, wake_channel
 from backend.db import Database
 from backend.deployment_keys import keys_of
 from backend.jobs.cluster import describe_nodes
-from backend.jobs.models import Job
+from backend.jobs.models import Attempt, AttemptSlice, Job
+from backend.jobs.run_states import LIVE_SLICE_VALUES
 from backend.jobs.views import describe_jobs
 from backend.signals import JOB_UPDATES_CHANNEL, NODE_UPDATES_CHANNEL
 from backend.telemetry.live.hub import Hub
@@ -23,9 +25,13 @@ log = logging.getLogger(__name__)
 def relay_announcements(
     *, db: Database, client: redis.Redis, hub: Hub, stop: threading.Event
 ) -> None:
-    """Turn announced job ids into fresh job views on topics `jobs` and `job:<id>`."""
+    """Turn announced job ids into fresh job views on topics `jobs` and `job:<id>`, and the
+    nodes into a fresh cluster view on `cluster` when they change or a job's changes moved
+    which devices are booked (a placed, ended or withdrawn attempt): the browser shows who
+    holds each device from this view only, never from job states."""
 
     def relay_until_stopped() -> None:
+        booked: frozenset[tuple[str, int, int]] | None = None
         pubsub = client.pubsub(ignore_subscribe_messages=True)
         try:
             keys = keys_of(client)
@@ -39,10 +45,13 @@ def relay_announcements(
                 if message is None:
                     continue
                 channel = message["channel"].decode()
-                if channel == nodes_channel:
-                    _send_nodes(db, hub)
-                elif channel == jobs_channel:
+                if channel == jobs_channel:
                     _send_jobs(db, hub, json.loads(message["data"]))
+                if channel in (nodes_channel, jobs_channel):
+                    now = _booking(db)
+                    if channel == nodes_channel or now != booked:
+                        _send_nodes(db, hub)
+                    booked = now
         finally:
             pubsub.close()
 
@@ -62,3 +71,14 @@ def _send_nodes(db: Database, hub: Hub) -> None:
     with db.session() as session:
         nodes = [n.model_dump(mode="json") for n in describe_nodes(session)]
     hub.publish("cluster", {"nodes": nodes})
+
+
+def _booking(db: Database) -> frozenset[tuple[str, int, int]]:
+    """(node, device, job) of every device a live slice holds: what the cluster view shows."""
+    with db.session() as session:
+        rows = session.execute(
+            select(AttemptSlice.node_name, AttemptSlice.devices, Attempt.job_id)
+            .join(Attempt, Attempt.id == AttemptSlice.attempt_id)
+            .where(AttemptSlice.state.in_(LIVE_SLICE_VALUES))
+        ).all()
+    return frozenset((node, int(index), job) for node, devices, job in rows for index in devices)
