@@ -101,6 +101,18 @@ class SlurmCluster:
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
 
+    def stop_controller(self) -> None:
+        """Stop slurmctld (its state saved): every client command is refused until it returns."""
+        process = self.processes["slurmctld"]
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+
+    def start_controller(self) -> None:
+        """Start slurmctld again; it recovers its jobs from the state folder."""
+        command = self.hosts[0].command(self.root, ["slurmctld", "-D", "-f", str(self.conf)])
+        self.processes["slurmctld"] = _daemon(self.root, "slurmctld-again", command, self.env)
+
     def cut(self, host: str) -> None:
         """Take one host's link down (a partition: peers get 'network unreachable')."""
         found = next(h for h in self.hosts if h.name == host)

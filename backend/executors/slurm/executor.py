@@ -125,6 +125,9 @@ class SlurmExecutor:
         self._polled_at = float("-inf")
         self._submitted: dict[int, str] = {}  # attempt id: Slurm job id, not stored yet
         self._refused: dict[int, str] = {}  # attempt id: why sbatch refused it
+        #: attempt id: its sbatch, not answered (the controller unreachable): sent again
+        #: once squeue answers and shows no job of that name
+        self._unsent: dict[int, BatchRequest] = {}
         self._stopping: dict[int, _Stopping] = {}  # attempt id: when to scancel
         self._orphans: dict[str, float] = {}  # Slurm job id of no live attempt: first seen
         self._slots: set[str] = set()
@@ -144,7 +147,7 @@ class SlurmExecutor:
             if self.unreachable is None:
                 log.warning("Slurm unreachable: %s", err)
             self.unreachable = f"Slurm unreachable: {err}"
-            return set()
+            return self._say_unreachable(session)
         self.unreachable = None
         if now - self._synced_at >= SYNC_SECONDS:
             self._sync_slots(session)
@@ -175,6 +178,8 @@ class SlurmExecutor:
         """Every queued job the owner's quota allows goes to Slurm now; Slurm orders them."""
         if not queue:
             return Plan()
+        if self.unreachable is not None:  # nothing is submitted blind
+            return Plan(waiting={job.id: self.unreachable for job in queue})
         # one unbounded virtual node per rank: the policy applies quotas (and nothing else:
         # no running jobs, so no preemption of Trainboard's own; Slurm preempts)
         room = tuple(range(sum(job.devices for job in queue)))
@@ -203,11 +208,18 @@ class SlurmExecutor:
             gangs.setdefault(order.attempt_id, []).append(order)
         for attempt_id, gang in gangs.items():
             gang.sort(key=lambda o: o.node_rank)
-            try:
-                self._submitted[attempt_id] = self.cli.submit(self._request(gang))
-            except SlurmError as err:  # observe ends it (not the job's fault)
-                log.warning("attempt %d: sbatch failed: %s", attempt_id, err)
-                self._refused[attempt_id] = str(err)
+            self._submit(attempt_id, self._request(gang))
+
+    def _submit(self, attempt_id: int, request: BatchRequest) -> None:
+        self._unsent.pop(attempt_id, None)
+        try:
+            self._submitted[attempt_id] = self.cli.submit(request)
+        except SlurmUnreachable as err:  # it may or may not have arrived: observe looks
+            log.warning("attempt %d: sbatch unanswered: %s", attempt_id, err)
+            self._unsent[attempt_id] = request
+        except SlurmError as err:  # observe ends it (not the job's fault)
+            log.warning("attempt %d: sbatch failed: %s", attempt_id, err)
+            self._refused[attempt_id] = str(err)
 
     def stop(self, attempt_ids: Sequence[int], action: StopRequest) -> None:
         """The supervisors checkpoint and stop (control key); scancel after the grace."""
@@ -322,6 +334,24 @@ exec srun --nodes={len(gang)} --ntasks-per-node=1 --cpus-per-task={cpus}{gpus} \
                 _write_private(path, secret)
             self._slots.add(name)
 
+    def _say_unreachable(self, session: Session) -> set[int]:
+        """Jobs Slurm holds pending say so on the board while the controller is away."""
+        reason = self.unreachable
+        rows = session.execute(
+            select(Job)
+            .join(Attempt, (Attempt.job_id == Job.id) & (Attempt.number == Job.attempt))
+            .where(
+                Attempt.state == AttemptState.scheduled,
+                Attempt.node_name.like(f"{SLOT_PREFIX}%"),
+            )
+        ).scalars()
+        changed = set()
+        for job in rows:
+            if job.wait_reason != reason:
+                job.wait_reason = reason
+                changed.add(job.id)
+        return changed
+
     def _store_ids(self, session: Session) -> None:
         """The Slurm job ids `start` got, onto their attempts (ended ones too: a short job
         may have finished before this pass)."""
@@ -340,6 +370,10 @@ exec srun --nodes={len(gang)} --ntasks-per-node=1 --cpus-per-task={cpus}{gpus} \
             known = queued and queued.job_id  # submitted, but its id not stored (a restart)
             if known:
                 attempt.slurm_job_id = known
+                self._unsent.pop(attempt.id, None)
+            elif attempt.id in self._unsent:  # not in the queue: it never arrived
+                self._submit(attempt.id, self._unsent[attempt.id])
+                return False
             elif attempt.id in self._refused:
                 why = self._refused.pop(attempt.id)
                 return self._end(session, attempt, AttemptState.withdrawn, f"sbatch: {why}", True)
@@ -466,7 +500,7 @@ def _forgotten(slurm_id: str) -> AccountedJob:
 
 
 def _ours(reason: str | None) -> bool:
-    return bool(reason) and str(reason).startswith("Slurm job ")
+    return bool(reason) and str(reason).startswith(("Slurm job ", "Slurm unreachable"))
 
 
 def _write_private(path: Path, text: str) -> None:

@@ -1,0 +1,96 @@
+"""The Slurm controller away for a while under the Slurm executor (issue #32, item 10)."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from backend.executors.slurm.cli import parse_scontrol_jobs
+from tests.executors.slurm_stack import SlurmStack, slurm_stack
+from tests.slurm_cluster import SlurmCluster, slurm_cluster, slurm_installed
+from tests.stack import wait_for
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not slurm_installed(), reason="needs slurm-wlm and munge (.ci/run installs them)"
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    with slurm_cluster(tmp_path_factory.mktemp("slurm"), cpus=2, kill_wait=2) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, cluster: SlurmCluster) -> Iterator[SlurmStack]:
+    with slurm_stack(tmp_path_factory.mktemp("stack"), cluster) as running:
+        yield running
+
+
+def _spec(name: str, steps: int) -> dict[str, Any]:
+    return {
+        "name": name,
+        "template": "mlp",
+        "parallelism": {"strategy": "data", "devices": 1},
+        "hyperparameters": {"steps": steps, "batch_size": 16},
+    }
+
+
+def test_running_jobs_go_on_while_slurm_is_away_and_nothing_starts_twice(
+    stack: SlurmStack, cluster: SlurmCluster
+) -> None:
+    with stack.client() as client:
+
+        def job(job_id: int) -> Any:
+            return client.get(f"/api/jobs/{job_id}").json()
+
+        running_id = client.post("/api/jobs", json=_spec("goes-on", 100_000)).json()["id"]
+        wait_for(lambda: (job(running_id)["step"] or 0) >= 5, timeout=120, what="training")
+        cluster.stop_controller()
+        try:
+            before = job(running_id)["step"]
+            time.sleep(5)
+            assert job(running_id)["state"] == "running"
+            assert job(running_id)["step"] > before, "the ranks stopped with the controller"
+            later_id = client.post("/api/jobs", json=_spec("waits-for-slurm", 20)).json()["id"]
+            waiting = wait_for(
+                lambda: (
+                    (j := job(later_id))["wait_reason"]
+                    and j["wait_reason"].startswith("Slurm unreachable")
+                    and j
+                ),
+                timeout=60,
+                what="the board to say Slurm is unreachable",
+            )
+            assert waiting["state"] == "queued"  # not submitted blind
+        finally:
+            cluster.start_controller()
+        done = stack.wait_job(client, later_id, "succeeded", "failed", timeout=240)
+        assert done["state"] == "succeeded", done["reason"]
+        assert job(running_id)["state"] == "running"
+        assert client.post(f"/api/jobs/{running_id}/cancel").status_code == 200
+        stack.wait_job(client, running_id, "cancelled", timeout=60)
+        attempts = {
+            job_id: client.get(f"/api/jobs/{job_id}/attempts").json()
+            for job_id in (running_id, later_id)
+        }
+    assert [len(a) for a in attempts.values()] == [1, 1]
+    ids = [a[0]["slurm_job_id"] for a in attempts.values()]
+    assert all(ids) and len(set(ids)) == 2
+    # Slurm knows one job per attempt: no sbatch was sent twice
+    shown = subprocess.run(
+        ["scontrol", "show", "job", "--oneliner"],
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    tails = sorted("-".join(j.name.rsplit("-", 2)[1:]) for j in parse_scontrol_jobs(shown))
+    assert tails == sorted(f"{job_id}-{a[0]['id']}" for job_id, a in attempts.items())
