@@ -85,7 +85,11 @@ describe("log-scale tick labels", () => {
     expect(values(null, [0.1, null, 1], 1, 50, 0.1)).toEqual(["0.1", "", "1.0"]);
     const log = metricAxis("loss", "loss", true).values as (...args: unknown[]) => string[];
     expect(log(null, [0.01, 0.05, null, 0.1, null, 1, 10, 100000], 1, 50, 0.01)).toEqual(["0.01", "0.05", "", "0.1", "", "1", "10", "100,000"]);
-    const bytes = metricAxis("peak_mem", "peak_mem").values as (...args: unknown[]) => string[];
-    expect(bytes(null, [1024, null, 1048576], 1, 50, 1)).toEqual(["1.0 KiB", "", "1.0 MiB"]);
+    const bytesLog = metricAxis("peak_mem", "peak_mem", true).values as (...args: unknown[]) => string[];
+    expect(bytesLog(null, [1024, null, 1048576], 1, 50, 1)).toEqual(["1.0 KiB", "", "1.0 MiB"]);
+    // linear: one unit for all ticks, the label names none (issue #33: "381.470 MiB" under "(bytes)")
+    const bytes = metricAxis("peak_mem", "peak_mem");
+    expect(bytes.label).toBe("peak_mem");
+    expect((bytes.values as (...args: unknown[]) => string[])(null, [0, null, 524288, 1048576], 1, 50, 524288)).toEqual(["0.0 MiB", "", "0.5 MiB", "1.0 MiB"]);
   });
 });

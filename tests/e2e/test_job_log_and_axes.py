@@ -220,6 +220,6 @@ def test_compare_shows_curves_first_and_refuses_an_eleventh_run(
     expect(chart).not_to_have_attribute("data-points", "0")
     box = chart.bounding_box()
     assert box is not None and box["y"] + box["height"] <= 800, box  # whole, in the first screen
-    csv = page.get_by_test_id("compare-csv-loss").bounding_box()
-    assert csv is not None and csv["height"] < 30 and csv["width"] < 80, csv
+    csv = page.get_by_test_id("compare-csv").bounding_box()  # one compact menu
+    assert csv is not None and csv["height"] < 36 and csv["width"] < 160, csv
     page.screenshot(path=str(SCREENSHOTS / "compare-curves-first.png"), full_page=False)

@@ -76,7 +76,7 @@ def test_job_and_compare_pages_show_efficiency_and_compare_draws_by_device_hours
     expect(page.get_by_test_id("compare-curve-loss")).to_have_attribute("data-x", "device_hours")
     chart = page.get_by_test_id("compare-chart-loss")
     expect(chart).not_to_have_attribute("data-points", "0")
-    expect(chart).to_contain_text("device_hours")  # the x series of its legend
+    expect(chart).to_contain_text("device-hours")  # the x series of its legend
     href = page.get_by_test_id("compare-csv-loss").get_attribute("href")
     assert href is not None and href.endswith("&x=device_hours")
     csv = page.request.get(served.url + href).text().splitlines()
@@ -106,3 +106,24 @@ def test_the_submit_form_estimates_memory_per_device_and_warns_when_it_will_not_
     expect(page.get_by_test_id("memory-fit-big-0")).to_have_attribute("data-fits", "false")
     estimate.scroll_into_view_if_needed()
     page.screenshot(path=str(SCREENSHOTS / "submit-memory.png"), full_page=True)
+
+
+def test_the_memory_estimate_on_cpu_slots_names_no_cuda_runtime(
+    page: Page, served: LiveServer
+) -> None:
+    """Issue #33 item 10: a CPU-only cluster read "600 MiB (CUDA runtime)" beside "0.00 GiB"."""
+    _node(served.db, "cpus", [("cpu", "CPU slot", 64 * 2**30), ("cpu", "CPU slot", 64 * 2**30)])
+    _log_in(page, served)
+    page.get_by_test_id("nav-submit").click()
+    page.get_by_test_id("submit-template").select_option("mlp")
+    estimate = page.get_by_test_id("memory-estimate")
+    expect(page.get_by_test_id("memory-cpu")).to_contain_text("per CPU rank, in the host's RAM")
+    expect(page.get_by_test_id("memory-cpu")).to_contain_text("no CUDA runtime")
+    expect(page.get_by_test_id("memory-gpu")).to_have_count(0)  # no GPU here: no GPU line
+    assert "CUDA runtime 600" not in estimate.inner_text()
+    row = page.get_by_test_id("memory-fit-cpus-0")
+    expect(row).to_contain_text("64.0 GiB host RAM, shared")
+    expect(row).to_contain_text(re.compile(r"\d+(\.\d)? (KiB|MiB) for 1 rank in the host's RAM"))
+    assert "0.00 GiB" not in row.inner_text()
+    estimate.scroll_into_view_if_needed()
+    page.screenshot(path=str(SCREENSHOTS / "submit-memory-cpu.png"), full_page=False)

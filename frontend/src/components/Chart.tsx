@@ -51,18 +51,48 @@ export function axis(c: ChartColors, extra: uPlot.Axis = {}): uPlot.Axis {
   return { stroke: c.muted, grid: { stroke: c.grid, width: 1 }, ticks: { stroke: c.grid, width: 1 }, ...extra };
 }
 
-/** The y axis' labels as last drawn, kept on the chart's box (`data-y-labels`, "|"-separated) for the browser tests: the canvas has no text to read. */
+/**
+ * The y axes' tick labels as last drawn, kept on the chart's box (`data-y-labels`, a second y
+ * axis' `data-y2-labels`, "|"-separated) for the browser tests: the canvas has no text to read.
+ */
 function recordingLabels(axes: uPlot.Axis[] | undefined, el: HTMLElement): uPlot.Axis[] | undefined {
   return axes?.map((a, i) => {
     const values = a.values;
-    if (i !== 1 || typeof values !== "function") return a;
+    if (i === 0 || typeof values !== "function") return a;
     const recorded: uPlot.Axis.DynamicValues = (u, splits, axisIdx, space, incr) => {
       const out = values(u, splits, axisIdx, space, incr);
-      el.dataset.yLabels = out.map((v) => String(v)).join("|");
+      el.dataset[i === 1 ? "yLabels" : `y${i}Labels`] = out.map((v) => String(v)).join("|");
       return out;
     };
     return { ...a, values: recorded };
   });
+}
+
+/**
+ * The chart's text alternative (its `aria-label`, as `role="img"`): what it draws and each
+ * series' newest value, e.g. "loss by step: rank 0 0.1234 at step 120". Kept on redraws.
+ */
+export function describeChart(title: string, plot: Pick<uPlot, "series">, data: AlignedData, xLabel: string): string {
+  const xs = data[0];
+  if (!xs.length) return `${title}: no data yet`;
+  const parts: string[] = [];
+  plot.series.slice(1).forEach((series, i) => {
+    const col = data[i + 1] as (number | null)[] | undefined;
+    if (!col || String(series.label ?? "").endsWith("(raw)")) return;
+    for (let k = col.length - 1; k >= 0; k -= 1) {
+      const v = col[k];
+      if (v == null) continue;
+      const shown = typeof series.value === "function" ? series.value(plot as uPlot, v, i + 1, k) : String(v);
+      parts.push(`${String(series.label ?? `series ${i + 1}`)} ${shown} at ${xLabel} ${formatX(xs[k]!)}`);
+      break;
+    }
+  });
+  const more = parts.length > 8 ? `; and ${parts.length - 8} more` : "";
+  return `${title} by ${xLabel}, ${xs.length} points: ${parts.slice(0, 8).join("; ")}${more}`;
+}
+
+function formatX(x: number): string {
+  return Number.isInteger(x) ? String(x) : x.toPrecision(6);
 }
 
 export function Chart({ testId, title, options, data, subscribe, countAttr, count = countPoints, height = 220 }: ChartProps) {
@@ -75,15 +105,32 @@ export function Chart({ testId, title, options, data, subscribe, countAttr, coun
     const el = box.current!;
     const build = (data: AlignedData) => {
       const options = latest.current.options(colors());
+      // the y scale as drawn (data-y-min / data-y-max): a fixed or clipped range is readable by tests
+      const drawn = (u: uPlot) => {
+        const y = u.scales[Object.keys(u.scales).find((k) => k !== "x") ?? "y"];
+        if (y?.min != null && y.max != null) {
+          el.dataset.yMin = String(y.min);
+          el.dataset.yMax = String(y.max);
+        }
+      };
+      const hooks = { ...options.hooks, draw: [...(options.hooks?.draw ?? []), drawn] };
       return new uPlot(
-        { ...options, axes: recordingLabels(options.axes, el), width: Math.max(200, el.clientWidth), height },
+        { ...options, hooks, axes: recordingLabels(options.axes, el), width: Math.max(200, el.clientWidth), height },
         data as uPlot.AlignedData,
         el,
       );
     };
+    // what tests and assistive technology read: the series drawn, the y range, a text summary
+    const record = (plot: uPlot, data: AlignedData) => {
+      el.setAttribute(countAttr, String(latest.current.count(data)));
+      el.dataset.series = plot.series.slice(1).map((series) => String(series.label ?? "")).join("|");
+      el.dataset.axes = plot.axes.map((a) => String(a.label ?? "")).join("|");
+      const xLabel = String(plot.axes[0]?.label ?? plot.series[0]?.label ?? "x");
+      el.setAttribute("aria-label", describeChart(title, plot, data, xLabel));
+    };
     const initial = latest.current.data();
-    el.setAttribute(countAttr, String(latest.current.count(initial)));
     let plot = build(initial);
+    record(plot, initial);
     let frame = 0;
     let timer: ReturnType<typeof setTimeout> | null = null;
     let lastAt = 0; // when the last redraw began (performance.now())
@@ -103,7 +150,7 @@ export function Chart({ testId, title, options, data, subscribe, countAttr, coun
       } else {
         plot.setData(next as uPlot.AlignedData);
       }
-      el.setAttribute(countAttr, String(latest.current.count(next)));
+      record(plot, next);
     };
     // At most one redraw per frame, and a chart whose redraw cost c ms waits REDRAW_SPACING × c
     // after the last one began: a long series over many ranks redraws less often instead of
@@ -133,12 +180,12 @@ export function Chart({ testId, title, options, data, subscribe, countAttr, coun
       if (frame) cancelAnimationFrame(frame);
       plot.destroy();
     };
-  }, [theme, height, countAttr]);
+  }, [theme, height, countAttr, title]);
 
   return (
     <figure class="chart">
       <figcaption>{title}</figcaption>
-      <div ref={box} data-testid={testId} class="chart-box" />
+      <div ref={box} data-testid={testId} class="chart-box" role="img" aria-label={title} />
     </figure>
   );
 }

@@ -6,7 +6,9 @@
 import { useEffect, useState } from "preact/hooks";
 import type uPlot from "uplot";
 import type { Device } from "../api/types";
-import { formatByteTicks, formatBytes } from "../lib/format";
+import { byteAxis } from "../lib/axes";
+import { formatBytes } from "../lib/format";
+import { windowed } from "../lib/series";
 import { deviceLabel } from "./bits";
 import { axis, Chart, type ChartColors } from "./Chart";
 import type { Cluster } from "../data";
@@ -27,14 +29,8 @@ function deviceOptions(kind: string | undefined, memoryTotal: number | null | un
     axes: [
       axis(c),
       axis(c, { scale: "util", label: cpu ? "CPU (%)" : "util (%)", values: (_u, ticks) => ticks.map((t) => `${t}%`) }),
-      axis(c, {
-        scale: "mem",
-        side: 1,
-        size: 92,
-        label: cpu ? "RSS (bytes)" : "memory (bytes)",
-        grid: { show: false },
-        values: (_u, ticks) => formatByteTicks(ticks),
-      }),
+      // each tick names its unit (512 MiB), so the label names none
+      axis(c, byteAxis(cpu ? "RSS" : "memory used", { scale: "mem", side: 1, size: 92, grid: { show: false } })),
     ],
     series: [
       {},
@@ -81,9 +77,12 @@ interface Props {
   /** Test id of each chart: `${testIdPrefix}${index}`; the sensor chart adds `-sensors`. */
   testIdPrefix?: string;
   height?: number;
+  /** Unix seconds: draw only samples from `since` to `until` (a job's own time on the devices). */
+  since?: number | null;
+  until?: number | null;
 }
 
-export function DeviceCharts({ cluster, node, devices, testIdPrefix = "device-chart-", height = 160 }: Props) {
+export function DeviceCharts({ cluster, node, devices, testIdPrefix = "device-chart-", height = 160, since = null, until = null }: Props) {
   const known = new Map<number, Device>(
     (cluster.nodes?.find((n) => n.name === node)?.devices ?? []).map((d) => [d.index, d]),
   );
@@ -102,14 +101,14 @@ export function DeviceCharts({ cluster, node, devices, testIdPrefix = "device-ch
               testId={`${testIdPrefix}${index}`}
               title={`${label}${named} on ${node}${note}`}
               options={deviceOptions(kind, device?.memory_total ?? cluster.store.latest(node, index)?.mem_total)}
-              data={() => cluster.store.data(node, index)}
+              data={() => windowed(cluster.store.data(node, index), since, until)}
               subscribe={(fn) => cluster.changed.on((keys) => keys.has(key) && fn())}
               countAttr="data-samples"
               count={(data) => data[0].length}
               height={height}
             />
             {kind !== "cpu" && (
-              <DeviceSensors cluster={cluster} node={node} index={index} label={label} testId={`${testIdPrefix}${index}-sensors`} height={height} />
+              <DeviceSensors cluster={cluster} node={node} index={index} label={label} testId={`${testIdPrefix}${index}-sensors`} height={height} since={since} until={until} />
             )}
           </div>
         );
@@ -119,7 +118,7 @@ export function DeviceCharts({ cluster, node, devices, testIdPrefix = "device-ch
 }
 
 /** Temperature and power of a device, drawn once it has reported either (a GPU without NVML readings says so). */
-function DeviceSensors({ cluster, node, index, label, testId, height }: { cluster: Cluster; node: string; index: number; label: string; testId: string; height: number }) {
+function DeviceSensors({ cluster, node, index, label, testId, height, since, until }: { cluster: Cluster; node: string; index: number; label: string; testId: string; height: number; since: number | null; until: number | null }) {
   const key = `${node}\u0000${index}`;
   const [sensing, setSensing] = useState(() => cluster.store.hasSensors(node, index));
   useEffect(() => {
@@ -144,7 +143,7 @@ function DeviceSensors({ cluster, node, index, label, testId, height }: { cluste
       testId={testId}
       title={`${label} on ${node}: temperature and power`}
       options={sensorOptions}
-      data={() => cluster.store.sensors(node, index)}
+      data={() => windowed(cluster.store.sensors(node, index), since, until)}
       subscribe={(fn) => cluster.changed.on((keys) => keys.has(key) && fn())}
       countAttr="data-samples"
       count={countReadings}

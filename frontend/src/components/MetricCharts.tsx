@@ -2,10 +2,11 @@
 import { useState } from "preact/hooks";
 import type uPlot from "uplot";
 import { metricAxis } from "../lib/axes";
-import { formatBytes, isBytesMetric } from "../lib/format";
-import { smooth, type AlignedData, type MetricStore } from "../lib/series";
+import { curveSeries, DEFAULT_VIEW, withSmoothed, xAxisOf, yRange, type ChartView, type XAxis } from "../lib/chartView";
+import { countPoints, type AlignedData, type MetricStore } from "../lib/series";
 import type { Signal } from "../live";
 import { axis, Chart, type ChartColors } from "./Chart";
+import { ChartTools } from "./ChartTools";
 
 /** The metric drawn as "the loss": `loss`, else `train/loss`, else the first with "loss" in it. */
 export function lossMetric(names: string[]): string | undefined {
@@ -19,30 +20,19 @@ function unitOf(name: string): string {
   return name;
 }
 
-/** Display smoothing (EMA) over each rank's column; the stored points stay raw. */
-function smoothed(data: AlignedData, weight: number): AlignedData {
-  if (weight <= 0) return data;
-  const [xs, ...ys] = data;
-  return [xs, ...ys.map((col) => smooth(col as (number | null)[], weight))];
-}
+const X_MODES = [
+  ["step", "step"],
+  ["wall", "wall time"],
+  ["relative", "relative time"],
+] as const;
 
-function metricOptions(store: MetricStore, name: string, unit: string, log: boolean) {
-  const bytes = isBytesMetric(name);
-  const yAxis = metricAxis(name, bytes ? name : unit, log);
+function metricOptions(store: MetricStore, name: string, unit: string, view: ChartView, x: XAxis) {
+  const yAxis = metricAxis(name, unit, view.log);
+  const xAxis = xAxisOf(x);
   return (c: ChartColors): Omit<uPlot.Options, "width" | "height"> => ({
-    scales: { x: { time: false }, y: log ? { distr: 3 } : {} },
-    axes: [axis(c, { label: "step" }), axis(c, yAxis)],
-    series: [
-      { label: "step" },
-      ...store.ranks(name).map((rank, i) => ({
-        label: `rank ${rank}`,
-        stroke: c.series[i % c.series.length],
-        width: 1.5,
-        spanGaps: true,
-        points: { show: false },
-        ...(bytes ? { value: (_u: uPlot, v: number | null) => (v == null ? "--" : formatBytes(v)) } : {}),
-      })),
-    ],
+    scales: { x: { time: xAxis.time }, y: { ...(view.log ? { distr: 3 } : {}), ...(yRange(view) ? { range: yRange(view) } : {}) } },
+    axes: [axis(c, { label: xAxis.label, ...(xAxis.values ? { values: xAxis.values } : {}) }), axis(c, yAxis)],
+    series: [{ label: xAxis.label }, ...curveSeries(store.ranks(name).map((rank) => `rank ${rank}`), c.series, view.weight, name)],
     legend: { live: true },
     cursor: { sync: { key: "job-metrics" } },
   });
@@ -55,45 +45,51 @@ interface Props {
 }
 
 export function MetricCharts({ store, changed, names }: Props) {
-  const [weight, setWeight] = useState(0);
-  const [log, setLog] = useState(false);
+  const [view, setView] = useState<ChartView>(DEFAULT_VIEW);
+  const [x, setX] = useState<XAxis>("step");
   const loss = lossMetric(names);
   const others = names.filter((n) => n !== loss);
+  const [chosen, setChosen] = useState<string | null>(null);
+  const yMetric = chosen ?? loss ?? names[0];
+  const settings = `${view.weight > 0}:${view.log}:${view.yMin}:${view.yMax}:${view.clip}:${x}`;
   const chart = (name: string, testId: string) => (
     <Chart
-      key={`${name}:${weight}:${log}`}
+      key={`${name}:${settings}:${name === yMetric}`}
       testId={testId}
       title={name}
-      options={metricOptions(store, name, unitOf(name), log)}
-      data={() => smoothed(store.data(name), weight)}
+      options={metricOptions(store, name, unitOf(name), name === yMetric ? view : { ...view, yMin: "", yMax: "" }, x)}
+      data={() => withSmoothed(store.data(name, x, store.firstTime ?? 0), view.weight)}
       subscribe={(fn) => changed.on((names) => names.has(name) && fn())}
       countAttr="data-points"
+      count={(data) => countPoints(view.weight > 0 ? ([data[0], ...data.slice(1, 1 + (data.length - 1) / 2)] as AlignedData) : data)}
     />
   );
   return (
     <>
-      <div class="chart-tools">
-        <label class="inline">
-          smoothing {weight.toFixed(2)}{" "}
-          <input type="range" min="0" max="0.99" step="0.01" data-testid="chart-smoothing" value={weight} onInput={(e) => setWeight(Number(e.currentTarget.value))} />
-        </label>
-        <label class="inline">
-          <input type="checkbox" data-testid="chart-log" checked={log} onChange={(e) => setLog(e.currentTarget.checked)} /> log scale
-        </label>
+      <ChartTools
+        prefix="chart"
+        view={view}
+        onView={setView}
+        x={x}
+        xModes={X_MODES}
+        onX={setX}
+        metrics={loss ? [loss, ...others] : others}
+        yMetric={yMetric}
+        onYMetric={setChosen}
+      />
+      <div class="metric-charts">
+        {loss ? (
+          chart(loss, "loss-chart")
+        ) : (
+          <figure class="chart">
+            <figcaption>loss</figcaption>
+            <div class="chart-box empty-chart" data-testid="loss-chart" data-points="0">
+              No loss reported yet.
+            </div>
+          </figure>
+        )}
+        {others.map((name) => chart(name, `metric-chart-${name}`))}
       </div>
-    <div class="metric-charts">
-      {loss ? (
-        chart(loss, "loss-chart")
-      ) : (
-        <figure class="chart">
-          <figcaption>loss</figcaption>
-          <div class="chart-box empty-chart" data-testid="loss-chart" data-points="0">
-            No loss reported yet.
-          </div>
-        </figure>
-      )}
-      {others.map((name) => chart(name, `metric-chart-${name}`))}
-    </div>
     </>
   );
 }

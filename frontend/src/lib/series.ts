@@ -62,6 +62,8 @@ export class MetricStore {
   private readonly series = new Map<string, Map<number, KeyedSeries>>();
   /** The highest step of any point held: the job's live progress between its job updates. */
   newestStep = 0;
+  /** The time of the earliest point held (unix seconds), or null: "relative" time's origin. */
+  firstTime: number | null = null;
 
   constructor(private readonly capacity = 20_000) {}
 
@@ -73,8 +75,8 @@ export class MetricStore {
     return [...(this.series.get(name)?.keys() ?? [])].sort((a, b) => a - b);
   }
 
-  /** Add one point; false when (name, rank, step) is already held. */
-  add(name: string, rank: number, step: number, value: number): boolean {
+  /** Add one point (`time`: unix seconds, when known); false when (name, rank, step) is already held. */
+  add(name: string, rank: number, step: number, value: number, time: number | null = null): boolean {
     let byRank = this.series.get(name);
     if (!byRank) {
       byRank = new Map();
@@ -82,11 +84,13 @@ export class MetricStore {
     }
     let s = byRank.get(rank);
     if (!s) {
-      s = new KeyedSeries(this.capacity, 1);
+      s = new KeyedSeries(this.capacity, 2);
       byRank.set(rank, s);
     }
     if (step > this.newestStep) this.newestStep = step;
-    return s.add(step, value);
+    const added = s.add(step, value, time);
+    if (added && time !== null && (this.firstTime === null || time < this.firstTime)) this.firstTime = time;
+    return added;
   }
 
   /** A `job:<id>` snapshot's metrics; returns the names that changed. */
@@ -94,7 +98,7 @@ export class MetricStore {
     const changed = new Set<string>();
     for (const [name, col] of Object.entries(metrics)) {
       col.step.forEach((step, i) => {
-        if (this.add(name, col.rank?.[i] ?? 0, step, col.value[i]!)) changed.add(name);
+        if (this.add(name, col.rank?.[i] ?? 0, step, col.value[i]!, col.time?.[i] ?? null)) changed.add(name);
       });
     }
     return changed;
@@ -103,7 +107,7 @@ export class MetricStore {
   /** Delta points; returns the names that changed. */
   applyPoints(points: MetricPoint[]): Set<string> {
     const changed = new Set<string>();
-    for (const p of points) if (this.add(p.name, p.rank, p.step, p.value)) changed.add(p.name);
+    for (const p of points) if (this.add(p.name, p.rank, p.step, p.value, p.time ?? null)) changed.add(p.name);
     return changed;
   }
 
@@ -112,16 +116,34 @@ export class MetricStore {
     return this.series.get(name)?.get(rank)?.buffer.newest(n) ?? [];
   }
 
-  /** uPlot data for one metric: steps, then one column per rank (ascending rank). */
-  data(name: string): AlignedData {
+  /**
+   * uPlot data for one metric: x, then one column per rank (ascending rank). x is the step,
+   * or each step's time (the first rank's that reported it) as unix seconds ("wall"), or
+   * seconds after `origin` ("relative"); steps without a time are left out of a time axis.
+   */
+  data(name: string, x: "step" | "wall" | "relative" = "step", origin = 0): AlignedData {
     const byRank = this.series.get(name);
     if (!byRank) return [[]];
-    const tables = this.ranks(name).map((rank) => {
-      const [xs, ys] = byRank.get(rank)!.buffer.columns();
-      return [xs, ys!] as [number[], (number | null)[]];
+    const columns = this.ranks(name).map((rank) => byRank.get(rank)!.buffer.columns());
+    const aligned = alignSeries(columns.map(([xs, ys]) => [xs, ys!]));
+    if (x === "step") return aligned;
+    const times = alignSeries(columns.map(([xs, , ts]) => [xs, ts!]));
+    const shift = x === "relative" ? origin : 0;
+    const rows: number[] = [];
+    const at: number[] = [];
+    times[0].forEach((_, i) => {
+      const t = times.slice(1).find((col) => col[i] != null)?.[i];
+      if (t != null) {
+        rows.push(i);
+        at.push(t - shift);
+      }
     });
-    return alignSeries(tables);
+    // a resumed attempt repeats no step (points are keyed by step) but its times may interleave
+    const order = rows.map((_, k) => k).sort((a, b) => at[a]! - at[b]!);
+    return [order.map((k) => at[k]!), ...aligned.slice(1).map((col) => order.map((k) => col[rows[k]!] ?? null))] as AlignedData;
   }
+
+
 }
 
 /** Device samples per (node, device): time → [util %, memory used bytes, temperature °C, power W]. */
@@ -183,6 +205,41 @@ export class DeviceStore {
   count(node: string, device: number): number {
     return this.series.get(DeviceStore.key(node, device))?.buffer.length ?? 0;
   }
+}
+
+/**
+ * The rows of aligned data with `since` <= x <= `until` (either null: open), for x sorted
+ * ascending: a job's device charts draw its own time on the devices, not a slot's earlier
+ * load from other jobs.
+ */
+export function windowed(data: AlignedData, since: number | null, until: number | null = null): AlignedData {
+  const xs = data[0];
+  const first = since === null ? 0 : lowerBound(xs, since);
+  const end = until === null ? xs.length : upperBound(xs, until);
+  if (first === 0 && end === xs.length) return data;
+  return data.map((col) => col.slice(first, end)) as AlignedData;
+}
+
+function lowerBound(xs: number[], x: number): number {
+  let lo = 0;
+  let hi = xs.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (xs[mid]! < x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+function upperBound(xs: number[], x: number): number {
+  let lo = 0;
+  let hi = xs.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (xs[mid]! <= x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 /** Exponential moving average (TensorBoard's smoothing weight in [0, 1)); gaps stay gaps. */

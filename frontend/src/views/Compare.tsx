@@ -8,10 +8,37 @@ import { runColor } from "../lib/palette";
 import { useTheme } from "../lib/theme";
 import { Link } from "../router";
 import { ComparePicker } from "./ComparePicker";
-import { CompareChart } from "./compare/CompareChart";
+import { ChartTools } from "../components/ChartTools";
+import { DEFAULT_VIEW, type ChartView } from "../lib/chartView";
+import { CompareChart, csvHref } from "./compare/CompareChart";
 import { JobsTable } from "./compare/JobsTable";
 import { SpecDiff } from "./compare/SpecDiff";
 import { SummaryTable } from "./compare/SummaryTable";
+
+const X_MODES = [
+  ["step", "step"],
+  ["time", "relative time"],
+  ["device_hours", "device-hours used"],
+] as const;
+
+/** One compact menu of CSV downloads, a metric each (the curves at every step, on the chosen x axis). */
+function CsvMenu({ ids, names, x }: { ids: number[]; names: string[]; x: XMode }) {
+  if (names.length === 0) return null;
+  return (
+    <details class="menu" data-testid="compare-csv">
+      <summary class="small">Download CSV</summary>
+      <ul role="list">
+        {names.map((name) => (
+          <li>
+            <a data-testid={`compare-csv-${name}`} href={csvHref(ids, name, x)} title={`${name} of these jobs at every step, x: ${x}`} download>
+              {name}
+            </a>
+          </li>
+        ))}
+      </ul>
+    </details>
+  );
+}
 
 export function CompareView({ ids }: { ids: number[] }) {
   if (ids.length < 2) return <ComparePicker initial={ids} />;
@@ -20,8 +47,8 @@ export function CompareView({ ids }: { ids: number[] }) {
 
 function JobsComparison({ ids }: { ids: number[] }) {
   const [xMode, setXMode] = useState<XMode>("step");
-  const [weight, setWeight] = useState(0);
-  const [logScale, setLogScale] = useState(false);
+  const [view, setView] = useState<ChartView>(DEFAULT_VIEW);
+  const [yChosen, setYMetric] = useState<string | null>(null);
   const { comparison, loadedX, error } = useComparison(ids, xMode);
   const theme = useTheme();
   const [chosen, setChosen] = useState<string | null>(null);
@@ -39,6 +66,7 @@ function JobsComparison({ ids }: { ids: number[] }) {
   const { jobs, summary } = comparison;
   const loss = lossMetric(comparison.metrics);
   const names = loss ? [loss, ...comparison.metrics.filter((n) => n !== loss)] : comparison.metrics;
+  const yMetric = yChosen ?? names[0];
 
   return (
     <section class="compare">
@@ -54,43 +82,28 @@ function JobsComparison({ ids }: { ids: number[] }) {
       </div>
 
       <h2 class="first">Curves</h2>
-      <div class="toolbar">
-        <label class="inline">
-          x axis{" "}
-          <select data-testid="compare-x" value={xMode} onChange={(e) => setXMode(e.currentTarget.value as XMode)}>
-            <option value="step">step</option>
-            <option value="time">wall time since start</option>
-            <option value="device_hours">device-hours used</option>
-          </select>
-        </label>
-        <label class="inline">
-          smoothing {weight.toFixed(2)}{" "}
-          <input
-            type="range"
-            min="0"
-            max="0.99"
-            step="0.01"
-            data-testid="compare-smoothing"
-            value={weight}
-            onInput={(e) => setWeight(Number(e.currentTarget.value))}
-          />
-        </label>
-        <label class="inline">
-          <input type="checkbox" data-testid="compare-log" checked={logScale} onChange={(e) => setLogScale(e.currentTarget.checked)} /> log
-          scale
-        </label>
-      </div>
+      <ChartTools
+        prefix="compare"
+        view={view}
+        onView={setView}
+        x={xMode}
+        xModes={X_MODES}
+        onX={setXMode}
+        metrics={names}
+        yMetric={yMetric}
+        onYMetric={setYMetric}
+      >
+        <CsvMenu ids={jobs.map((j) => j.id)} names={names} x={xMode} />
+      </ChartTools>
       <div class="metric-charts">
         {names.map((name) => (
           <CompareChart
-            key={`${name}:${loadedX}:${weight}:${logScale}`}
+            key={`${name}:${loadedX}:${view.weight > 0}:${view.log}:${view.yMin}:${view.yMax}:${view.clip}:${name === yMetric}`}
             name={name}
             jobs={jobs}
             curves={comparison.curves[name]!}
             xMode={loadedX}
-            csvX={xMode}
-            weight={weight}
-            logScale={logScale}
+            view={name === yMetric ? view : { ...view, yMin: "", yMax: "" }}
           />
         ))}
       </div>

@@ -8,7 +8,7 @@ import { DeviceCharts } from "../components/DeviceCharts";
 import { EfficiencyFacts } from "../components/Efficiency";
 import { HangStacks } from "../components/HangStacks";
 import { MetricCharts } from "../components/MetricCharts";
-import { restartIn, formatPercent, formatTime } from "../lib/format";
+import { restartIn, formatPercent, formatTime, toDate } from "../lib/format";
 import { readImplications } from "../lib/implications";
 import { attemptRanks, globalBatchText, runShape, strategyText } from "../lib/runShape";
 import { MetricStore } from "../lib/series";
@@ -108,16 +108,17 @@ export function JobView({ id }: { id: number }) {
         <span class="spacer" />
         <JobActions job={job} onChanged={acceptJob} />
       </div>
+      {/* the charts first: at 1280x800 the loss chart is in the first screen, as on a W&B run page */}
+      <h2 class="first">Training</h2>
+      <StartupPhases job={job} events={events} />
+      <MetricCharts store={metrics} changed={changed} names={names} />
       <JobNotes job={job} onChanged={acceptJob} />
       <JobFacts job={job} store={metrics} changed={changed} />
       <EfficiencyFacts jobId={job.id} version={`${job.state}:${job.attempt}:${Math.floor((job.step ?? 0) / 50)}`} />
-      <h2>Training</h2>
-      <StartupPhases job={job} events={events} />
-      <MetricCharts store={metrics} changed={changed} names={names} />
       <StepTimes store={metrics} changed={changed} />
       <h2>Devices</h2>
       {job.node && job.devices.length ? (
-        <DeviceCharts cluster={cluster} node={job.node} devices={job.devices} />
+        <DeviceCharts cluster={cluster} node={job.node} devices={job.devices} since={unixSeconds(job.started_at)} until={unixSeconds(job.finished_at)} />
       ) : (
         <p class="muted">No devices assigned yet.</p>
       )}
@@ -131,6 +132,12 @@ export function JobView({ id }: { id: number }) {
       <JobProvenance jobId={job.id} version={`${job.attempt}:${job.state === "running"}`} />
     </section>
   );
+}
+
+/** An API time as unix seconds (the device samples' clock), or null. */
+function unixSeconds(value: string | null | undefined): number | null {
+  const date = toDate(value);
+  return date ? date.getTime() / 1000 : null;
 }
 
 /** The log pane, re-rendered when lines arrive (at most once per frame), not with the page. */
@@ -233,7 +240,7 @@ function EventList({ events }: { events: JobEvent[] }) {
       {events.length === 0 ? (
         <p class="muted">No events yet.</p>
       ) : (
-        <ol class="events" data-testid="job-events">
+        <ol class="events" data-testid="job-events" tabIndex={0} aria-label="Events">
           {events.map((e) => (
             <li>
               <time>{formatTime(e.time)}</time> <strong>{e.kind}</strong>

@@ -1,14 +1,16 @@
-/** One metric of the compared jobs as aligned curves, with a link to the same curves as CSV. */
+/** One metric of the compared jobs as aligned curves (the CSV of each is in the page's "Download CSV" menu). */
 import { useMemo } from "preact/hooks";
 import type uPlot from "uplot";
 import type { Comparison, Job } from "../../api/types";
 import { axis, Chart, type ChartColors } from "../../components/Chart";
 import { metricAxis } from "../../lib/axes";
+import { curveSeries, withSmoothed, yRange, type ChartView } from "../../lib/chartView";
 import type { XMode } from "../../data";
-import { smooth, type AlignedData } from "../../lib/series";
+import { formatDuration, formatTick, tickLabels } from "../../lib/format";
+import { countPoints, type AlignedData } from "../../lib/series";
 
 /** Where the server streams one metric of the jobs at every step as CSV. */
-function csvHref(ids: number[], metric: string, x: XMode): string {
+export function csvHref(ids: number[], metric: string, x: XMode): string {
   const query = new URLSearchParams([...ids.map((id) => ["job", String(id)]), ["metric", metric], ["x", x]]);
   return `/api/series/compare.csv?${query}`;
 }
@@ -18,34 +20,36 @@ interface ChartProps {
   jobs: Job[];
   curves: Comparison["curves"][string];
   xMode: XMode;
-  /** the axis the CSV link asks for: the one chosen, even while its curves are loading */
-  csvX: XMode;
-  weight: number;
-  logScale: boolean;
+  view: ChartView;
 }
 
-const X_LABELS: Record<XMode, string> = { step: "step", time: "seconds since start", device_hours: "device-hours" };
+export const X_LABELS: Record<XMode, string> = { step: "step", time: "time since each job's start", device_hours: "device-hours" };
 
-export function CompareChart({ name, jobs, curves, xMode, csvX, weight, logScale }: ChartProps) {
+/** x ticks: durations for time since start, the spacing's digits for device-hours, steps as they are. */
+function xValues(xMode: XMode): uPlot.Axis.Values | undefined {
+  if (xMode === "time") return (_u, ticks) => tickLabels(ticks, formatDuration);
+  if (xMode === "device_hours") return (_u, ticks, _a, _s, increment) => tickLabels(ticks, (t) => formatTick(t, increment));
+  return undefined;
+}
+
+export function CompareChart({ name, jobs, curves, xMode, view }: ChartProps) {
   const data = useMemo(
-    (): AlignedData => [curves.x, ...jobs.map((job) => smooth(curves.values[String(job.id)]!, weight))],
-    [curves, jobs, weight],
+    (): AlignedData => withSmoothed([curves.x, ...jobs.map((job) => curves.values[String(job.id)]!)], view.weight),
+    [curves, jobs, view.weight],
   );
+  const values = xValues(xMode);
+  const range = yRange(view);
   const options = (c: ChartColors): Omit<uPlot.Options, "width" | "height"> => ({
-    scales: { x: { time: false }, y: logScale ? { distr: 3 } : {} },
-    axes: [axis(c, { label: X_LABELS[xMode] }), axis(c, metricAxis(name, name, logScale))],
-    series: [
-      { label: xMode },
-      ...jobs.map((job, i) => ({ label: `#${job.id} ${job.name}`, stroke: c.series[i % c.series.length], width: 1.5, spanGaps: true, points: { show: false } })),
-    ],
+    scales: { x: { time: false }, y: { ...(view.log ? { distr: 3 } : {}), ...(range ? { range } : {}) } },
+    axes: [axis(c, { label: X_LABELS[xMode], ...(values ? { values } : {}) }), axis(c, metricAxis(name, name, view.log))],
+    series: [{ label: X_LABELS[xMode] }, ...curveSeries(jobs.map((job) => `#${job.id} ${job.name}`), c.series, view.weight, name)],
     cursor: { sync: { key: "compare" } },
   });
+  // the raw curves' points: smoothing draws each again, it does not add points
+  const raw = (d: AlignedData) => countPoints(view.weight > 0 ? ([d[0], ...d.slice(1, 1 + jobs.length)] as AlignedData) : d);
   return (
     <div data-testid={`compare-curve-${name}`} data-x={xMode}>
-      <Chart testId={`compare-chart-${name}`} title={name} options={options} data={() => data} subscribe={() => () => {}} countAttr="data-points" />
-      <a class="csv-link small" data-testid={`compare-csv-${name}`} href={csvHref(jobs.map((j) => j.id), name, csvX)} title={`${name} of these jobs at every step, x: ${csvX}`} download>
-        ↓ CSV
-      </a>
+      <Chart testId={`compare-chart-${name}`} title={name} options={options} data={() => data} subscribe={() => () => {}} countAttr="data-points" count={raw} />
     </div>
   );
 }

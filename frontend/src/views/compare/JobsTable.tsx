@@ -18,7 +18,7 @@ function EfficiencyCells({ efficiency, jobId }: { efficiency: Efficiency | undef
 
 export function JobsTable({ comparison, theme }: { comparison: Comparison; theme: "light" | "dark" }) {
   return (
-    <div class="table-scroll">
+    <div class="table-scroll" tabIndex={0} role="region" aria-label="Compared jobs">
     <table class="compare-jobs">
       <TableHead
         columns={[

@@ -23,7 +23,7 @@ function show(value: unknown): string {
 
 export function DiffTable({ jobs, rows, testId }: { jobs: Job[]; rows: DiffRow[]; testId?: string }) {
   return (
-    <div class="table-scroll">
+    <div class="table-scroll" tabIndex={0} role="region" aria-label="Settings that differ">
     <table class="diff" data-testid={testId}>
       <thead>
         <tr>

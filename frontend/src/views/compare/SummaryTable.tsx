@@ -13,7 +13,7 @@ const DIRECTION_TEXT: Record<"min" | "max" | "none", string> = {
 export function SummaryTable({ comparison, names }: { comparison: Comparison; names: string[] }) {
   const { jobs, summary } = comparison;
   return (
-    <div class="table-scroll" data-testid="compare-summary-box">
+    <div class="table-scroll" tabIndex={0} role="region" aria-label="Final and best values" data-testid="compare-summary-box">
     <table data-testid="compare-summary">
       <thead>
         <tr>

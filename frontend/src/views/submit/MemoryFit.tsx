@@ -3,6 +3,16 @@ import { formatBytes } from "../../lib/format";
 import type { Checked } from "../../lib/validation";
 import { TableHead } from "../../components/bits";
 
+/**
+ * A CPU slot's fit note in the units the estimate reads in: the server writes "0.00 GiB for 2
+ * ranks in the host's RAM", which reads as nothing needed for a small job.
+ */
+export function cpuNote(note: string, perRank: number): string {
+  const ranks = /for (\d+) ranks?/.exec(note)?.[1];
+  const n = ranks ? Number(ranks) : 1;
+  return `${formatBytes(perRank * n)} for ${n === 1 ? "1 rank" : `${n} ranks`} in the host's RAM`;
+}
+
 /** The server's memory estimate for the form's spec (from POST /api/jobs/validate). */
 export function MemoryFit({ checked }: { checked: Checked }) {
   const estimate = checked.answer?.memory;
@@ -14,21 +24,39 @@ export function MemoryFit({ checked }: { checked: Checked }) {
       </p>
     );
   }
-  const parts: [string, number][] = [
+  // The server's total is a GPU rank's (its CUDA context included); a CPU rank has no CUDA
+  // runtime: it needs the rest, in the host's RAM, which the node's slots share (issue #33:
+  // CPU slots read "600 MiB (CUDA runtime)" beside "0.00 GiB").
+  const kinds = new Set(estimate.devices.map((d) => d.kind));
+  const gpu = kinds.has("gpu") || kinds.size === 0;
+  const cpu = kinds.has("cpu") || kinds.size === 0;
+  const perCpuRank = estimate.total - estimate.runtime;
+  const model: [string, number][] = [
     ["parameters", estimate.parameters],
     ["gradients", estimate.gradients],
     ["optimizer state", estimate.optimizer_state],
     ["activations", estimate.activations],
-    ["CUDA runtime", estimate.runtime],
   ];
+  const parts = (extra: [string, number][]) => [...model, ...extra].map(([n, b]) => `${n} ${formatBytes(b)}`).join(", ");
   return (
     <div class="implications" data-testid="memory-estimate" aria-live="polite">
       <p>
-        Memory per device: <strong data-testid="memory-total">{formatBytes(estimate.total)}</strong>{" "}
-        <span class="muted">
-          ({estimate.parameter_count.toLocaleString("en-US")} parameters; {parts.map(([n, b]) => `${n} ${formatBytes(b)}`).join(", ")}; {estimate.note})
-        </span>
+        Memory per device <span class="muted">({estimate.parameter_count.toLocaleString("en-US")} parameters; {estimate.note})</span>
       </p>
+      <ul class="memory-lines">
+        {gpu && (
+          <li data-testid="memory-gpu">
+            per GPU: <strong data-testid="memory-total">{formatBytes(estimate.total)}</strong>{" "}
+            <span class="muted">({parts([["CUDA runtime", estimate.runtime]])})</span>
+          </li>
+        )}
+        {cpu && (
+          <li data-testid="memory-cpu">
+            per CPU rank, in the host's RAM: <strong data-testid="memory-cpu-total">{formatBytes(perCpuRank)}</strong>{" "}
+            <span class="muted">({parts([])}; no CUDA runtime; a node's CPU slots share its RAM)</span>
+          </li>
+        )}
+      </ul>
       {estimate.devices.length > 0 && (
         <table class="memory-fit" data-testid="memory-fit">
           <TableHead columns={["Node", "Device", "Memory", "Fits"]} />
@@ -39,9 +67,9 @@ export function MemoryFit({ checked }: { checked: Checked }) {
                 <td>
                   {d.index}: {d.name}
                 </td>
-                <td>{formatBytes(d.memory_total)}</td>
+                <td>{d.kind === "cpu" ? `${formatBytes(d.memory_total)} host RAM, shared` : formatBytes(d.memory_total)}</td>
                 <td class={d.fits === false ? "problem" : undefined}>
-                  {d.fits === null ? "unknown" : d.fits ? "yes" : "no"} <span class="muted">({d.note})</span>
+                  {d.fits === null ? "unknown" : d.fits ? "yes" : "no"} <span class="muted">({d.kind === "cpu" ? cpuNote(d.note, perCpuRank) : d.note})</span>
                 </td>
               </tr>
             ))}

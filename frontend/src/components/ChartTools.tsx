@@ -1,0 +1,101 @@
+/** The controls over a page's metric charts (job page and Compare): x axis, smoothing, log scale, y range, outlier clipping. */
+import type { ComponentChildren } from "preact";
+import { rangeProblem, type ChartView } from "../lib/chartView";
+
+interface Props<X extends string> {
+  /** Test ids are `${prefix}-x`, `${prefix}-smoothing`, `${prefix}-log`, `${prefix}-ymin`, `${prefix}-ymax`, `${prefix}-clip`. */
+  prefix: string;
+  view: ChartView;
+  onView: (view: ChartView) => void;
+  x: X;
+  xModes: readonly (readonly [X, string])[];
+  onX: (x: X) => void;
+  /** The charts' metrics; a typed y range applies to `yMetric`'s chart only (a loss range means nothing to grad_norm). */
+  metrics: string[];
+  yMetric: string | undefined;
+  onYMetric: (name: string) => void;
+  /** More controls at the end of the row (Compare's CSV menu). */
+  children?: ComponentChildren;
+}
+
+export function ChartTools<X extends string>({ prefix, view, onView, x, xModes, onX, metrics, yMetric, onYMetric, children }: Props<X>) {
+  const set = <K extends keyof ChartView>(key: K, value: ChartView[K]) => onView({ ...view, [key]: value });
+  const problem = rangeProblem(view);
+  return (
+    <div class="toolbar chart-tools" role="group" aria-label="Chart settings">
+      <label class="inline">
+        x axis{" "}
+        <select data-testid={`${prefix}-x`} value={x} onChange={(e) => onX(e.currentTarget.value as X)}>
+          {xModes.map(([value, text]) => (
+            <option value={value}>{text}</option>
+          ))}
+        </select>
+      </label>
+      <label class="inline" title="Exponential moving average; the raw curves stay drawn, faint">
+        smoothing <output data-testid={`${prefix}-smoothing-value`}>{view.weight.toFixed(2)}</output>{" "}
+        <input
+          type="range"
+          min="0"
+          max="0.99"
+          step="0.01"
+          data-testid={`${prefix}-smoothing`}
+          value={view.weight}
+          onInput={(e) => set("weight", Number(e.currentTarget.value))}
+        />
+      </label>
+      <label class="inline">
+        <input type="checkbox" data-testid={`${prefix}-log`} checked={view.log} onChange={(e) => set("log", e.currentTarget.checked)} /> log scale
+      </label>
+      <span class="inline y-range">
+        <label class="inline">
+          y range of{" "}
+          <select data-testid={`${prefix}-y-metric`} value={yMetric} onChange={(e) => onYMetric(e.currentTarget.value)}>
+            {metrics.map((m) => (
+              <option value={m}>{m}</option>
+            ))}
+          </select>
+        </label>{" "}
+        <label class="inline">
+          from{" "}
+          <input
+            class="narrow"
+            type="text"
+            inputMode="decimal"
+            placeholder="auto"
+            data-testid={`${prefix}-ymin`}
+            value={view.yMin}
+            onChange={(e) => set("yMin", e.currentTarget.value)}
+            aria-invalid={problem !== null}
+          />
+        </label>{" "}
+        <label class="inline">
+          to{" "}
+          <input
+            class="narrow"
+            type="text"
+            inputMode="decimal"
+            placeholder="auto"
+            data-testid={`${prefix}-ymax`}
+            value={view.yMax}
+            onChange={(e) => set("yMax", e.currentTarget.value)}
+            aria-invalid={problem !== null}
+          />
+        </label>
+      </span>
+      <label class="inline" title="Scale y to the 1st–99th percentile of the values: a spike runs off the chart instead of flattening every other curve">
+        <input type="checkbox" data-testid={`${prefix}-clip`} checked={view.clip} onChange={(e) => set("clip", e.currentTarget.checked)} /> clip outliers
+      </label>
+      {(view.yMin || view.yMax || view.clip) && (
+        <button type="button" class="ghost small" data-testid={`${prefix}-y-reset`} onClick={() => onView({ ...view, yMin: "", yMax: "", clip: false })}>
+          reset y
+        </button>
+      )}
+      {problem && (
+        <span class="error small" role="alert" data-testid={`${prefix}-range-problem`}>
+          {problem}
+        </span>
+      )}
+      {children}
+    </div>
+  );
+}
