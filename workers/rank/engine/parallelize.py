@@ -14,6 +14,7 @@ from workers.contract.spec import JobSpec, Strategy
 from workers.rank.engine.distributed import ParallelContext
 from workers.rank.engine.optim import grads_of, has_mixed_kinds, total_norm
 from workers.rank.engine.pipeline import Batch, PipelineRunner
+from workers.rank.engine.updates import UpdateRunner
 
 Autocast = Callable[[], contextlib.AbstractContextManager[None]]
 
@@ -46,6 +47,7 @@ class DataParallelRunner:
         bucket_cap_mb: float,
         autocast: Autocast,
         scale_loss: Callable[[torch.Tensor], torch.Tensor] = lambda loss: loss,
+        replicate: bool = True,
     ) -> None:
         self.ctx, self.loss_fn, self.autocast, self.scale_loss = ctx, loss_fn, autocast, scale_loss
         self.model = model.to(ctx.device)
@@ -55,7 +57,7 @@ class DataParallelRunner:
         #: a CPU rank's batches are where they will be used (`.to` parses its arguments anyway)
         self.to_device = ctx.device.type != "cpu"
         self.wrapped: nn.Module = self.model
-        if ctx.world_size > 1:
+        if ctx.world_size > 1 and replicate:  # else updates.py exchanges the gradients
             self.wrapped = DistributedDataParallel(
                 self.model,
                 device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None,
@@ -103,14 +105,16 @@ def parallelize(
     """The runner for the spec's strategy on this rank."""
     par = spec.parallelism
     if par.strategy is Strategy.data:
-        return DataParallelRunner(
+        runner = DataParallelRunner(
             model,
             loss_fn,
             ctx,
             bucket_cap_mb=par.bucket_cap_mb,
             autocast=autocast,
             scale_loss=scale_loss or (lambda loss: loss),
+            replicate=par.mode == "sync/allreduce",
         )
+        return runner if par.mode == "sync/allreduce" else UpdateRunner(runner, ctx, par)
     assert scale_loss is None, "loss scaling (fp16) is refused for pipelines before this point"
     return PipelineRunner(
         model, loss_fn, ctx, microbatches=par.microbatches, schedule=par.schedule, autocast=autocast

@@ -13,7 +13,7 @@ from torch import nn
 from workers.contract.checkpoints import newest_checkpoint
 from workers.contract.spec import JobSpec
 from workers.rank import sdk
-from workers.rank.engine import checkpoint
+from workers.rank.engine import checkpoint, updates
 from workers.rank.engine.data import ShardedBatches
 from workers.rank.engine.distributed import ParallelContext
 from workers.rank.engine.errors import CheckpointNoSpace, Diverged
@@ -140,7 +140,8 @@ class Trainer:
         fetched = self.clock.mark()
         loss = self.runner.forward_backward(batches)
         computed = self.clock.mark()
-        grad_norm = self._step_optimizer()
+        # the update mode's exchange (nothing for DDP and pipelines) wraps the optimizer step
+        grad_norm, traffic = updates.update(self.runner, self._step_optimizer, step=self.step + 1)
         self.step += 1
         done = self.clock.mark()
         step_time = self.clock.between(start, done)
@@ -153,6 +154,7 @@ class Trainer:
             compute_time=self.clock.between(fetched, computed),
             optim_time=self.clock.between(computed, done),
             samples_per_s=rate,
+            **traffic,
         )
         if loss is not None:
             row["loss"] = loss
@@ -191,6 +193,7 @@ class Trainer:
             # every rank reaches this at the same step: the stop and time votes ride on the
             # report's one collective, and a NaN is found before any checkpoint saves it
             time_due = minutes is not None and time.monotonic() - last_saved_at >= minutes * 60
+            updates.meet(self.runner, self._step_optimizer)  # async: no rank waits on rank 0
             healthy, stopped, time_due = self._report(sdk.should_stop(), time_due)
             if not healthy:
                 if stopped:
@@ -223,6 +226,7 @@ class Trainer:
         began, began_cpu = time.perf_counter(), time.process_time()
         sdk.phase("checkpoint")  # a hang report then names a stalled save, not the loop
         try:
+            updates.settle(self.runner, self.optimizer, step=self.step)  # one state to save
             path = checkpoint.save(
                 self.checkpoint_dir,
                 model=self.model,

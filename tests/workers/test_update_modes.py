@@ -1,0 +1,161 @@
+"""Update modes (#35) on real gloo ranks: the parameter server and local SGD compute what DDP and
+one process compute where the arithmetic says they must; async records its staleness."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from reference import rank_weights, reference_weights, resume, small_mlp, torchrun
+
+from workers.contract.spec import JobSpec
+
+pytestmark = pytest.mark.slow  # starts torchrun ranks
+
+STEPS, EVERY = 6, 3
+DRIVER = "update_modes_driver.py"
+
+
+def spec_for(devices: int, **parallelism: object) -> JobSpec:
+    """A small mlp crossing an epoch, with clipping, warmup+cosine and accumulation."""
+    return JobSpec.model_validate(
+        {
+            "name": "update-modes",
+            "template": "mlp",
+            "parallelism": {"strategy": "data", "devices": devices, **parallelism},
+            "hyperparameters": small_mlp(STEPS),
+            "grad_accum": 2,
+            "grad_clip": 0.5,
+            "lr_schedule": {"kind": "cosine", "warmup_steps": 2},
+            "checkpoint": {"every_steps": EVERY},
+        }
+    )
+
+
+def sgd_spec(devices: int, **parallelism: object) -> JobSpec:
+    """Momentum SGD without clipping: averaging parameters is then linear in the gradients."""
+    hp = {**small_mlp(STEPS), "optimizer": "sgd", "lr": 0.05}
+    return JobSpec.model_validate(
+        {
+            "name": "update-modes-sgd",
+            "template": "mlp",
+            "parallelism": {"strategy": "data", "devices": devices, **parallelism},
+            "hyperparameters": hp,
+            "grad_accum": 2,
+            "checkpoint": {"every_steps": EVERY},
+        }
+    )
+
+
+def trained(spec: JobSpec, out: Path) -> Path:
+    out.mkdir()
+    torchrun(spec, out, driver=DRIVER)
+    return out
+
+
+def metrics(out: Path, rank: int) -> list[dict[str, Any]]:
+    lines = (out / f"rank{rank}-metrics.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def assert_replicas_identical(out: Path, devices: int) -> None:
+    for step in range(EVERY, STEPS + 1, EVERY):
+        first = rank_weights(out, 0, step)
+        for rank in range(1, devices):
+            mine = rank_weights(out, rank, step)
+            for key, value in first.items():
+                assert torch.equal(mine[key], value), f"rank {rank} drifted in {key} at {step}"
+
+
+def assert_close(weights: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
+    assert sorted(weights) == sorted(expected)
+    for key, value in expected.items():
+        torch.testing.assert_close(weights[key], value, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("devices", [2, 3])
+def test_sync_parameter_server_matches_allreduce_and_one_process(
+    devices: int, tmp_path: Path
+) -> None:
+    server = trained(spec_for(devices, reduce="parameter_server"), tmp_path / "ps")
+    ring = trained(spec_for(devices, reduce="allreduce"), tmp_path / "ring")
+
+    assert_replicas_identical(server, devices)
+    reference = reference_weights(spec_for(devices))
+    assert_close(rank_weights(server, 0, STEPS), reference)
+    assert_close(rank_weights(server, 0, STEPS), rank_weights(ring, 0, STEPS))
+    # the server's link carries every worker's gradient in and the weights out, each step
+    size = sum(v.numel() * v.element_size() for v in reference.values())
+    first = metrics(server, 0)[0]
+    assert first["bytes_received"] == (devices - 1) * size
+    assert first["bytes_sent"] == (devices - 1) * size
+    worker = metrics(server, 1)[0]
+    assert worker["bytes_sent"] == size and worker["bytes_received"] == size
+
+
+def test_local_sgd_averaging_every_step_is_synchronous_sgd(tmp_path: Path) -> None:
+    local = trained(sgd_spec(2, update="local_sgd", sync_every=1), tmp_path / "local")
+    ring = trained(sgd_spec(2), tmp_path / "ring")
+
+    assert_replicas_identical(local, 2)
+    assert_close(rank_weights(local, 0, STEPS), rank_weights(ring, 0, STEPS))
+    assert_close(rank_weights(local, 0, STEPS), reference_weights(sgd_spec(2)))
+
+
+def test_local_sgd_replicas_drift_between_averages_and_meet_at_checkpoints(
+    tmp_path: Path,
+) -> None:
+    local = trained(spec_for(2, update="local_sgd", sync_every=4), tmp_path / "local")
+
+    assert_replicas_identical(local, 2)  # a checkpoint averages (steps 3 and 6: not multiples)
+    sent = {row["step"]: row["bytes_sent"] for row in metrics(local, 1)}
+    assert [step for step, n in sorted(sent.items()) if n] == [4]  # one average in 6 steps
+    ring = rank_weights(trained(spec_for(2), tmp_path / "ring"), 0, STEPS)
+    assert any(  # it is not synchronous SGD
+        not torch.allclose(rank_weights(local, 0, STEPS)[k], ring[k]) for k in ring
+    )
+
+
+def test_async_with_one_worker_is_the_one_process_reference(tmp_path: Path) -> None:
+    spec = spec_for(1, update="async")
+    out = trained(spec, tmp_path / "async")
+
+    assert_close(rank_weights(out, 0, STEPS), reference_weights(spec))
+
+
+def test_async_applies_every_gradient_and_records_staleness(tmp_path: Path) -> None:
+    out = trained(spec_for(3, update="async"), tmp_path / "async")
+
+    assert_replicas_identical(out, 3)  # the gang meets at every report
+    server = metrics(out, 0)
+    assert sum(row["updates_applied"] for row in server) == 2 * STEPS  # both workers, each step
+    assert all(row["staleness_max"] >= 0 for row in server)
+    assert max(row["staleness_max"] for row in server) >= 1  # rank 0 stepped in between
+    loss = [row["loss"] for row in server]
+    assert all(torch.isfinite(torch.tensor(loss)))
+    start = rank_weights(out, 0, EVERY)
+    assert any(not torch.equal(start[k], v) for k, v in rank_weights(out, 0, STEPS).items())
+
+
+@pytest.mark.parametrize(
+    "parallelism",
+    [{"reduce": "parameter_server"}, {"update": "local_sgd", "sync_every": 2}],
+    ids=["sync-parameter-server", "local-sgd"],
+)
+def test_resuming_in_the_middle_gives_the_uninterrupted_run(
+    parallelism: dict[str, object], tmp_path: Path
+) -> None:
+    spec = spec_for(2, **parallelism)
+    whole = trained(spec, tmp_path / "whole")
+    resume(spec, tmp_path / "resumed", whole / "checkpoints" / f"step-{EVERY}")
+
+    for rank in range(2):
+        resumed, expected = (
+            rank_weights(tmp_path / "resumed", rank, STEPS),
+            rank_weights(whole, rank, STEPS),
+        )
+        for key, value in expected.items():
+            assert torch.equal(resumed[key], value), f"rank {rank} {key}"
