@@ -48,7 +48,9 @@ class SlurmStack(RunningStack):
 
 
 @contextlib.contextmanager
-def slurm_stack(tmp: Path, cluster: SlurmCluster) -> Iterator[SlurmStack]:
+def slurm_stack(
+    tmp: Path, cluster: SlurmCluster, extra_env: dict[str, str] | None = None
+) -> Iterator[SlurmStack]:
     """`trainboard up --executor slurm` on the cluster's first host; no local worker starts."""
     port = free_port()
     data_dir = reachable(tmp / "data")
@@ -66,6 +68,7 @@ def slurm_stack(tmp: Path, cluster: SlurmCluster) -> Iterator[SlurmStack]:
             "TRAINBOARD_ADMIN_TOKEN": ADMIN_TOKEN,
             "TRAINBOARD_REDIS_URL": redis_url,
             "TRAINBOARD_STOP_GRACE_SECONDS": "5",
+            **(extra_env or {}),
         }
         if in_host is not None:
             env["TRAINBOARD_HOST"] = "0.0.0.0"
