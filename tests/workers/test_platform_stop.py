@@ -71,3 +71,20 @@ def test_a_node_fenced_for_silence_of_the_control_plane_is_a_platform_fault(
     assert "not counted against max_restarts" in outcome.reason
     assert outcome.last_checkpoint is None  # a fenced node no longer owns what it saved
     assert AttemptEnd.reported(outcome).platform_fault
+
+
+def test_a_supervisor_signalled_under_slurm_still_counts_its_stop(
+    supervisor_settings: SupervisorSettings, redis_url: str
+) -> None:
+    """Slurm's SIGTERM may be the job's own doing (its time limit): not a platform stop."""
+    spec = mlp_spec(devices=2, hyperparameters={"steps": 100_000}, max_restarts=0)
+    supervisor = Supervisor(attempt_order(spec), supervisor_settings)
+    thread, outcomes = run_until_training(supervisor, redis_url)
+
+    supervisor.shutdown(platform_stop=False)  # what workers/node/slurm_step.py asks
+    thread.join(timeout=90)
+
+    (outcome,) = outcomes
+    assert outcome.outcome == "failed" and not outcome.platform_fault
+    assert outcome.reason == "the attempt's supervisor was told to stop (SIGTERM) while it ran"
+    assert outcome.last_checkpoint is not None  # it still stopped with a final checkpoint

@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def on_signal(signum: int, _frame: Any) -> None:
         log.info("signal %d: stopping the ranks of attempt %d", signum, order["attempt_id"])
-        active.shutdown_all()
+        # Slurm's SIGTERM may be the job's own doing (its time limit): counted as before
+        active.shutdown_all(platform_stop=False)
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)

@@ -31,6 +31,10 @@ class ActiveAttempts:
         self._lock = threading.Lock()
         self._running: set[Supervisor] = set()
         self.closing = False
+        #: whether the shutdown is the platform's own (a node agent stopping), which spends
+        #: no restart of the job's; a supervisor under Slurm is signalled for the job's sake
+        #: too (its time limit), so its stops count as before
+        self.platform_stop = True
 
     def add(self, supervisor: Supervisor) -> bool:
         """Track a supervisor; False once the node is shutting down."""
@@ -62,13 +66,14 @@ class ActiveAttempts:
         """Kill every running attempt's ranks now (this node was declared lost)."""
         self.kill(self.running(), reason)
 
-    def shutdown_all(self) -> None:
+    def shutdown_all(self, *, platform_stop: bool = True) -> None:
         """Refuse new attempts and ask every running supervisor to stop its ranks."""
         with self._lock:
             self.closing = True
+            self.platform_stop = platform_stop
             running = list(self._running)
         for supervisor in running:
-            supervisor.shutdown()
+            supervisor.shutdown(platform_stop=platform_stop)
 
 
 def run_attempt(
@@ -116,7 +121,10 @@ def run_attempt(
             daemon=True,
         ).start()
 
-    if not active.add(supervisor):  # a platform stop: not the job's, no restart spent
+    if not active.add(supervisor):
+        if not active.platform_stop:
+            return report(supervisor.refuse("the attempt's supervisor was told to stop"))
+        # a platform stop: not the job's, no restart spent
         refused = supervisor.refuse(f"the worker node is shutting down; {NOT_COUNTED}")
         return report(refused.model_copy(update={"platform_fault": True}))
     try:

@@ -91,6 +91,7 @@ class Supervisor:
         self._lease = lease
         self._platform_fault = False  # a rank exited EXIT_PLATFORM (its rendezvous failed)
         self._pause = False  # a rank exited EXIT_PAUSE (its checkpoint found a full disk)
+        self._platform_stop = True  # see shutdown()
         self._quota: RunDirQuota | None = None
         self._hangs = HangWatch(
             (env.rank for env in self.rank_envs()), timeout=order.spec.health.hang_timeout_s
@@ -126,8 +127,13 @@ class Supervisor:
         self.ranks.signal(signal.SIGKILL)
         self.containment.signal(signal.SIGKILL)
 
-    def shutdown(self) -> None:
-        """Stop the ranks because this node agent is going away (the attempt counts as failed)."""
+    def shutdown(self, *, platform_stop: bool = True) -> None:
+        """Stop the ranks because this node agent is going away (a final checkpoint first).
+
+        A platform stop (the default: a node agent stopping) is reported as a platform
+        fault, which spends no restart of the job's; otherwise it counts as a failure.
+        """
+        self._platform_stop = platform_stop
         self._shutdown.set()
 
     def refuse(self, reason: str) -> AttemptOutcome:
@@ -332,6 +338,7 @@ class Supervisor:
             stop_reason=self._stop_reason,
             fenced=self._fenced,
             platform_fault=self._platform_fault,
+            platform_stop=self._platform_stop,
             codes=self.ranks.exit_codes(),
             checkpoint_dir=self.checkpoint_dir,
         )

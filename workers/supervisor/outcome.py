@@ -19,6 +19,7 @@ def attempt_outcome(
     stop_reason: str | None,
     fenced: str | None,
     platform_fault: bool,
+    platform_stop: bool = True,
     codes: list[int],
     checkpoint_dir: Path,
 ) -> AttemptOutcome:
@@ -34,10 +35,12 @@ def attempt_outcome(
     if fenced is not None:
         failed, last = f"fenced: {fenced}; {NOT_COUNTED}", None
         platform_fault = True
-    elif stop_reason == "shutdown":
+    elif stop_reason == "shutdown" and platform_stop:
         # whatever the ranks did once asked to stop follows from the stop
         failed = f"{NODE_SHUT_DOWN}; {NOT_COUNTED}" + (f" (then: {failed})" if failed else "")
         platform_fault = True
+    elif stop_reason == "shutdown":  # signalled, maybe for the job's sake (a time limit)
+        failed = failed or "the attempt's supervisor was told to stop (SIGTERM) while it ran"
     if failed is not None:
         # a user script's MemoryError, too, reads "out of memory: ..." (the prefix fits 4096)
         failed = recognise(failed[-4000:])
