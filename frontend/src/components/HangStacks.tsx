@@ -29,7 +29,7 @@ export function HangStacks({ jobId, version }: { jobId: number; version: string 
               · attempt {s.attempt ?? "—"} · step {s.step ?? "—"} · {formatTime(s.time)}
             </span>
           </summary>
-          <pre class="traceback">{s.stack}</pre>
+          <pre class="traceback" tabIndex={0} aria-label={`Rank ${s.rank} stacks`}>{s.stack}</pre>
         </details>
       ))}
     </section>

@@ -28,7 +28,7 @@ export function JobCheckpoints({ job, version }: { job: Job; version: string }) 
       ) : listing.checkpoints.length === 0 ? (
         <p class="muted">No checkpoints on disk.</p>
       ) : (
-        <div class="table-scroll">
+        <div class="table-scroll" tabIndex={0} role="region" aria-label="Checkpoints">
           <table class="jobs">
             <TableHead columns={["Step", "Attempt", "Size", "Saved", ""]} />
             <tbody>

@@ -65,7 +65,7 @@ export function JobProvenance({ jobId, version }: { jobId: number; version: stri
                     {at(git, "diff") ? (
                       <details>
                         <summary>Diff{at(git, "diff_truncated") ? " (first 64 KiB)" : ""}</summary>
-                        <pre class="diff">{text(at(git, "diff"))}</pre>
+                        <pre class="diff" tabIndex={0} aria-label="Uncommitted changes">{text(at(git, "diff"))}</pre>
                       </details>
                     ) : null}
                     {at(git, "diff_note") ? <div class="muted small" data-testid="prov-diff-note">{text(at(git, "diff_note"))}</div> : null}
@@ -135,7 +135,7 @@ export function ProvenanceDiff({ ids }: { ids: number[] }) {
           {diff.jobs.some((j) => !j.recorded) ? "Not recorded for every job yet." : "The same code and environment."}
         </p>
       ) : (
-        <div class="table-scroll">
+        <div class="table-scroll" tabIndex={0} role="region" aria-label="Provenance">
           <table class="jobs prov-diff">
             <thead>
               <tr>

@@ -47,7 +47,7 @@ export function Markdown({ text, testId }: { text: string; testId?: string }): V
     if (current.startsWith("```")) {
       const code: string[] = [];
       for (i += 1; i < lines.length && !line(i).startsWith("```"); i += 1) code.push(line(i));
-      blocks.push(<pre>{code.join("\n")}</pre>);
+      blocks.push(<pre tabIndex={0}>{code.join("\n")}</pre>);
       i += 1;
       continue;
     }

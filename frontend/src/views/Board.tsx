@@ -202,7 +202,7 @@ function Section({ title, testId, head, children }: { title: string; testId: str
   return (
     <>
       <h2>{title}</h2>
-      <div class="table-scroll">
+      <div class="table-scroll" tabIndex={0} role="region" aria-label="Jobs">
       <table class="jobs" data-testid={testId}>
         <thead>
           <tr>

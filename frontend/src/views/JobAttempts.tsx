@@ -18,7 +18,7 @@ export function JobAttempts({ job, eventsVersion }: { job: Job; eventsVersion: n
   return (
     <div>
       <h2>Attempts and checkpoints</h2>
-      <div class="table-scroll">
+      <div class="table-scroll" tabIndex={0} role="region" aria-label="Attempts">
       <table data-testid="job-attempts">
         <TableHead
           columns={[

@@ -163,7 +163,7 @@ export function RunsView() {
         <p class="muted">Loading runs…</p>
       ) : (
         <>
-          <div class="table-scroll">
+          <div class="table-scroll" tabIndex={0} role="region" aria-label="Runs">
             <table class="runs" data-testid="runs-table" data-total={table.total}>
               <thead>
                 <tr>
@@ -231,7 +231,7 @@ function GroupTable({ table, query }: { table: RunTable; query: RunsQuery }) {
   return (
     <>
       <h2>Grouped by {query.group}: mean ± standard deviation</h2>
-      <div class="table-scroll">
+      <div class="table-scroll" tabIndex={0} role="region" aria-label="Runs">
         <table class="runs" data-testid="runs-groups">
           <thead>
             <tr>

@@ -86,7 +86,7 @@ export function SweepView({ id }: { id: number }) {
         <dd>{formatTime(sweep.created_at)}</dd>
       </dl>
       <h2>Trials</h2>
-      <div class="table-scroll">
+      <div class="table-scroll" tabIndex={0} role="region" aria-label="Trials">
         <table class="jobs" data-testid="sweep-trials">
           <thead>
             <tr>

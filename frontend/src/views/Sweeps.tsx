@@ -75,7 +75,7 @@ export function SweepsView() {
       ) : sweeps.length === 0 ? (
         <p class="empty">No sweeps yet: start one below.</p>
       ) : (
-        <div class="table-scroll">
+        <div class="table-scroll" tabIndex={0} role="region" aria-label="Sweeps">
           <table class="jobs" data-testid="sweeps">
             <TableHead columns={["#", "Name", "State", "Trials", "Best", "Started"]} />
             <tbody>

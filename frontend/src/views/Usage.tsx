@@ -95,7 +95,7 @@ export function UsageView() {
               No device time in these days.
             </p>
           ) : (
-            <div class="table-scroll">
+            <div class="table-scroll" tabIndex={0} role="region" aria-label="Usage">
               <table data-testid="usage-table">
                 <TableHead
                   columns={[
