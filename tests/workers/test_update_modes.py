@@ -61,8 +61,10 @@ def metrics(out: Path, rank: int) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines]
 
 
-def assert_replicas_identical(out: Path, devices: int) -> None:
-    for step in range(EVERY, STEPS + 1, EVERY):
+def assert_replicas_identical(
+    out: Path, devices: int, steps: tuple[int, ...] = (EVERY, STEPS)
+) -> None:
+    for step in steps:
         first = rank_weights(out, 0, step)
         for rank in range(1, devices):
             mine = rank_weights(out, rank, step)
@@ -159,3 +161,42 @@ def test_resuming_in_the_middle_gives_the_uninterrupted_run(
         )
         for key, value in expected.items():
             assert torch.equal(resumed[key], value), f"rank {rank} {key}"
+
+
+def test_parameter_server_saved_on_four_resumes_on_two_as_if_uninterrupted(
+    tmp_path: Path,
+) -> None:
+    def on(devices: int) -> JobSpec:  # global batch 32: 8 x 4 replicas, or 8 x 2 x accumulation 2
+        return JobSpec.model_validate(
+            {
+                "name": "elastic-ps",
+                "template": "mlp",
+                "parallelism": {"devices": devices, "reduce": "parameter_server"},
+                "hyperparameters": small_mlp(STEPS),
+                "checkpoint": {"every_steps": EVERY, "keep_last": 10},
+            }
+        )
+
+    straight = trained(on(4), tmp_path / "straight")
+    resume(on(2), tmp_path / "two", straight / "checkpoints" / f"step-{EVERY}")
+
+    assert_replicas_identical(tmp_path / "two", 2, steps=(STEPS,))
+    assert_close(rank_weights(tmp_path / "two", 0, STEPS), rank_weights(straight, 0, STEPS))
+
+
+@pytest.mark.parametrize(
+    "parallelism",
+    [{"update": "async"}, {"update": "local_sgd", "sync_every": 2}],
+    ids=["async", "local-sgd"],
+)
+def test_saved_on_two_resumes_on_four_with_replicas_identical(
+    parallelism: dict[str, object], tmp_path: Path
+) -> None:
+    two = trained(spec_for(2, **parallelism), tmp_path / "two")
+    resume(spec_for(4, **parallelism), tmp_path / "four", two / "checkpoints" / f"step-{EVERY}")
+
+    assert_replicas_identical(tmp_path / "four", 4, steps=(STEPS,))
+    final = rank_weights(tmp_path / "four", 0, STEPS)
+    assert all(torch.isfinite(v).all() for v in final.values())
+    resumed_at = rank_weights(two, 0, EVERY)
+    assert any(not torch.equal(resumed_at[k], v) for k, v in final.items())  # it trained on
