@@ -119,6 +119,12 @@ class SlurmCluster:
         assert found.namespace and found.link, "only a two-host cluster has links"
         subprocess.run(["ip", "-n", found.namespace, "link", "set", found.link, "down"], check=True)
 
+    def restore(self, host: str) -> None:
+        """Bring a cut host's link up again."""
+        found = next(h for h in self.hosts if h.name == host)
+        assert found.namespace and found.link, "only a two-host cluster has links"
+        subprocess.run(["ip", "-n", found.namespace, "link", "set", found.link, "up"], check=True)
+
 
 def _free_ports(count: int) -> list[int]:
     sockets = [socket.socket() for _ in range(count)]

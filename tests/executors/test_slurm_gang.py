@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -59,3 +61,56 @@ def test_a_two_node_gang_gets_both_hosts_from_slurm_rendezvous_and_succeeds(
     assert record.nodes == ("h1", "h2")  # one supervisor per host, from one allocation
     assert attempts[0]["facts"]["world_size"] == 2, attempts[0]["facts"]
     assert loss["step"] and loss["step"][-1] >= 29
+
+
+def test_a_host_lost_mid_gang_gives_exactly_one_new_attempt_from_the_newest_checkpoint(
+    stack: SlurmStack, two_hosts: SlurmCluster
+) -> None:
+    spec = {
+        "name": "loses-a-host",
+        "template": "mlp",
+        "parallelism": {"strategy": "data", "devices": 2, "nodes": 2},
+        "hyperparameters": {"steps": 100_000, "batch_size": 16},
+        "checkpoint": {"every_steps": 20},
+    }
+    with stack.client() as client:
+        job_id = stack.post(client, "/api/jobs", spec).json()["id"]
+
+        def attempts() -> list[dict[str, Any]]:
+            return list(stack.get(client, f"/api/jobs/{job_id}/attempts"))
+
+        wait_for(
+            lambda: (a := attempts()) and a[0]["last_checkpoint"],
+            timeout=180,
+            what="a checkpoint of the first attempt",
+        )
+        two_hosts.cut("h2")
+        try:
+            second = wait_for(
+                lambda: len(a := attempts()) > 1 and a[1],
+                timeout=120,
+                what="a new attempt after the host was lost",
+            )
+            first = attempts()[0]
+            assert first["state"] in ("failed", "lost"), first
+            assert second["resume_from"] == first["last_checkpoint"]
+            # the new gang needs both hosts: Slurm holds it while h2 is gone
+            waiting = wait_for(
+                lambda: (j := stack.get(client, f"/api/jobs/{job_id}"))["wait_reason"] and j,
+                timeout=60,
+                what="the new attempt to wait in Slurm",
+            )
+            assert waiting["wait_reason"].startswith("Slurm job "), waiting
+            time.sleep(5)
+            assert len(attempts()) == 2, "more than one new attempt"
+        finally:
+            two_hosts.restore("h2")
+        saved = int(second["resume_from"].rsplit("-", 1)[1])
+        wait_for(
+            lambda: (stack.get(client, f"/api/jobs/{job_id}")["step"] or 0) > saved + 5,
+            timeout=240,
+            what="the new attempt to train on both hosts again",
+        )
+        assert len(attempts()) == 2
+        assert stack.post(client, f"/api/jobs/{job_id}/cancel").status_code == 200
+        stack.wait_job(client, job_id, "cancelled", timeout=60)
