@@ -3,6 +3,7 @@ import { useEffect, useState } from "preact/hooks";
 import { ApiError, client, ok, setUnauthorizedHandler } from "./api/http";
 import type { Me } from "./api/types";
 import { live, useConnStatus } from "./live";
+import { RetryNow } from "./components/RetryNow";
 import { setThemeChoice, themeChoice, type ThemeChoice } from "./lib/theme";
 import { currentPath, Link, navigate, useRoute, type Route } from "./router";
 import { BoardView } from "./views/Board";
@@ -176,7 +177,7 @@ function ConnBanner() {
   if (status !== "reconnecting") return null;
   return (
     <div class="conn-banner" role="status" data-testid="conn-banner">
-      Connection lost — reconnecting…
+      Connection lost — reconnecting… <RetryNow />
     </div>
   );
 }

@@ -18,6 +18,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
+from tests.e2e.conftest import SCREENSHOTS
 from tests.e2e.helpers import get_job, log_in, wait_state
 from tests.stack import EMBEDDED_REDIS, free_port, trainboard_up, wait_for
 
@@ -84,6 +85,10 @@ def test_a_restart_of_trainboard_up_spends_no_restart_and_the_page_is_back_at_on
         url = first.url
 
     expect(page.get_by_test_id("conn-banner")).to_be_visible(timeout=60_000)
+    page.screenshot(path=str(SCREENSHOTS / "reconnecting-retry-now.png"), full_page=False)
+    for _ in range(3):  # "Retry now" tries at once, not at the end of the back-off
+        with page.expect_websocket(timeout=400):
+            page.get_by_test_id("conn-retry").click()
     health = HealthWatch(url)
     try:
         with trainboard_up(tmp_path, EMBEDDED_REDIS, **deployment) as second:
