@@ -12,6 +12,9 @@ import torch
 from reference import rank_weights, reference_weights, resume, small_mlp, torchrun
 
 from workers.contract.spec import JobSpec
+from workers.rank.engine.data import ShardedBatches
+from workers.rank.engine.optim import build_optimizer, lr_at
+from workers.rank.engine.templates import build_task
 
 pytestmark = pytest.mark.slow  # starts torchrun ranks
 
@@ -200,3 +203,60 @@ def test_saved_on_two_resumes_on_four_with_replicas_identical(
     assert all(torch.isfinite(v).all() for v in final.values())
     resumed_at = rank_weights(two, 0, EVERY)
     assert any(not torch.equal(resumed_at[k], v) for k, v in final.items())  # it trained on
+
+
+def async_two_ranks_meeting_every_step(spec: JobSpec) -> dict[str, torch.Tensor]:
+    """What async on 2 ranks computes when the gang meets after every step: rank 0 applies its
+    own gradient, then rank 1's, computed on the same weights (staleness 1), each clipped alone."""
+    hp = spec.hyperparameters
+    task = build_task("mlp", hp)
+    model, params = task.model, list(task.model.parameters())
+    optimizer = build_optimizer(
+        params, name=hp["optimizer"], lr=hp["lr"], weight_decay=hp["weight_decay"]
+    )
+    shards = [
+        ShardedBatches(
+            task.inputs, task.targets, batch_size=hp["batch_size"], rank=r, replicas=2,
+            seed=hp["seed"],
+        )
+        for r in range(2)
+    ]  # fmt: skip
+    for step in range(hp["steps"]):
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(
+                step + 1, peak=hp["lr"], total_steps=hp["steps"], schedule=spec.lr_schedule
+            )
+        grads = []
+        for shard in shards:  # both on the weights every rank holds after the last meeting
+            inputs, targets = shard.batch(step)
+            task.loss_fn(model(inputs), targets).backward()
+            grads.append([p.grad for p in params])
+            optimizer.zero_grad()
+        for grad in grads:  # rank 0's own first, then the worker's
+            for p, g in zip(params, grad, strict=True):
+                p.grad = g
+            torch.nn.utils.clip_grad_norm_(params, spec.grad_clip or float("inf"))
+            optimizer.step()
+            optimizer.zero_grad()
+    return model.state_dict()
+
+
+def test_async_meeting_every_step_applies_the_stale_gradient_exactly(tmp_path: Path) -> None:
+    spec = JobSpec.model_validate(
+        {
+            "name": "async-exact",
+            "template": "mlp",
+            "parallelism": {"devices": 2, "update": "async"},
+            "hyperparameters": small_mlp(STEPS),
+            "grad_clip": 0.5,
+            "lr_schedule": {"kind": "cosine", "warmup_steps": 2},
+            "checkpoint": {"every_steps": 1, "keep_last": 1},  # a report, so a meeting, a step
+        }
+    )
+    out = trained(spec, tmp_path / "async")
+
+    assert_replicas_identical(out, 2, steps=tuple(range(1, STEPS + 1)))
+    assert_close(rank_weights(out, 0, STEPS), async_two_ranks_meeting_every_step(spec))
+    server = metrics(out, 0)
+    assert [row["updates_applied"] for row in server] == [1] * STEPS
+    assert [row["staleness_max"] for row in server] == [1] * STEPS
