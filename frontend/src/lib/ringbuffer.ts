@@ -81,12 +81,12 @@ export class RingBuffer {
     this.unsorted = false;
   }
 
-  /** Linear copies of the columns, ascending by x: `[xs, ys1, ...]`. */
-  columns(): [number[], ...(number | null)[][]] {
+  /** Linear copies of the columns, ascending by x: `[xs, ys1, ...]`; the first `width` value columns only when given (a chart by step copies no times). */
+  columns(width = this.width): [number[], ...(number | null)[][]] {
     const rows: number[] = Array.from({ length: this.count }, (_, i) => (this.start + i) % this.capacity);
     if (this.unsorted) rows.sort((a, b) => this.cols[0]![a]! - this.cols[0]![b]!);
     const xs = rows.map((slot) => this.cols[0]![slot]!);
-    const ys = this.cols.slice(1).map((col) =>
+    const ys = this.cols.slice(1, 1 + width).map((col) =>
       rows.map((slot) => {
         const v = col[slot]!;
         return Number.isNaN(v) ? null : v;

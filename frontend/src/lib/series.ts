@@ -124,7 +124,8 @@ export class MetricStore {
   data(name: string, x: "step" | "wall" | "relative" = "step", origin = 0): AlignedData {
     const byRank = this.series.get(name);
     if (!byRank) return [[]];
-    const columns = this.ranks(name).map((rank) => byRank.get(rank)!.buffer.columns());
+    // by step, the times are not copied: this runs on every redraw of a live chart
+    const columns = this.ranks(name).map((rank) => byRank.get(rank)!.buffer.columns(x === "step" ? 1 : 2));
     const aligned = alignSeries(columns.map(([xs, ys]) => [xs, ys!]));
     if (x === "step") return aligned;
     const times = alignSeries(columns.map(([xs, , ts]) => [xs, ts!]));
