@@ -96,6 +96,11 @@ def test_every_view_has_no_serious_accessibility_violation(page: Page, served: L
     sweep = created.json()["id"]
 
     found: list[str] = []
+    page.emulate_media(color_scheme="dark")
+    page.goto(f"{served.url}/login")
+    expect(page.get_by_test_id("login-token")).to_be_visible()
+    found += audit(page, "login (dark)")
+    page.emulate_media(color_scheme="light")
     page.goto(f"{served.url}/login")
     expect(page.get_by_test_id("login-token")).to_be_visible()
     found += audit(page, "login")
@@ -112,9 +117,12 @@ def test_every_view_has_no_serious_accessibility_violation(page: Page, served: L
         ("cluster", "/cluster", "node-cpus"),
         ("runs", "/runs", "runs-table"),
     ]
-    for view, path, ready in views:
-        page.goto(served.url + path)
-        expect(page.get_by_test_id(ready).first).to_be_visible()
-        page.wait_for_timeout(300)  # live data drawn
-        found += audit(page, view)
+    # both themes: the app follows the system's (theme "auto"); contrast differs between them
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        for view, path, ready in views:
+            page.goto(served.url + path)
+            expect(page.get_by_test_id(ready).first).to_be_visible()
+            page.wait_for_timeout(300)  # live data drawn
+            found += audit(page, f"{view} ({scheme})")
     assert not found, "\n".join(found)
