@@ -3,11 +3,19 @@ the metrics stream beside the loss, per rank and step (#35)."""
 
 from __future__ import annotations
 
-import pytest
-from worker_helpers import attempt_order, mlp_spec, read_items
+import threading
+from pathlib import Path
 
-from workers.contract.protocol import METRICS_STREAM
+import pytest
+import redis
+import torch
+from worker_helpers import attempt_order, mlp_spec, read_items, wait_for
+
+from workers.contract.protocol import METRICS_STREAM, AttemptOutcome, control_key
 from workers.contract.spec import JobSpec
+from workers.rank.engine import checkpoint
+from workers.rank.engine.optim import build_optimizer
+from workers.rank.engine.templates import build_task
 from workers.supervisor.attempt import Supervisor
 from workers.supervisor.settings import SupervisorSettings
 
@@ -62,3 +70,49 @@ def test_sync_parameter_server_job_succeeds_with_the_servers_link_measured(
     received = {p["rank"]: p["value"] for p in points if p["name"] == "bytes_received"}
     sent = {p["rank"]: p["value"] for p in points if p["name"] == "bytes_sent"}
     assert received[0] == sent[1] > 0 and sent[0] == received[1] > 0
+
+
+def saved_weights(path: str, spec: JobSpec) -> dict[str, torch.Tensor]:
+    task = build_task("mlp", spec.hyperparameters)
+    optimizer = build_optimizer(task.model.parameters(), name="adamw", lr=0.1, weight_decay=0)
+    checkpoint.load(Path(path), model=task.model, optimizer=optimizer)
+    return task.model.state_dict()
+
+
+@pytest.mark.parametrize(
+    "parallelism",
+    [{"reduce": "parameter_server"}, {"update": "async"}, {"update": "local_sgd", "sync_every": 4}],
+    ids=["sync-parameter-server", "async", "local-sgd"],
+)
+def test_a_cancelled_job_saves_and_its_next_attempt_resumes_there(
+    parallelism: dict[str, object], supervisor_settings: SupervisorSettings, redis_url: str
+) -> None:
+    steps = 300
+    job = mlp_spec(2, hyperparameters={"steps": steps}, parallelism={"devices": 2, **parallelism})
+    first = attempt_order(job, job_id=1, number=1)
+    supervisor = Supervisor(first, supervisor_settings)
+    outcomes: list[AttemptOutcome] = []
+    thread = threading.Thread(target=lambda: outcomes.append(supervisor.run()))
+    thread.start()
+    wait_for(lambda: read_items(redis_url, METRICS_STREAM), what="the first metric points")
+    redis.Redis.from_url(redis_url).set(control_key(first.attempt_id), "cancel")
+    thread.join(timeout=90)
+
+    (stopped,) = outcomes
+    assert stopped.outcome == "stopped" and stopped.exit_codes == [0, 0], stopped.reason
+    assert stopped.last_checkpoint is not None
+    saved_at = int(Path(stopped.last_checkpoint).name.removeprefix("step-"))
+    assert 1 <= saved_at < steps
+    second = attempt_order(job, job_id=1, number=2, resume_from=stopped.last_checkpoint)
+    resumed = Supervisor(second, supervisor_settings).run()
+    assert resumed.outcome == "succeeded", resumed.reason
+    points = read_items(redis_url, METRICS_STREAM)
+    again = {p["step"] for p in points if p["attempt_id"] == second.attempt_id}
+    assert again == set(range(saved_at + 1, steps + 1))
+    if parallelism.get("reduce") == "parameter_server":  # deterministic: as if never stopped
+        straight = Supervisor(attempt_order(job, job_id=2), supervisor_settings).run()
+        assert straight.last_checkpoint and resumed.last_checkpoint
+        expected = saved_weights(straight.last_checkpoint, job)
+        got = saved_weights(resumed.last_checkpoint, job)
+        for name, value in expected.items():
+            torch.testing.assert_close(got[name], value, rtol=1e-5, atol=1e-6)
