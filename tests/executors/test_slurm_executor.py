@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import psutil
 import pytest
+import sqlalchemy as sa
 
 from tests.executors.slurm_stack import SlurmStack, slurm_stack
 from tests.slurm_cluster import SlurmCluster, slurm_cluster, slurm_installed
@@ -89,6 +90,18 @@ def test_a_job_runs_through_sbatch_and_srun_to_succeeded(
     assert record.state == "COMPLETED" and record.exit_code == 0, record
     assert record.name.startswith("tb-") and record.name.endswith(f"-{job_id}-{attempts[0]['id']}")
     assert len(loss["step"]) >= 10 and loss["step"][-1] >= 19
+    # its slot's device was sampled while it ran, attributed to the attempt's rank 0
+    engine = sa.create_engine(stack.database_url)
+    with engine.connect() as db:
+        sampled = db.execute(
+            sa.text(
+                "SELECT node, device, rank FROM device_samples WHERE attempt_id = :a"
+                " GROUP BY node, device, rank"
+            ),
+            {"a": attempts[0]["id"]},
+        ).all()
+    engine.dispose()
+    assert [tuple(row) for row in sampled] == [("slurm-0", 0, 0)]
 
 
 def test_a_job_behind_another_shows_slurms_reason_and_cancel_leaves_nothing(
@@ -184,8 +197,6 @@ def test_a_supervisor_killed_under_slurm_ends_its_attempt_with_slurms_state(
 def test_pause_ends_the_slurm_job_and_resume_continues_at_the_checkpointed_step(
     stack: SlurmStack, cluster: SlurmCluster
 ) -> None:
-    import sqlalchemy as sa
-
     spec = {**_spec("pausable", steps=100_000), "checkpoint": {"every_steps": 1000}}
     with stack.client() as client:
         job_id = client.post("/api/jobs", json=spec).json()["id"]

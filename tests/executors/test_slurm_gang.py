@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from tests.executors.slurm_stack import SlurmStack, slurm_stack
 from tests.slurm_cluster import SlurmCluster, slurm_cluster, slurm_installed
@@ -61,6 +62,18 @@ def test_a_two_node_gang_gets_both_hosts_from_slurm_rendezvous_and_succeeds(
     assert record.nodes == ("h1", "h2")  # one supervisor per host, from one allocation
     assert attempts[0]["facts"]["world_size"] == 2, attempts[0]["facts"]
     assert loss["step"] and loss["step"][-1] >= 29
+    # each host's supervisor sampled its device under its slot, attributed to its rank
+    engine = sa.create_engine(stack.database_url)
+    with engine.connect() as db:
+        sampled = db.execute(
+            sa.text(
+                "SELECT node, rank FROM device_samples WHERE attempt_id = :a GROUP BY node, rank"
+                " ORDER BY node"
+            ),
+            {"a": attempts[0]["id"]},
+        ).all()
+    engine.dispose()
+    assert [tuple(row) for row in sampled] == [("slurm-0", 0), ("slurm-1", 1)]
 
 
 def test_a_host_lost_mid_gang_gives_exactly_one_new_attempt_from_the_newest_checkpoint(

@@ -6,7 +6,9 @@ one batch job whose `srun` starts this once per node. Here the node rank is SLUR
 and rank 0's host the allocation's first (TRAINBOARD_SLURM_MASTER, set by the batch
 script); the rest is a node agent's `run_attempt`: claim the slot's slice through the API,
 run the ranks under a Supervisor, report the outcome. SIGTERM (scancel, the time limit)
-stops the ranks, which checkpoint if they can, and the outcome is still reported.
+stops the ranks, which checkpoint if they can, and the outcome is still reported. Its
+devices (CPU slots, or the GPUs the allocation shows) are sampled under the slot's name
+while it runs, attributed to the attempt's ranks, as a node agent samples its own.
 """
 
 from __future__ import annotations
@@ -19,13 +21,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from workers.contract.keys import Keys
+from workers.contract.protocol import DEVICES_STREAM
 from workers.contract.run_layout import job_dir
+from workers.devices import DeviceProbe
+from workers.devices.host import HostProbe
 from workers.devices.nvml import NvmlProbe
 from workers.devices.registry import DeviceRegistry
+from workers.devices.sampler import DeviceSampler
 from workers.node.api_client import NodeApiClient
 from workers.node.settings import WorkerSettings
 from workers.node.tasks import ActiveAttempts, run_attempt
 from workers.supervisor.job_user import IsolationError, prepare_isolation
+from workers.telemetry import StreamPublisher, producer_name
 
 log = logging.getLogger("workers.node.slurm_step")
 
@@ -70,8 +78,16 @@ def main(argv: list[str] | None = None) -> int:
     registry = DeviceRegistry()
     nvml = NvmlProbe.create()  # GPUs: the ones Slurm's allocation shows this step
     use_gpus = nvml is not None
-    if nvml is not None:
-        nvml.shutdown()
+    probe: DeviceProbe = nvml if nvml is not None else HostProbe(settings.slots, registry)
+    # this slice's devices sampled as the node agent samples its own, under the slot's name
+    publisher = StreamPublisher(
+        settings.redis_url,
+        Keys(order["deployment"]).stream(DEVICES_STREAM),
+        producer_name(order["node"], "devices"),
+    )
+    sampler = DeviceSampler(
+        probe, registry, publisher, node=order["node"], interval=settings.sample_interval
+    )
     api = NodeApiClient(settings.api_url, settings.node_token)
     active = ActiveAttempts()
 
@@ -82,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    sampler.start()
     try:
         result = run_attempt(
             order,
@@ -93,7 +110,11 @@ def main(argv: list[str] | None = None) -> int:
             use_gpus=use_gpus,
         )
     finally:
+        sampler.stop()
+        publisher.close()
         api.close()
+        if nvml is not None:
+            nvml.shutdown()
     log.info("attempt %d on %s: %s", order["attempt_id"], order["node"], result)
     return 0 if result in REPORTED else 1
 
