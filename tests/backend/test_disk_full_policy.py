@@ -12,7 +12,7 @@ from tests.backend.test_jobs_api import GOOD_SPEC, queued_orders
 __all__ = ["node_n1", "scheduler"]  # fixtures this module uses
 
 REASON = (
-    "no space left on node n1 (3 MB free): checkpoint step 20 not saved; paused at the last "
+    "no space left on node n1 (3 MiB free): checkpoint step 20 not saved; paused at the last "
     "checkpoint (checkpoint.on_disk_full: pause)"
 )
 

@@ -116,7 +116,7 @@ def test_a_job_whose_policy_says_pause_pauses_on_a_full_disk_and_resumes_from_it
 
         assert paused["state"] == "paused", paused["reason"]
         assert paused["reason"].startswith("no space left on node local (")
-        assert " MB free): checkpoint step 20 not saved;" in paused["reason"], warnings
+        assert " MiB free): checkpoint step 20 not saved;" in paused["reason"], warnings
         assert paused["restarts"] == 0 and "failed" not in kinds and "restarting" not in kinds
         assert (attempt["state"], attempt["exit_reason"]) == ("stopped", paused["reason"])
         assert attempt["last_checkpoint"].endswith("/step-10")

@@ -45,7 +45,7 @@ from workers.contract.keys import Keys, deployment_marker
 from workers.contract.protocol import EVENTS_STREAM, LOGS_STREAM
 from workers.node.agent import closed_redis_problem
 from workers.node.redis_access import OpenRedis, refuse_open_redis
-from workers.supervisor.rank_environment import rank_environment
+from workers.supervisor.rank_launch import rank_environment
 
 HOSTILE = Path(__file__).parent / "hostile" / "redis_probe_job.py"
 ACL_TEMPLATE = Path(__file__).resolve().parents[2] / "deploy" / "redis-users.acl"

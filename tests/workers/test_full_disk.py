@@ -233,7 +233,7 @@ def test_a_job_whose_policy_says_pause_stops_at_a_full_disk_naming_it(
     assert outcome.reason is not None
     assert outcome.reason.startswith("no space left on node test-node (")
     assert outcome.reason.endswith(
-        " MB free): checkpoint step 20 not saved; paused at the last"
+        " MiB free): checkpoint step 20 not saved; paused at the last"
         " checkpoint (checkpoint.on_disk_full: pause)"
     )
     assert outcome.last_checkpoint is not None and outcome.last_checkpoint.endswith("step-10")

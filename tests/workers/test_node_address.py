@@ -17,7 +17,7 @@ from workers.node.address import advertised
 from workers.node.registration import node_registration
 from workers.node.settings import WorkerSettings
 from workers.node.storage import markers_seen, write_marker
-from workers.supervisor.rank_environment import rank_environment
+from workers.supervisor.rank_launch import rank_environment
 
 LOOPBACK_NAME = next(
     name

@@ -24,13 +24,11 @@ from workers.devices.registry import DeviceRegistry, Occupant
 from workers.supervisor import run_dirs, seed
 from workers.supervisor.attempt_streams import AttemptStreams, ControlKey
 from workers.supervisor.containment import Containment
-from workers.supervisor.disk_notice import LogLossNotice, disk_full
-from workers.supervisor.disk_pause import paused_for_disk
+from workers.supervisor.disk import LogLossNotice, disk_full, paused_for_disk
 from workers.supervisor.hang_watch import HangWatch, flag_hang
 from workers.supervisor.outcome import attempt_outcome
-from workers.supervisor.rank_environment import local_rank_envs
 from workers.supervisor.rank_group import RankGroup
-from workers.supervisor.rank_launch import free_port, rank_command, start_rank
+from workers.supervisor.rank_launch import free_port, local_rank_envs, rank_command, start_rank
 from workers.supervisor.relay import TelemetryRelay
 from workers.supervisor.run_dir_quota import RunDirQuota
 from workers.supervisor.settings import SupervisorSettings

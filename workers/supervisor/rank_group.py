@@ -9,7 +9,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from workers.supervisor.disk_notice import LogLossNotice
+from workers.supervisor.disk import LogLossNotice
 from workers.supervisor.rank_output import OutputForwarder
 from workers.telemetry import StreamPublisher
 

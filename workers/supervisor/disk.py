@@ -1,4 +1,6 @@
-"""What a supervisor says about its node's disk: free space, and logs it could not write."""
+"""What a supervisor says and does about its node's disk: the free space it names, a full
+disk in its own error, logs it could not write, and the pause a job's own policy asks for
+when a checkpoint finds no space (`checkpoint.on_disk_full: pause`)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from workers.contract.protocol import AttemptEvent
+from workers.contract.protocol import AttemptEvent, AttemptOutcome
 from workers.telemetry import StreamPublisher
 
 log = logging.getLogger(__name__)
@@ -49,3 +51,16 @@ class LogLossNotice:
             attempt_id=self._attempt_id, kind="warning", message=message, time=time.time()
         )
         self._events.add(event)
+
+
+def paused_for_disk(outcome: AttemptOutcome, *, node: str, data_dir: Path) -> AttemptOutcome:
+    """The attempt's outcome when its ranks left to pause the job: stopped, naming the disk.
+
+    The reason leads with "no space left on node X (N MiB free)", then what the ranks said
+    (which checkpoint was lost); the job keeps its last good checkpoint to resume from.
+    """
+    reason = f"no space left on node {node} ({free_mib(data_dir)} MiB free)"
+    if outcome.reason:
+        reason = f"{reason}: {outcome.reason}"
+    update = {"outcome": "stopped", "reason": reason[:4096], "pause": True, "platform_fault": False}
+    return outcome.model_copy(update=update)
