@@ -4,17 +4,22 @@ as before, read back as the enum, and never spelled as a bare string in the back
 from __future__ import annotations
 
 import ast
+import threading
 from pathlib import Path
 
 import pytest
+import redis
 from sqlalchemy import select, text
 
 from backend.auth.models import User
 from backend.db import Database
 from backend.jobs.models import Job
 from tests.source_rules import violations
+from tests.workers.worker_helpers import attempt_order
+from workers.contract.keys import Keys
 from workers.contract.protocol import StopRequest
-from workers.supervisor.attempt_streams import STOP_REQUESTS
+from workers.contract.spec import JobSpec
+from workers.supervisor.attempt_streams import ControlKey
 
 BACKEND = Path(__file__).resolve().parents[2] / "backend"
 
@@ -47,7 +52,6 @@ def bare_stop_strings(source: str) -> list[int]:
 
 def test_the_values_are_the_strings_stored_and_polled_before() -> None:
     assert [r.value for r in StopRequest] == ["cancel", "pause", "preempt"]
-    assert set(STOP_REQUESTS) == {r.value for r in StopRequest}  # what the supervisor accepts
 
 
 def test_no_backend_code_spells_a_stop_request_as_a_string() -> None:
@@ -89,3 +93,19 @@ def test_the_column_keeps_its_strings_and_reads_back_the_enum(stored: Database) 
         job = session.scalars(select(Job)).one()
         assert job.stop_request is StopRequest.preempt
         assert session.scalars(select(Job.id).where(Job.stop_request == "preempt")).all()
+
+
+def test_the_supervisor_reads_each_request_of_the_enum_and_nothing_else(redis_url: str) -> None:
+    order = attempt_order(JobSpec.model_validate({"name": "t", "template": "mlp"}))
+    key = ControlKey(order, redis_url, shutdown=threading.Event())
+    client = redis.Redis.from_url(redis_url)
+    control = Keys(order.deployment).control(order.attempt_id)
+    try:
+        assert key.request() is None
+        for request in StopRequest:
+            client.set(control, request.value)
+            assert key.request() == request
+        client.set(control, "reboot")  # not a request: ignored
+        assert key.request() is None
+    finally:
+        key.close()

@@ -8,13 +8,18 @@ import threading
 import redis
 
 from workers.contract.keys import Keys
-from workers.contract.protocol import EVENTS_STREAM, LOGS_STREAM, METRICS_STREAM, AttemptOrder
+from workers.contract.protocol import (
+    EVENTS_STREAM,
+    LOGS_STREAM,
+    METRICS_STREAM,
+    AttemptOrder,
+    StopRequest,
+)
 from workers.telemetry import StreamPublisher, producer_name
 
 log = logging.getLogger(__name__)
 
 #: what the control plane may ask of a running attempt through its control key
-STOP_REQUESTS = ("cancel", "pause", "preempt")
 
 
 class AttemptStreams:
@@ -72,7 +77,10 @@ class ControlKey:
             log.warning("attempt %d: cannot read control key: %s", self._attempt_id, err)
             return None
         request = value.decode() if isinstance(value, bytes) else value
-        return request if request in STOP_REQUESTS else None
+        try:
+            return StopRequest(request).value  # cancel, pause or preempt: the contract's enum
+        except ValueError:  # none, or not a request
+            return None
 
     def close(self) -> None:
         """Close the connection."""
