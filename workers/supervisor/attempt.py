@@ -267,6 +267,11 @@ class Supervisor:
                 self.ranks.kill()  # the gang cannot go on without one of its ranks
                 return self._failure(bad)
             if all(code is not None for code in codes):
+                if self._stop_reason is None:
+                    # a stop that came as they exited (a SIGTERM straight to the ranks, as
+                    # Slurm's scancel sends, then the request): they stopped for it, they did
+                    # not finish; an operator's scancel read "succeeded" before
+                    self._stop_reason = self._control.request()
                 return None
             if self._quota is not None and self._quota.over is not None:
                 self.ranks.kill()  # the disk is filling: no grace, no final checkpoint
