@@ -11,26 +11,15 @@ import pytest
 
 from backend.executors.slurm.cli import BatchRequest, SlurmCli, SlurmUnreachable
 from backend.executors.slurm.states import ended
+from tests.executors.conftest import SLURM_TESTS
 from tests.slurm_cluster import (
     SlurmCluster,
     accounting_installed,
     slurm_cluster,
-    slurm_installed,
 )
 from tests.stack import wait_for
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not slurm_installed(), reason="needs slurm-wlm and munge (.ci/run installs them)"
-    ),
-]
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
-    with slurm_cluster(tmp_path_factory.mktemp("slurm"), cpus=2, kill_wait=2) as running:
-        yield running
+pytestmark = SLURM_TESTS
 
 
 def _batch(name: str, body: str, *, tasks: int = 1) -> BatchRequest:

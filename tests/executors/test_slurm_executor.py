@@ -8,25 +8,19 @@ the node routes as a worker node's would.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psutil
-import pytest
 import sqlalchemy as sa
 
-from tests.executors.slurm_stack import SlurmStack, slurm_stack
-from tests.slurm_cluster import SlurmCluster, slurm_cluster, slurm_installed
+from tests.executors.conftest import SLURM_TESTS
+from tests.executors.slurm_stack import SlurmStack
+from tests.slurm_cluster import SlurmCluster
 from tests.stack import wait_for
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not slurm_installed(), reason="needs slurm-wlm and munge (.ci/run installs them)"
-    ),
-]
+pytestmark = SLURM_TESTS
 
 
 def _spec(name: str, *, devices: int = 1, steps: int = 20, **extra: Any) -> dict[str, Any]:
@@ -36,18 +30,6 @@ def _spec(name: str, *, devices: int = 1, steps: int = 20, **extra: Any) -> dict
         "parallelism": {"strategy": "data", "devices": devices},
         "hyperparameters": {"steps": steps, "batch_size": 16, **extra},
     }
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
-    with slurm_cluster(tmp_path_factory.mktemp("slurm"), cpus=2, kill_wait=2) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory, cluster: SlurmCluster) -> Iterator[SlurmStack]:
-    with slurm_stack(tmp_path_factory.mktemp("stack"), cluster) as running:
-        yield running
 
 
 def _attempts(client: httpx.Client, job_id: int) -> list[dict[str, Any]]:

@@ -9,16 +9,12 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from tests.executors.conftest import SLURM_TESTS
 from tests.executors.slurm_stack import SlurmStack, slurm_stack
-from tests.slurm_cluster import SlurmCluster, slurm_cluster, slurm_installed
+from tests.slurm_cluster import SlurmCluster, slurm_cluster
 from tests.stack import wait_for
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not slurm_installed(), reason="needs slurm-wlm and munge (.ci/run installs them)"
-    ),
-]
+pytestmark = SLURM_TESTS
 
 
 @pytest.fixture(scope="module")

@@ -11,24 +11,14 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from tests.executors.conftest import SLURM_TESTS
 from tests.executors.slurm_stack import SlurmStack, slurm_stack
-from tests.slurm_cluster import SlurmCluster, slurm_cluster, slurm_installed
+from tests.slurm_cluster import SlurmCluster
 from tests.stack import wait_for
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not slurm_installed(), reason="needs slurm-wlm and munge (.ci/run installs them)"
-    ),
-]
+pytestmark = SLURM_TESTS
 
 JOBS = 200
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
-    with slurm_cluster(tmp_path_factory.mktemp("slurm"), cpus=2, kill_wait=2) as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

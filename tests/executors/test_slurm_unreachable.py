@@ -4,34 +4,15 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
 from backend.executors.slurm.cli import parse_scontrol_jobs
-from tests.executors.slurm_stack import SlurmStack, slurm_stack
-from tests.slurm_cluster import SlurmCluster, slurm_cluster, slurm_installed
+from tests.executors.conftest import SLURM_TESTS
+from tests.executors.slurm_stack import SlurmStack
+from tests.slurm_cluster import SlurmCluster
 from tests.stack import wait_for
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not slurm_installed(), reason="needs slurm-wlm and munge (.ci/run installs them)"
-    ),
-]
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
-    with slurm_cluster(tmp_path_factory.mktemp("slurm"), cpus=2, kill_wait=2) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory, cluster: SlurmCluster) -> Iterator[SlurmStack]:
-    with slurm_stack(tmp_path_factory.mktemp("stack"), cluster) as running:
-        yield running
+pytestmark = SLURM_TESTS
 
 
 def _spec(name: str, steps: int) -> dict[str, Any]:

@@ -77,9 +77,11 @@ class ControlKey:
             log.warning("attempt %d: cannot read control key: %s", self._attempt_id, err)
             return None
         request = value.decode() if isinstance(value, bytes) else value
+        if request is None:
+            return None
         try:
             return StopRequest(request).value  # cancel, pause or preempt: the contract's enum
-        except ValueError:  # none, or not a request
+        except ValueError:  # not a request
             return None
 
     def close(self) -> None:
