@@ -121,12 +121,28 @@ export function Chart({ testId, title, options, data, subscribe, countAttr, coun
       );
     };
     // what tests and assistive technology read: the series drawn, the y range, a text summary
+    let described = -Infinity; // when the text alternative was last written (performance.now())
+    let describing: ReturnType<typeof setTimeout> | null = null;
+    let labelled: uPlot | null = null; // the plot whose series and axes are on the box
     const record = (plot: uPlot, data: AlignedData) => {
       el.setAttribute(countAttr, String(latest.current.count(data)));
-      el.dataset.series = plot.series.slice(1).map((series) => String(series.label ?? "")).join("|");
-      el.dataset.axes = plot.axes.map((a) => String(a.label ?? "")).join("|");
-      const xLabel = String(plot.axes[0]?.label ?? plot.series[0]?.label ?? "x");
-      el.setAttribute("aria-label", describeChart(title, plot, data, xLabel));
+      if (labelled !== plot) {
+        labelled = plot;
+        el.dataset.series = plot.series.slice(1).map((series) => String(series.label ?? "")).join("|");
+        el.dataset.axes = plot.axes.map((a) => String(a.label ?? "")).join("|");
+      }
+      // the text alternative at most once a second (a live chart redraws up to every frame),
+      // the last one written a second after the redraws stop
+      const describe = () => {
+        describing = null;
+        described = performance.now();
+        const xLabel = String(plot.axes[0]?.label ?? plot.series[0]?.label ?? "x");
+        el.setAttribute("aria-label", describeChart(title, plot, data, xLabel));
+      };
+      if (describing !== null) clearTimeout(describing);
+      const wait = described + 1000 - performance.now();
+      if (wait <= 0) describe();
+      else describing = setTimeout(describe, wait);
     };
     const initial = latest.current.data();
     let plot = build(initial);
@@ -177,6 +193,7 @@ export function Chart({ testId, title, options, data, subscribe, countAttr, coun
       resize.disconnect();
       seen.disconnect();
       if (timer !== null) clearTimeout(timer);
+      if (describing !== null) clearTimeout(describing);
       if (frame) cancelAnimationFrame(frame);
       plot.destroy();
     };
