@@ -2,8 +2,14 @@ import { describe, expect, it } from "vitest";
 import type { Job } from "../src/api/types";
 import { etaSeconds, filtersFromQuery, filtersToQuery, matches, NO_FILTERS, queueOrder, sections } from "../src/lib/board";
 
+// the server's phase of each state (backend/jobs/states.PHASES): the board groups by it
+const PHASE: Record<string, string> = {
+  queued: "waiting", scheduled: "active", running: "active", cancelling: "active", pausing: "active",
+  restarting: "active", paused: "paused", succeeded: "finished", failed: "finished", cancelled: "finished",
+  stopped: "finished",
+};
 const job = (id: number, state: string, extra: Partial<Job> = {}): Job =>
-  ({ id, state, name: `job-${id}`, owner: "admin", tags: [], priority: "normal", step: 0, total_steps: null, started_at: null, ...extra }) as Job;
+  ({ id, state, phase: PHASE[state], name: `job-${id}`, owner: "admin", tags: [], priority: "normal", step: 0, total_steps: null, started_at: null, ...extra }) as Job;
 
 describe("board", () => {
   it("orders the queue like the scheduler: priority, then submission", () => {

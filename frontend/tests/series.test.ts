@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { alignSeries, countPoints, DeviceStore, MetricStore, smooth, ofRank } from "../src/lib/series";
-import { LogTail, busyDevices, jobsFromSnapshot, upsertJob } from "../src/lib/stores";
+import { LogTail, jobsFromSnapshot, upsertJob } from "../src/lib/stores";
 import type { Job } from "../src/api/types";
 
 describe("MetricStore", () => {
@@ -95,11 +95,6 @@ describe("job stores", () => {
     const jobs = jobsFromSnapshot([job(1, { updated_at: undefined })]);
     expect(upsertJob(jobs, job(1, { state: "failed", updated_at: undefined }))).toBe(true);
     expect(jobs.get(1)?.state).toBe("failed");
-  });
-
-  it("counts devices of active jobs as busy", () => {
-    const busy = busyDevices([job(1), job(2, { state: "succeeded", devices: [2] })]);
-    expect([...(busy.get("n1")?.keys() ?? [])]).toEqual([0, 1]);
   });
 
   it("log tail dedupes and caps", () => {

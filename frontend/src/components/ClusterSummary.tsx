@@ -2,13 +2,12 @@
 import type { Node } from "../api/types";
 import { deviceLabel } from "./bits";
 
-/** One chip per device: busy (held by an active job) or free. */
-export function ClusterSummary({ nodes, busy }: { nodes: Node[] | null; busy: Map<string, Map<number, number>> }) {
+/** One chip per device: busy (a live slice of a job holds it, as the server books it) or free. */
+export function ClusterSummary({ nodes }: { nodes: Node[] | null }) {
   if (!nodes) return null;
   if (nodes.length === 0) return <p class="muted">No worker nodes have registered yet.</p>;
   const total = nodes.reduce((n, node) => n + node.devices.length, 0);
-  const isBusy = (node: Node, index: number, jobId: number | null | undefined) => jobId != null || !!busy.get(node.name)?.has(index);
-  const used = nodes.reduce((n, node) => n + node.devices.filter((d) => isBusy(node, d.index, d.job_id)).length, 0);
+  const used = nodes.reduce((n, node) => n + node.devices.filter((d) => d.job_id != null).length, 0);
   return (
     <div class="cluster-summary" data-testid="cluster-summary" data-free={total - used} data-busy={used}>
       <strong>
@@ -18,7 +17,7 @@ export function ClusterSummary({ nodes, busy }: { nodes: Node[] | null; busy: Ma
         <span class="node-chips">
           <span class="muted">{node.name}</span>
           {node.devices.map((device) => {
-            const job = device.job_id ?? busy.get(node.name)?.get(device.index);
+            const job = device.job_id ?? undefined;
             const label = deviceLabel(device.kind, device.index);
             return (
               <span

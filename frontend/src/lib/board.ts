@@ -1,6 +1,5 @@
 /** The board's pure logic: scheduling order, sections, filters, ETA. */
 import type { Job } from "../api/types";
-import { ACTIVE_STATES } from "./stores";
 
 const PRIORITY_RANK: Record<string, number> = { high: 0, normal: 1, low: 2 };
 
@@ -12,7 +11,7 @@ const PRIORITY_RANK: Record<string, number> = { high: 0, normal: 1, low: 2 };
 export function queueOrder(jobs: Iterable<Job>): Job[] {
   const place = (j: Job) => j.queue_position ?? Number.MAX_SAFE_INTEGER;
   return [...jobs]
-    .filter((j) => j.state === "queued")
+    .filter((j) => j.phase === "waiting")
     .sort(
       (a, b) =>
         place(a) - place(b) || (PRIORITY_RANK[a.priority] ?? 1) - (PRIORITY_RANK[b.priority] ?? 1) || a.id - b.id,
@@ -29,8 +28,8 @@ export interface Sections {
 export function sections(jobs: Job[]): Sections {
   return {
     queued: queueOrder(jobs),
-    active: jobs.filter((j) => ACTIVE_STATES.has(j.state)).sort((a, b) => a.id - b.id),
-    done: jobs.filter((j) => j.state !== "queued" && !ACTIVE_STATES.has(j.state)).sort((a, b) => b.id - a.id),
+    active: jobs.filter((j) => j.phase === "active").sort((a, b) => a.id - b.id),
+    done: jobs.filter((j) => j.phase === "paused" || j.phase === "finished").sort((a, b) => b.id - a.id),
   };
 }
 
@@ -43,10 +42,11 @@ export interface Filters {
 
 export const NO_FILTERS: Filters = { state: "", owner: "", tag: "", q: "" };
 
-/** "active" and "finished" are groups; any other non-empty state matches exactly. */
+/** "active" and "finished" are the server's phases; any other non-empty state matches exactly. */
 export function matches(job: Job, f: Filters): boolean {
-  if (f.state === "active" && !ACTIVE_STATES.has(job.state)) return false;
-  if (f.state === "finished" && !["succeeded", "failed", "cancelled", "stopped"].includes(job.state)) return false;
+  // the groups are the server's (JobOut.phase), not a copy of its state lists
+  if (f.state === "active" && job.phase !== "active") return false;
+  if (f.state === "finished" && job.phase !== "finished") return false;
   if (f.state && f.state !== "active" && f.state !== "finished" && job.state !== f.state) return false;
   if (f.owner && job.owner !== f.owner) return false;
   if (f.tag && !job.tags.includes(f.tag)) return false;

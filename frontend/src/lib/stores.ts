@@ -1,5 +1,5 @@
 /** Reducers for the `jobs` and `cluster` topics and a job's log tail. */
-import type { HostUpdate, Job, JobState, LogLine, Node } from "../api/types";
+import type { HostUpdate, Job, LogLine, Node } from "../api/types";
 
 /** A job view's `updated_at` (changes on every update, progress included) as a number. */
 const updatedAt = (job: Job): number => Date.parse(job.updated_at);
@@ -22,32 +22,6 @@ export function jobsFromSnapshot(list: Job[]): Map<number, Job> {
 /** Newest first, the way the board lists them. */
 export function sortedJobs(jobs: Map<number, Job>): Job[] {
   return [...jobs.values()].sort((a, b) => b.id - a.id);
-}
-
-/** States in which a job holds devices (board grouping and the cluster view). */
-export const ACTIVE_STATES: ReadonlySet<JobState> = new Set<JobState>([
-  "scheduled",
-  "running",
-  "cancelling",
-  "pausing",
-  "restarting",
-]);
-export const FINISHED_STATES: ReadonlySet<JobState> = new Set<JobState>(["succeeded", "failed", "cancelled"]);
-
-/** Device indexes per node that active jobs hold: "node" → {index → job id}. */
-export function busyDevices(jobs: Iterable<Job>): Map<string, Map<number, number>> {
-  const busy = new Map<string, Map<number, number>>();
-  for (const job of jobs) {
-    if (!ACTIVE_STATES.has(job.state)) continue;
-    // Every node of the gang (placement); older copies only name rank 0's node.
-    const slices = job.placement?.length ? job.placement : job.node ? [{ node: job.node, devices: job.devices }] : [];
-    for (const slice of slices) {
-      const held = busy.get(slice.node) ?? new Map<number, number>();
-      for (const index of slice.devices) held.set(index, job.id);
-      busy.set(slice.node, held);
-    }
-  }
-  return busy;
 }
 
 /** Log tail: deduped by (attempt, rank, stream, seq), ordered by time, capped. */

@@ -12,7 +12,7 @@ import { Sparkline } from "../components/Sparkline";
 import { PickLimit, usePicks } from "../lib/picks";
 import { etaSeconds, filtersFromQuery, filtersToQuery, matches, NO_FILTERS, sections, type Filters } from "../lib/board";
 import { formatDuration, formatTime } from "../lib/format";
-import { busyDevices, sortedJobs } from "../lib/stores";
+import { sortedJobs } from "../lib/stores";
 import { MAX_COMPARE, useCluster, useJobs } from "../data";
 import { Link, navigate } from "../router";
 
@@ -23,7 +23,6 @@ export function BoardView() {
   const [bulkVersion, setBulkVersion] = useState(0);
   const archived = useArchivedJobs(showArchived, bulkVersion);
   const all = useMemo(() => withArchived(jobs, archived, showArchived), [jobs, archived, showArchived]);
-  const busy = useMemo(() => busyDevices(all), [all]);
   const [filters, setFilters] = useState<Filters>(() => filtersFromQuery(window.location.search));
   const { picked, pick, clear, refused } = usePicks(MAX_COMPARE);
   const shown = useMemo(() => all.filter((j) => matches(j, filters)), [all, filters]);
@@ -59,7 +58,7 @@ export function BoardView() {
           Submit a job
         </Link>
       </div>
-      <ClusterSummary nodes={cluster.nodes} busy={busy} />
+      <ClusterSummary nodes={cluster.nodes} />
       {jobs === null ? (
         <p class="muted">Loading jobs…</p>
       ) : all.length === 0 ? (

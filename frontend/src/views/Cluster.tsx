@@ -1,20 +1,17 @@
 /** Nodes, their health and devices (who holds each), live charts per device; drain for admins. */
-import { useMemo, useState } from "preact/hooks";
+import { useState } from "preact/hooks";
 import { client, ok } from "../api/http";
 import type { Me, Node } from "../api/types";
 import { deviceLabel, TableHead } from "../components/bits";
-import { useCluster, useJobs } from "../data";
+import { useCluster } from "../data";
 import { DeviceCharts } from "../components/DeviceCharts";
 import { formatBytes, formatTime } from "../lib/format";
-import { busyDevices } from "../lib/stores";
 import { stragglerBadge, stragglerTitle } from "../lib/stragglers";
 import { Link } from "../router";
 
 export function ClusterView({ me }: { me: Me }) {
   const cluster = useCluster();
   const [charts, setCharts] = useState(true);
-  const jobs = useJobs();
-  const busy = useMemo(() => busyDevices(jobs?.values() ?? []), [jobs]);
 
   if (!cluster.nodes) return <p class="muted">Loading cluster…</p>;
   return (
@@ -57,7 +54,7 @@ export function ClusterView({ me }: { me: Me }) {
             <tbody>
               {node.devices.map((device) => {
                 const sample = cluster.store.latest(node.name, device.index);
-                const job = device.job_id ?? busy.get(node.name)?.get(device.index);
+                const job = device.job_id ?? undefined; // the server's booking, never job states
                 const total = sample?.mem_total ?? device.memory_total;
                 return (
                   <tr data-testid={`device-row-${node.name}-${device.index}`}>

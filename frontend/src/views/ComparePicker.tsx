@@ -3,7 +3,7 @@ import { useMemo } from "preact/hooks";
 import { StateBadge } from "../components/bits";
 import { MAX_COMPARE, useJobs } from "../data";
 import { PickLimit, usePicks } from "../lib/picks";
-import { FINISHED_STATES, sortedJobs } from "../lib/stores";
+import { sortedJobs } from "../lib/stores";
 import { Link, navigate } from "../router";
 
 /** No selection yet: pick jobs from the list (finished ones first). */
@@ -12,7 +12,7 @@ export function ComparePicker({ initial }: { initial: number[] }) {
   const { picked, pick: toggle, refused } = usePicks(MAX_COMPARE, initial);
   const list = useMemo(() => {
     const all = jobs ? sortedJobs(jobs) : [];
-    return [...all.filter((j) => FINISHED_STATES.has(j.state)), ...all.filter((j) => !FINISHED_STATES.has(j.state))];
+    return [...all.filter((j) => j.phase === "finished"), ...all.filter((j) => j.phase !== "finished")];
   }, [jobs]);
   return (
     <section>

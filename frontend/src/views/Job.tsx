@@ -97,6 +97,7 @@ export function JobView({ id }: { id: number }) {
     );
   }
   if (!job) return <p class="muted">Loading job {id}…</p>;
+  const slices = job.placement?.length ? job.placement : job.node ? [{ node: job.node, devices: job.devices }] : [];
 
   return (
     <section class="job">
@@ -117,8 +118,21 @@ export function JobView({ id }: { id: number }) {
       <EfficiencyFacts jobId={job.id} version={`${job.state}:${job.attempt}:${Math.floor((job.step ?? 0) / 50)}`} />
       <StepTimes store={metrics} changed={changed} />
       <h2>Devices</h2>
-      {job.node && job.devices.length ? (
-        <DeviceCharts cluster={cluster} node={job.node} devices={job.devices} since={unixSeconds(job.started_at)} until={unixSeconds(job.finished_at)} />
+      {slices.length ? (
+        // every node of the gang, not rank 0's only (JobOut.placement)
+        slices.map((slice) => (
+          <div data-testid={`device-slice-${slice.node}`}>
+            {slices.length > 1 && <h3>{slice.node}</h3>}
+            <DeviceCharts
+              cluster={cluster}
+              node={slice.node}
+              devices={slice.devices}
+              testIdPrefix={slices.length > 1 ? `device-chart-${slice.node}-` : undefined}
+              since={unixSeconds(job.started_at)}
+              until={unixSeconds(job.finished_at)}
+            />
+          </div>
+        ))
       ) : (
         <p class="muted">No devices assigned yet.</p>
       )}

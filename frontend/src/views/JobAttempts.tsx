@@ -31,8 +31,11 @@ export function JobAttempts({ job, eventsVersion }: { job: Job; eventsVersion: n
             <tr data-testid={`attempt-${a.number}`}>
               <td>{a.number}</td>
               <td>{a.state}</td>
-              <td>
-                {a.node}:{a.devices.join(",")}
+              <td data-testid={`attempt-placement-${a.number}`}>
+                {(a.placement?.length ? a.placement : [{ node: a.node, devices: a.devices }])
+                  .map((slice) => `${slice.node}:${slice.devices.join(",")}`)
+                  .join("; ")}
+                {a.slurm_job_id && <span class="muted small"> (Slurm job {a.slurm_job_id})</span>}
               </td>
               <td class="path">{a.resume_from ? shortPath(a.resume_from) : <span class="muted">fresh start</span>}</td>
               <td class="path">{a.last_checkpoint ? shortPath(a.last_checkpoint) : <span class="muted">none</span>}</td>
