@@ -130,7 +130,10 @@ class SweepOut(BaseModel):
     early_stopping: EarlyStopping | None
     parameters: list[str]
     trials: list[TrialOut]
-    best: TrialOut | None = Field(description="the best trial so far by the metric")
+    best: TrialOut | None = Field(
+        description="the best trial by its last value of the metric: among the trials that "
+        "ran every step, or, while none has, among all so far"
+    )
     created_at: datetime
     finished_at: datetime | None
 

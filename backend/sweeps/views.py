@@ -49,6 +49,11 @@ def describe_sweep(session: Session, sweep: Sweep) -> SweepOut:
             )
         )
     scored = [row for row in rows if row.value is not None]
+    # a trial that ran every step beats one stopped early, whose last value is from an
+    # earlier step (a noisy minibatch there is no measure of the setting); only while none
+    # has finished is the best so far a running or stopped one
+    finished = [row for row in scored if row.state == JobState.succeeded]
+    scored = finished or scored
     sign = 1.0 if config.mode == "min" else -1.0
     best = min(scored, key=lambda row: sign * (row.value or 0.0)) if scored else None
     owner = session.get(User, sweep.owner_id)

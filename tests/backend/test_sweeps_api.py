@@ -21,7 +21,7 @@ from backend.telemetry.ingest.consumer import Ingest
 from tests.backend.conftest import bearer
 from tests.backend.test_jobs_api import GOOD_SPEC
 from tests.telemetry.helpers import insert_points
-from workers.contract.protocol import BATCH_FIELD, METRICS_STREAM, AttemptOutcome
+from workers.contract.protocol import BATCH_FIELD, METRICS_STREAM, AttemptOutcome, StopRequest
 
 LRS = [0.1, 0.05, 1e-6, 0.02]
 
@@ -307,3 +307,36 @@ def test_a_trial_that_finished_before_its_verdict_took_effect_reads_succeeded_on
     assert trial["state"] == "succeeded" and trial["early_stop"] is None
     events = api.get(f"/api/jobs/{flat}/events", headers=bearer(tokens["alice"])).json()
     assert events[-1]["message"] == "attempt 1 finished all steps before its early stop took effect"
+
+
+def test_the_best_trial_is_one_that_ran_every_step_once_one_has(
+    api: TestClient, tokens: dict[str, str], database: Database, settings: Settings
+) -> None:
+    """A trial stopped early ends on an earlier, noisier value: it is no measure of the best."""
+    client = redis.Redis.from_url(settings.redis_url)
+    sweep = _create(api, tokens["alice"])
+    done, stopped = (t["job_id"] for t in sweep["trials"][:2])
+    runs = {done: _run(database, done, step=12), stopped: _run(database, stopped, step=6)}
+    insert_points(
+        database,
+        [
+            {"attempt_id": runs[j], "rank": 0, "step": s, "name": "loss", "value": v, "time": s}
+            for j, v, last in ((done, 0.5, 12), (stopped, 0.1, 6))
+            for s in range(1, last + 1)
+        ],
+    )
+
+    def best() -> int:
+        view = api.get(f"/api/sweeps/{sweep['id']}", headers=bearer(tokens["alice"])).json()
+        return int(view["best"]["job_id"])
+
+    assert best() == stopped  # none has finished: the best so far, running ones included
+    with database.session() as session:
+        for job_id, outcome in ((stopped, "stopped"), (done, "succeeded")):
+            if outcome == "stopped":
+                job = session.get_one(Job, job_id)
+                job.state, job.stop_request = "cancelling", StopRequest.cancel
+                session.commit()
+            report = AttemptOutcome(outcome=outcome)  # type: ignore[arg-type]
+            attempts.finish(session, client, attempt_id=runs[job_id], node="n1", outcome=report)
+    assert best() == done

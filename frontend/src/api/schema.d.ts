@@ -3002,7 +3002,7 @@ export interface components {
         };
         /** SweepOut */
         SweepOut: {
-            /** @description the best trial so far by the metric */
+            /** @description the best trial by its last value of the metric: among the trials that ran every step, or, while none has, among all so far */
             best: components["schemas"]["TrialOut"] | null;
             /**
              * Created At
