@@ -29,10 +29,9 @@ def test_dry_run_passes_and_skips_only_what_needs_a_gpu(tmp_path: Path) -> None:
     )
     verdict = json.loads((out / "verdict.json").read_text())
     failed = [c for c in verdict["checks"] if c["status"] == "failed"]
+    why = "\n".join(f"{c['name']}: {c.get('detail')}" for c in failed)  # whole, not cut
     assert done.returncode == 0 and verdict["passed"], (
-        failed,
-        done.stdout[-3000:],
-        done.stderr[-3000:],
+        f"{why}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     )
     assert verdict["mode"] == "dry-run"
     checks = {c["name"]: c for c in verdict["checks"]}
