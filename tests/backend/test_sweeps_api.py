@@ -139,6 +139,18 @@ def _run(db: Database, job_id: int, *, step: int) -> int:
         return attempt.id
 
 
+def flat_losses(db: Database, curves: dict[int, tuple[float, int]]) -> None:
+    """Store, per attempt id, one loss value at steps 1 to its last step (rank 0)."""
+    insert_points(
+        db,
+        [
+            {"attempt_id": attempt, "rank": 0, "step": s, "name": "loss", "value": v, "time": s}
+            for attempt, (v, last) in curves.items()
+            for s in range(1, last + 1)
+        ],
+    )
+
+
 def test_a_poor_trial_is_stopped_at_a_rung_with_the_reason(
     api: TestClient, tokens: dict[str, str], database: Database, settings: Settings
 ) -> None:
@@ -284,14 +296,7 @@ def test_a_trial_that_finished_before_its_verdict_took_effect_reads_succeeded_on
     sweep = _create(api, tokens["alice"])
     good, flat = (t["job_id"] for t in sweep["trials"][:2])
     runs = {good: _run(database, good, step=12), flat: _run(database, flat, step=12)}
-    insert_points(
-        database,
-        [
-            {"attempt_id": runs[j], "rank": 0, "step": s, "name": "loss", "value": v, "time": s}
-            for j, v in ((good, 0.5), (flat, 2.3))
-            for s in range(1, 13)
-        ],
-    )
+    flat_losses(database, {runs[good]: (0.5, 12), runs[flat]: (2.3, 12)})
     pass_once(database, client, script_roots=[])
     with database.session() as session:
         attempts.finish(
@@ -317,14 +322,7 @@ def test_the_best_trial_is_one_that_ran_every_step_once_one_has(
     sweep = _create(api, tokens["alice"])
     done, stopped = (t["job_id"] for t in sweep["trials"][:2])
     runs = {done: _run(database, done, step=12), stopped: _run(database, stopped, step=6)}
-    insert_points(
-        database,
-        [
-            {"attempt_id": runs[j], "rank": 0, "step": s, "name": "loss", "value": v, "time": s}
-            for j, v, last in ((done, 0.5, 12), (stopped, 0.1, 6))
-            for s in range(1, last + 1)
-        ],
-    )
+    flat_losses(database, {runs[done]: (0.5, 12), runs[stopped]: (0.1, 6)})
 
     def best() -> int:
         view = api.get(f"/api/sweeps/{sweep['id']}", headers=bearer(tokens["alice"])).json()
