@@ -6,8 +6,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
-import socket
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -47,7 +45,7 @@ from backend.security.methods import MethodGuard, templates_of
 from backend.sweeps import router as sweeps_router
 from backend.sweeps.loop import judge_moved, run_sweeps
 from backend.telemetry.export import prometheus
-from backend.telemetry.ingest.consumer import Ingest
+from backend.telemetry.ingest.consumer import Ingest, consumer_name
 from backend.telemetry.live import feed, ws
 from backend.telemetry.live.hub import Hub
 from backend.telemetry.live.relay import relay_announcements
@@ -162,12 +160,11 @@ def _start_loops(
         roots = settings.script_root_paths
         loops.append(("sweeps", lambda: run_sweeps(db, client, stop, script_roots=roots)))
     if settings.run_ingest:
-        consumer = f"{socket.gethostname()}-{os.getpid()}"
         cap = settings.log_lines_per_attempt
         ingest = Ingest(
             db=db,
             client=client,
-            consumer=consumer,
+            consumer=consumer_name(),
             log_lines_per_attempt=cap,
             on_progress=lambda job_ids: judge_moved(db, client, job_ids),
         )

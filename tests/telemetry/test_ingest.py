@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -127,6 +130,32 @@ def test_trimming_keeps_every_unacknowledged_entry(
     ingest.consume()
     assert count_points(database) == 300
     assert backlog(client, METRICS_STREAM) == backlog(client, METRICS_STREAM).__class__(0, 0, 0.0)
+
+
+def test_entries_a_gone_process_of_this_host_read_are_taken_over_at_once(
+    database: Database, client: redis.Redis, ingest: Ingest, new_attempt: NewAttempt
+) -> None:
+    """`trainboard up` restarts a killed API: its successor stores the round the dead one
+    read without waiting out the idle reclaim (CI: a job ended first, 21 steps missing)."""
+    _, attempt = new_attempt()
+    for seq in range(30):
+        add_batch(client, METRICS_STREAM, [point(attempt, seq)], seq=seq)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    living = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        host = socket.gethostname()
+        for name, count in ((f"{host}-{gone.pid}", 10), (f"{host}-{living.pid}", 10)):
+            client.xreadgroup(INGEST_GROUP, name, {METRICS_STREAM: ">"}, count=count)
+        client.xreadgroup(INGEST_GROUP, f"elsewhere-{gone.pid}", {METRICS_STREAM: ">"}, count=10)
+        assert ingest.reclaim_idle_ms == 30_000  # nothing is old enough for the idle reclaim
+
+        assert ingest.reclaim_from_gone() == 10  # not the living one's, nor another host's
+        assert stored_steps(database, attempt) == list(range(10))
+        assert backlog(client, METRICS_STREAM).pending == 20
+    finally:
+        living.kill()
+        living.wait()
 
 
 def test_a_drained_backlog_commits_in_order_and_a_failed_round_stays_pending(

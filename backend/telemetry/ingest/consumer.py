@@ -3,15 +3,18 @@
 At-least-once: entries are acknowledged only after their transaction commits (the
 XACKs and the live-stream XADDs go in one MULTI/EXEC), and every row has an
 idempotent key, so a replayed or reclaimed entry adds nothing. A dead consumer's
-pending entries are taken over with XAUTOCLAIM; streams are trimmed only below the
-group's oldest unacknowledged entry. While one round commits (on a thread of its own),
-the next is read and validated; rounds still commit, are acknowledged and go live in
-the order they were read.
+pending entries are taken over with XAUTOCLAIM once idle, or at once when the consumer
+was a process of this host that is gone (`trainboard up` restarting a killed API).
+Streams are trimmed only below the group's oldest unacknowledged entry. While one
+round commits (on a thread of its own), the next is read and validated; rounds still
+commit, are acknowledged and go live in the order they were read.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 from collections import defaultdict
@@ -19,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
+import psutil
 import redis
 
 from backend.background import BLOCKING_READ_MS, keep_running
@@ -43,6 +47,23 @@ TRIM_EVERY_SECONDS = 5.0
 #: less often (both measured, docs/benchmarks.md)
 ROUND_ENTRIES = {"postgresql": 100, "sqlite": 500}
 Entries = dict[str, list[tuple[Any, dict[Any, Any]]]]
+
+
+def consumer_name() -> str:
+    """This process's name in the ingest group: its host and pid, so a successor can tell
+    whether the process that holds pending entries is gone."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def gone_from_this_host(name: str) -> bool:
+    """Whether a consumer named by `consumer_name` was a process of this host that is gone.
+
+    A reused pid reads as alive: those entries wait for the idle reclaim instead.
+    """
+    host, _, pid = name.rpartition("-")
+    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    return not psutil.pid_exists(int(pid))
 
 
 class Ingest:
@@ -95,6 +116,7 @@ class Ingest:
             self.ensure_groups()
             while self.consume(pending=True):  # own entries read before a restart
                 pass
+            self.reclaim_from_gone()  # a killed predecessor's round, not 30 s later
             with self._pipeline() as pipeline:
                 while not stop.is_set():
                     now = time.monotonic()
@@ -164,6 +186,30 @@ class Ingest:
                     total += self.store({stream: messages})
                 if as_text(cursor) == "0-0":
                     break
+        return total
+
+    def reclaim_from_gone(self) -> int:
+        """Take over, at once, the entries pending with consumers of this host that are gone."""
+        total = 0
+        for stream in self._streams.values():
+            consumers: Any = self.client.xinfo_consumers(stream, INGEST_GROUP)
+            for consumer in consumers:
+                name = as_text(consumer["name"])
+                if not consumer["pending"] or not gone_from_this_host(name):
+                    continue
+                while pending := self.client.xpending_range(
+                    stream, INGEST_GROUP, "-", "+", self._round_entries(), consumername=name
+                ):
+                    ids: list[Any] = [entry["message_id"] for entry in pending]
+                    messages: Any = self.client.xclaim(
+                        stream, INGEST_GROUP, self.consumer, min_idle_time=0, message_ids=ids
+                    )
+                    claimed = {as_text(entry_id) for entry_id, _ in messages}
+                    trimmed = [i for i in ids if as_text(i) not in claimed]
+                    if trimmed:  # no longer in the stream: nothing left to store
+                        self.client.xack(stream, INGEST_GROUP, *trimmed)
+                    log.info("ingest: took over %d entries of gone %s", len(ids), name)
+                    total += self.store({stream: messages})
         return total
 
     def store(self, entries: Entries) -> int:
