@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -121,6 +122,34 @@ def test_a_grid_over_the_cap_is_refused_at_once_naming_its_size_and_the_cap(
         assert session.scalars(select(Job)).all() == []
 
 
+def _two_running(
+    api: TestClient, token: str, database: Database, steps: tuple[int, int] = (12, 12)
+) -> tuple[dict[str, Any], int, int, dict[int, int]]:
+    """A new sweep, its first two trials running at `steps`: (sweep, first, second, runs)
+    where runs maps each trial's job id to its attempt id."""
+    sweep = _create(api, token)
+    first, second = (t["job_id"] for t in sweep["trials"][:2])
+    runs = {
+        job: _run(database, job, step=step)
+        for job, step in zip((first, second), steps, strict=True)
+    }
+    return sweep, first, second, runs
+
+
+def _losses(curves: dict[int, Callable[[int], float]], steps: range) -> list[dict[str, Any]]:
+    """Rank 0's loss point at each step of `steps`, per attempt id, from its curve."""
+    return [
+        {"attempt_id": attempt, "rank": 0, "step": s, "name": "loss", "value": f(s), "time": s}
+        for attempt, f in curves.items()
+        for s in steps
+    ]
+
+
+def _trial(api: TestClient, token: str, sweep_id: int, index: int) -> dict[str, Any]:
+    view = api.get(f"/api/sweeps/{sweep_id}", headers=bearer(token)).json()
+    return dict(view["trials"][index])
+
+
 def _run(db: Database, job_id: int, *, step: int) -> int:
     """Put a queued trial on node n1 as running at `step`; its attempt id."""
     with db.session() as session:
@@ -141,39 +170,22 @@ def _run(db: Database, job_id: int, *, step: int) -> int:
 
 def flat_losses(db: Database, curves: dict[int, tuple[float, int]]) -> None:
     """Store, per attempt id, one loss value at steps 1 to its last step (rank 0)."""
-    insert_points(
-        db,
-        [
-            {"attempt_id": attempt, "rank": 0, "step": s, "name": "loss", "value": v, "time": s}
-            for attempt, (v, last) in curves.items()
-            for s in range(1, last + 1)
-        ],
-    )
+    for attempt, (value, last) in curves.items():
+        insert_points(db, _losses({attempt: _flat(value)}, range(1, last + 1)))
+
+
+def _flat(value: float) -> Callable[[int], float]:
+    """A curve that learns nothing: `value` at every step."""
+    return lambda _: value
 
 
 def test_a_poor_trial_is_stopped_at_a_rung_with_the_reason(
     api: TestClient, tokens: dict[str, str], database: Database, settings: Settings
 ) -> None:
     client = redis.Redis.from_url(settings.redis_url)
-    sweep = _create(api, tokens["alice"])
-    good, flat = (t["job_id"] for t in sweep["trials"][:2])
-    runs = {good: _run(database, good, step=12), flat: _run(database, flat, step=12)}
-    curve = {good: lambda s: 2.0 / (s + 1), flat: lambda s: 2.3}  # flat: it learns nothing
-    insert_points(
-        database,
-        [
-            {
-                "attempt_id": runs[j],
-                "rank": 0,
-                "step": s,
-                "name": "loss",
-                "value": f(s),
-                "time": 1.0 + s,
-            }
-            for j, f in curve.items()
-            for s in range(1, 13)
-        ],
-    )
+    sweep, good, flat, runs = _two_running(api, tokens["alice"], database)
+    curve = {runs[good]: lambda s: 2.0 / (s + 1), runs[flat]: lambda s: 2.3}  # flat: learns nothing
+    insert_points(database, _losses(curve, range(1, 13)))
     pass_once(database, client, script_roots=[])
     with database.session() as session:
         events = session.scalars(
@@ -203,39 +215,21 @@ def test_a_poor_trial_is_stopped_at_a_rung_with_the_reason(
     job = api.get(f"/api/jobs/{flat}", headers=bearer(tokens["alice"])).json()
     assert job["state"] == "stopped" and job["reason"].startswith("stopped early")
     pass_once(database, client, script_roots=[])  # a slot is free: trial 3 starts
-    assert (
-        api.get(f"/api/sweeps/{sweep['id']}", headers=bearer(tokens["alice"])).json()["trials"][2][
-            "state"
-        ]
-        == "queued"
-    )
+    assert _trial(api, tokens["alice"], sweep["id"], 2)["state"] == "queued"
 
 
 def test_the_first_trial_at_a_rung_waits_to_be_judged_until_a_second_arrives(
     api: TestClient, tokens: dict[str, str], database: Database, settings: Settings
 ) -> None:
     client = redis.Redis.from_url(settings.redis_url)
-    sweep = _create(api, tokens["alice"])
-    flat, good = (t["job_id"] for t in sweep["trials"][:2])
+    _, flat, good, runs = _two_running(api, tokens["alice"], database, steps=(0, 0))
 
     def report(job: int, attempt: int, steps: range, value: float) -> None:
-        rows = [
-            {
-                "attempt_id": attempt,
-                "rank": 0,
-                "step": s,
-                "name": "loss",
-                "value": value,
-                "time": 1.0 + s,
-            }
-            for s in steps
-        ]
-        insert_points(database, rows)
+        insert_points(database, _losses({attempt: _flat(value)}, steps))
         with database.session() as session:
             session.get_one(Job, job).step = steps[-1]
             session.commit()
 
-    runs = {flat: _run(database, flat, step=0), good: _run(database, good, step=0)}
     report(flat, runs[flat], range(1, 13), 2.3)  # ahead, alone at rung 10
     report(good, runs[good], range(1, 6), 0.5)
     pass_once(database, client, script_roots=[])
@@ -263,9 +257,7 @@ def test_a_trial_is_judged_as_its_points_are_stored_not_on_the_next_pass(
 ) -> None:
     """The ingest judges the trials whose points it just committed: no sweeps pass runs."""
     client = redis.Redis.from_url(settings.redis_url)
-    sweep = _create(api, tokens["alice"])
-    good, flat = (t["job_id"] for t in sweep["trials"][:2])
-    runs = {good: _run(database, good, step=0), flat: _run(database, flat, step=0)}
+    _, good, flat, runs = _two_running(api, tokens["alice"], database, steps=(0, 0))
     ingest = Ingest(
         db=database,
         client=client,
@@ -273,13 +265,8 @@ def test_a_trial_is_judged_as_its_points_are_stored_not_on_the_next_pass(
         on_progress=lambda moved: judge_moved(database, client, moved),
     )
     ingest.ensure_groups()
-    curve = {good: lambda s: 2.0 / (s + 1), flat: lambda s: 2.3}
-    items = [
-        {"attempt_id": runs[j], "rank": 0, "step": s, "name": "loss", "value": f(s), "time": s}
-        for j, f in curve.items()
-        for s in range(1, 13)
-    ]
-    batch = {"producer": "test", "seq": 0, "items": items}
+    curve = {runs[good]: lambda s: 2.0 / (s + 1), runs[flat]: lambda s: 2.3}
+    batch = {"producer": "test", "seq": 0, "items": _losses(curve, range(1, 13))}
     client.xadd(keys_of(client).streams()[METRICS_STREAM], {BATCH_FIELD: json.dumps(batch)})
     ingest.consume()
     with database.session() as session:
@@ -293,22 +280,13 @@ def test_a_trial_that_finished_before_its_verdict_took_effect_reads_succeeded_on
 ) -> None:
     """State and verdict never disagree: its ranks ended all steps as the stop arrived."""
     client = redis.Redis.from_url(settings.redis_url)
-    sweep = _create(api, tokens["alice"])
-    good, flat = (t["job_id"] for t in sweep["trials"][:2])
-    runs = {good: _run(database, good, step=12), flat: _run(database, flat, step=12)}
+    sweep, good, flat, runs = _two_running(api, tokens["alice"], database)
     flat_losses(database, {runs[good]: (0.5, 12), runs[flat]: (2.3, 12)})
     pass_once(database, client, script_roots=[])
     with database.session() as session:
-        attempts.finish(
-            session,
-            client,
-            attempt_id=runs[flat],
-            node="n1",
-            outcome=AttemptOutcome(outcome="succeeded"),
-        )
-    trial = api.get(f"/api/sweeps/{sweep['id']}", headers=bearer(tokens["alice"])).json()["trials"][
-        1
-    ]
+        report = AttemptOutcome(outcome="succeeded")
+        attempts.finish(session, client, attempt_id=runs[flat], node="n1", outcome=report)
+    trial = _trial(api, tokens["alice"], sweep["id"], 1)
     assert trial["state"] == "succeeded" and trial["early_stop"] is None
     events = api.get(f"/api/jobs/{flat}/events", headers=bearer(tokens["alice"])).json()
     assert events[-1]["message"] == "attempt 1 finished all steps before its early stop took effect"
@@ -319,9 +297,7 @@ def test_the_best_trial_is_one_that_ran_every_step_once_one_has(
 ) -> None:
     """A trial stopped early ends on an earlier, noisier value: it is no measure of the best."""
     client = redis.Redis.from_url(settings.redis_url)
-    sweep = _create(api, tokens["alice"])
-    done, stopped = (t["job_id"] for t in sweep["trials"][:2])
-    runs = {done: _run(database, done, step=12), stopped: _run(database, stopped, step=6)}
+    sweep, done, stopped, runs = _two_running(api, tokens["alice"], database, steps=(12, 6))
     flat_losses(database, {runs[done]: (0.5, 12), runs[stopped]: (0.1, 6)})
 
     def best() -> int:
