@@ -173,3 +173,26 @@ def job_row(database: Database, *, owner: str = "alice", name: str = "j", device
         session.add(job)
         session.flush()
         return job.id
+
+
+@pytest.fixture
+def node_n1(api: TestClient, tokens: dict[str, str]) -> str:
+    """Node n1 registered with four CPU slots (its data dir /: checkpoints under /runs)."""
+    registration = NodeRegistration(
+        name="n1",
+        hostname="h",
+        address="127.0.0.1",
+        devices=[NodeDevice(index=i, kind="cpu", name=f"CPU slot {i}") for i in range(4)],
+        data_dir="/",  # its checkpoints lie in /runs/job-<id>/checkpoints
+    )
+    response = api.post(
+        "/api/nodes/register", json=registration.model_dump(), headers=bearer(tokens["node"])
+    )
+    assert response.status_code == 200
+    return "n1"
+
+
+@pytest.fixture
+def scheduler(api: TestClient, settings: Settings, database: Database) -> Scheduler:
+    """The node-pool scheduler of the `api` app; `tick()` runs one pass."""
+    return node_pool_scheduler(database, api.app.state.redis, settings.redis_url)

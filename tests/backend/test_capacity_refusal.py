@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from backend.scheduler.loop import Scheduler
 from tests.backend.conftest import bearer
-from tests.backend.test_job_control import node_n1, scheduler  # noqa: F401 (fixtures)
 from tests.backend.test_jobs_api import GOOD_SPEC
 
 
@@ -16,10 +16,10 @@ def spec(devices: int, nodes: int = 1) -> dict[str, Any]:
     return {**GOOD_SPEC, "parallelism": {"strategy": "data", "devices": devices, "nodes": nodes}}
 
 
+@pytest.mark.usefixtures("node_n1")
 def test_a_job_larger_than_every_node_is_refused_naming_the_largest(
     api: TestClient,
     tokens: dict[str, str],
-    node_n1: str,  # noqa: F811
 ) -> None:
     alice = bearer(tokens["alice"])
     answer = api.post("/api/jobs", json=spec(5), headers=alice)
@@ -35,11 +35,11 @@ def test_a_job_larger_than_every_node_is_refused_naming_the_largest(
     assert api.post("/api/jobs", json=spec(4), headers=alice).status_code == 201
 
 
+@pytest.mark.usefixtures("node_n1")
 def test_a_job_that_may_wait_is_queued_with_its_wait_reason(
     api: TestClient,
     tokens: dict[str, str],
-    node_n1: str,  # noqa: F811
-    scheduler: Scheduler,  # noqa: F811
+    scheduler: Scheduler,
 ) -> None:
     alice = bearer(tokens["alice"])
     body = {**spec(5), "wait_for_capacity": True}
@@ -51,10 +51,10 @@ def test_a_job_that_may_wait_is_queued_with_its_wait_reason(
     assert waiting["wait_reason"].startswith("no cluster capacity: needs 1 node(s) with 5")
 
 
+@pytest.mark.usefixtures("node_n1")
 def test_a_resume_on_more_devices_than_any_node_has_is_refused(
     api: TestClient,
     tokens: dict[str, str],
-    node_n1: str,  # noqa: F811
 ) -> None:
     alice = bearer(tokens["alice"])
     job = api.post("/api/jobs", json=spec(2), headers=alice).json()

@@ -6,10 +6,8 @@ from fastapi.testclient import TestClient
 
 from backend.scheduler.loop import Scheduler
 from tests.backend.conftest import bearer
-from tests.backend.test_job_control import _running_job, node_n1, scheduler
+from tests.backend.test_job_control import _running_job
 from tests.backend.test_jobs_api import GOOD_SPEC, queued_orders
-
-__all__ = ["node_n1", "scheduler"]  # fixtures this module uses
 
 REASON = (
     "no space left on node n1 (3 MiB free): checkpoint step 20 not saved; paused at the last "

@@ -6,10 +6,8 @@ from fastapi.testclient import TestClient
 
 from backend.scheduler.loop import Scheduler
 from tests.backend.conftest import bearer
-from tests.backend.test_job_control import _running_job, node_n1, scheduler
+from tests.backend.test_job_control import _running_job
 from workers.contract.rank_env import EXIT_EXPLAINED, EXIT_FINAL
-
-__all__ = ["node_n1", "scheduler"]  # fixtures this module uses
 
 REASON = (
     "checkpoint refused: the checkpoint's .metadata is a pickle that names os.system, "

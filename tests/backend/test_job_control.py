@@ -4,36 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from fastapi.testclient import TestClient
 
-from backend.config import Settings
-from backend.db import Database
 from backend.scheduler.loop import Scheduler
-from tests.backend.conftest import bearer, node_pool_scheduler
+from tests.backend.conftest import bearer
 from tests.backend.test_jobs_api import GOOD_SPEC, queued_orders
-from workers.contract.protocol import NodeDevice, NodeRegistration
-
-
-@pytest.fixture
-def node_n1(api: TestClient, tokens: dict[str, str]) -> str:
-    registration = NodeRegistration(
-        name="n1",
-        hostname="h",
-        address="127.0.0.1",
-        devices=[NodeDevice(index=i, kind="cpu", name=f"CPU slot {i}") for i in range(4)],
-        data_dir="/",  # its checkpoints lie in /runs/job-<id>/checkpoints
-    )
-    response = api.post(
-        "/api/nodes/register", json=registration.model_dump(), headers=bearer(tokens["node"])
-    )
-    assert response.status_code == 200
-    return "n1"
-
-
-@pytest.fixture
-def scheduler(api: TestClient, settings: Settings, database: Database) -> Scheduler:
-    return node_pool_scheduler(database, api.app.state.redis, settings.redis_url)
 
 
 def _running_job(api: TestClient, tokens: dict[str, str], scheduler: Scheduler) -> tuple[int, int]:

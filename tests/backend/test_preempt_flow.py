@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from backend.scheduler.loop import Scheduler
 from tests.backend.conftest import bearer
-from tests.backend.test_job_control import node_n1, scheduler  # noqa: F401 (fixtures)
 from tests.backend.test_jobs_api import GOOD_SPEC, queued_orders
 
 
@@ -33,11 +33,11 @@ def _start(
     return job["id"], order["attempt_id"]
 
 
+@pytest.mark.usefixtures("node_n1")
 def test_victims_checkpoint_requeue_at_their_place_and_resume_without_spending_restarts(
     api: TestClient,
     tokens: dict[str, str],
-    node_n1: str,  # noqa: F811
-    scheduler: Scheduler,  # noqa: F811
+    scheduler: Scheduler,
 ) -> None:
     alice, node = bearer(tokens["alice"]), bearer(tokens["node"])
     (low1, attempt1), (low2, attempt2) = (
@@ -94,11 +94,11 @@ def test_victims_checkpoint_requeue_at_their_place_and_resume_without_spending_r
         assert resumed[job_id]["resume_from"] == f"/runs/job-{job_id}/checkpoints/attempt-1/step-70"
 
 
+@pytest.mark.usefixtures("node_n1")
 def test_no_victim_that_is_not_preemptible_or_was_preempted_a_moment_ago(
     api: TestClient,
     tokens: dict[str, str],
-    node_n1: str,  # noqa: F811
-    scheduler: Scheduler,  # noqa: F811
+    scheduler: Scheduler,
 ) -> None:
     alice, node = bearer(tokens["alice"]), bearer(tokens["node"])
     keep, _ = _start(api, tokens, scheduler, _spec("low", 2, preemptible=False))

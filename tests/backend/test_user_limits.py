@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
+import pytest
 from fastapi.testclient import TestClient
 
 from backend.scheduler.loop import Scheduler
 from tests.backend.conftest import bearer
-from tests.backend.test_job_control import node_n1, scheduler  # noqa: F401 (fixtures)
 from tests.backend.test_jobs_api import GOOD_SPEC
 
 
+@pytest.mark.usefixtures("node_n1")
 def test_an_admin_sets_limits_and_an_over_quota_job_waits_with_the_reason(
     api: TestClient,
     tokens: dict[str, str],
-    node_n1: str,  # noqa: F811
-    scheduler: Scheduler,  # noqa: F811
+    scheduler: Scheduler,
 ) -> None:
     admin, alice = bearer(tokens["admin"]), bearer(tokens["alice"])
     body = {"max_devices": 1, "share": 2}

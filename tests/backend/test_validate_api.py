@@ -10,7 +10,6 @@ from fastapi.testclient import TestClient
 
 from backend.config import Settings
 from tests.backend.conftest import bearer, job_count
-from tests.backend.test_job_control import node_n1  # noqa: F401 (fixture)
 from tests.backend.test_jobs_api import GOOD_SPEC, _with
 
 SCRIPT_MISSING = {"name": "s", "entrypoint": {"script": "missing.py"}}
@@ -43,10 +42,10 @@ def _without_input(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("spec", SCHEMA_REFUSED + DEPLOYMENT_REFUSED)
+@pytest.mark.usefixtures("node_n1")
 def test_each_refusal_a_submission_gets_is_listed_as_a_problem(
     api: TestClient,
     tokens: dict[str, str],
-    node_n1: str,  # noqa: F811
     spec: dict[str, Any],
 ) -> None:
     alice = bearer(tokens["alice"])
@@ -86,10 +85,10 @@ def test_a_refused_spec_still_implies_what_its_valid_parts_do(
     assert api.post("/api/jobs/validate", json=broken, headers=alice).json()["implications"] is None
 
 
+@pytest.mark.usefixtures("node_n1")
 def test_every_refusal_is_listed_not_only_the_first(
     api: TestClient,
     tokens: dict[str, str],
-    node_n1: str,  # noqa: F811
 ) -> None:
     spec = {**SCRIPT_MISSING, "parallelism": {"strategy": "data", "devices": 5}}
     answer = api.post("/api/jobs/validate", json=spec, headers=bearer(tokens["alice"])).json()
@@ -101,10 +100,10 @@ def test_every_refusal_is_listed_not_only_the_first(
     assert answer["memory"] is None  # a script's model is unknown
 
 
+@pytest.mark.usefixtures("node_n1")
 def test_a_valid_spec_implies_what_its_submission_stores(
     api: TestClient,
     tokens: dict[str, str],
-    node_n1: str,  # noqa: F811
 ) -> None:
     alice = bearer(tokens["alice"])
     hybrid = {
