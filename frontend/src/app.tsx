@@ -102,6 +102,18 @@ function View({ route, me }: { route: Route; me: Me }) {
   }
 }
 
+/** The main navigation: each link's path, label and the routes it is current for (the first
+ * names its test id). */
+const NAV: [string, string, Route["name"][]][] = [
+  ["/", "Board", ["board"]],
+  ["/runs", "Runs", ["runs"]],
+  ["/sweeps", "Sweeps", ["sweeps", "sweep"]],
+  ["/submit", "Submit", ["submit"]],
+  ["/cluster", "Cluster", ["cluster"]],
+  ["/compare", "Compare", ["compare"]],
+  ["/usage", "Usage", ["usage"]],
+];
+
 function Header({ me, route, onLogout }: { me: Me | null; route: Route; onLogout: () => void }) {
   const [theme, setTheme] = useState<ThemeChoice>(themeChoice());
   const logout = async () => {
@@ -114,34 +126,17 @@ function Header({ me, route, onLogout }: { me: Me | null; route: Route; onLogout
     }
   };
   const nextTheme: Record<ThemeChoice, ThemeChoice> = { auto: "dark", dark: "light", light: "auto" };
-  const current = (name: Route["name"]) => (route.name === name ? "page" : undefined);
   return (
     <header class="topbar">
       <Link href="/" class="brand">
         Trainboard
       </Link>
       <nav aria-label="Main">
-        <Link href="/" data-testid="nav-board" aria-current={current("board")}>
-          Board
-        </Link>
-        <Link href="/runs" data-testid="nav-runs" aria-current={current("runs")}>
-          Runs
-        </Link>
-        <Link href="/sweeps" data-testid="nav-sweeps" aria-current={current("sweeps") ?? current("sweep")}>
-          Sweeps
-        </Link>
-        <Link href="/submit" data-testid="nav-submit" aria-current={current("submit")}>
-          Submit
-        </Link>
-        <Link href="/cluster" data-testid="nav-cluster" aria-current={current("cluster")}>
-          Cluster
-        </Link>
-        <Link href="/compare" data-testid="nav-compare" aria-current={current("compare")}>
-          Compare
-        </Link>
-        <Link href="/usage" data-testid="nav-usage" aria-current={current("usage")}>
-          Usage
-        </Link>
+        {NAV.map(([href, label, names]) => (
+          <Link key={href} href={href} data-testid={`nav-${names[0]}`} aria-current={names.some((n) => route.name === n) ? "page" : undefined}>
+            {label}
+          </Link>
+        ))}
       </nav>
       <span class="spacer" />
       <button

@@ -104,15 +104,7 @@ export function BoardView() {
             <Section title={`Running (${active.length})`} testId="board-running" head={["", "#", "Name", "State", "Progress", "ETA", "Loss", "Devices", "Attempt", "Owner"]}>
               {active.map((job) => (
                 <tr key={job.id} data-testid={`job-row-${job.id}`} data-state={job.state}>
-                  <PickCell job={job} {...row} />
-                  <td>{job.id}</td>
-                  <NameCell job={job} />
-                  <td>
-                    <StateBadge state={job.state} />
-                  </td>
-                  <td>
-                    <Progress job={job} />
-                  </td>
+                  <JobCells job={job} row={row} />
                   <td>{formatEta(etaSeconds(job))}</td>
                   <td>
                     <Sparkline jobId={job.id} rank={job.loss_rank} />
@@ -130,15 +122,7 @@ export function BoardView() {
             <Section title={`Finished and paused (${done.length})`} testId="board-finished" head={["", "#", "Name", "State", "Progress", "Reason", "Owner", "Finished"]}>
               {done.slice(0, doneLimit).map((job) => (
                 <tr key={job.id} data-testid={`job-row-${job.id}`} data-state={job.state}>
-                  <PickCell job={job} {...row} />
-                  <td>{job.id}</td>
-                  <NameCell job={job} />
-                  <td>
-                    <StateBadge state={job.state} />
-                  </td>
-                  <td>
-                    <Progress job={job} />
-                  </td>
+                  <JobCells job={job} row={row} />
                   <td class="wait">
                     <div class="clamp" title={job.reason ?? ""}>{job.reason ?? ""}</div>
                   </td>
@@ -217,6 +201,25 @@ function Section({ title, testId, head, children }: { title: string; testId: str
   );
 }
 
+type Picking = { picked: number[]; pick: (id: number, on: boolean, box?: HTMLInputElement) => void };
+
+/** The first cells of a running or finished job's row: pick box, id, name, state, progress. */
+function JobCells({ job, row }: { job: Job; row: Picking }) {
+  return (
+    <>
+      <PickCell job={job} {...row} />
+      <td>{job.id}</td>
+      <NameCell job={job} />
+      <td>
+        <StateBadge state={job.state} />
+      </td>
+      <td>
+        <Progress job={job} />
+      </td>
+    </>
+  );
+}
+
 function NameCell({ job }: { job: Job }) {
   return (
     <td class="name">
@@ -236,7 +239,7 @@ function NameCell({ job }: { job: Job }) {
   );
 }
 
-function PickCell({ job, picked, pick }: { job: Job; picked: number[]; pick: (id: number, on: boolean, box?: HTMLInputElement) => void }) {
+function PickCell({ job, picked, pick }: { job: Job } & Picking) {
   return (
     <td class="pick">
       <input
