@@ -9,6 +9,7 @@ a platform fault: the control plane restarts the job without spending its max_re
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,28 +23,28 @@ from workers.supervisor.settings import SupervisorSettings
 pytestmark = pytest.mark.slow  # starts real rank processes
 
 
-def run_until_training(
-    supervisor: Supervisor, redis_url: str
-) -> tuple[threading.Thread, list[AttemptOutcome]]:
-    """Run the supervisor in a thread until its ranks publish their first points."""
+def stopped_while_training(
+    settings: SupervisorSettings, redis_url: str, stop: Callable[[Supervisor], object]
+) -> AttemptOutcome:
+    """A 2-rank mlp attempt run in a thread, `stop` applied to its supervisor once the ranks
+    publish their first points; the attempt's outcome."""
+    spec = mlp_spec(devices=2, hyperparameters={"steps": 100_000}, max_restarts=0)
+    supervisor = Supervisor(attempt_order(spec), settings)
     outcomes: list[AttemptOutcome] = []
     thread = threading.Thread(target=lambda: outcomes.append(supervisor.run()))
     thread.start()
     wait_for(lambda: read_items(redis_url, METRICS_STREAM), timeout=90, what="the first points")
-    return thread, outcomes
+    stop(supervisor)
+    thread.join(timeout=90)
+    (outcome,) = outcomes
+    return outcome
 
 
 def test_a_clean_worker_shutdown_checkpoints_and_is_a_platform_fault_said_plainly(
     supervisor_settings: SupervisorSettings, redis_url: str
 ) -> None:
-    spec = mlp_spec(devices=2, hyperparameters={"steps": 100_000}, max_restarts=0)
-    supervisor = Supervisor(attempt_order(spec), supervisor_settings)
-    thread, outcomes = run_until_training(supervisor, redis_url)
-
-    supervisor.shutdown()  # what the node agent does for every attempt when it stops
-    thread.join(timeout=90)
-
-    (outcome,) = outcomes
+    # what the node agent does for every attempt when it stops
+    outcome = stopped_while_training(supervisor_settings, redis_url, Supervisor.shutdown)
     assert outcome.outcome == "failed" and outcome.platform_fault
     assert outcome.reason is not None
     assert outcome.reason.startswith("the worker node shut down while the attempt ran")
@@ -57,15 +58,11 @@ def test_a_clean_worker_shutdown_checkpoints_and_is_a_platform_fault_said_plainl
 def test_a_node_fenced_for_silence_of_the_control_plane_is_a_platform_fault(
     supervisor_settings: SupervisorSettings, redis_url: str
 ) -> None:
-    spec = mlp_spec(devices=2, hyperparameters={"steps": 100_000}, max_restarts=0)
-    supervisor = Supervisor(attempt_order(spec), supervisor_settings)
-    thread, outcomes = run_until_training(supervisor, redis_url)
-
     # what the heartbeat thread does once the lease ran out without an answer
-    supervisor.fence("the control plane did not answer for 3 s, so this node stopped the ranks")
-    thread.join(timeout=60)
-
-    (outcome,) = outcomes
+    silence = "the control plane did not answer for 3 s, so this node stopped the ranks"
+    outcome = stopped_while_training(
+        supervisor_settings, redis_url, lambda supervisor: supervisor.fence(silence)
+    )
     assert outcome.outcome == "failed" and outcome.platform_fault, outcome.reason
     assert outcome.reason is not None and outcome.reason.startswith("fenced: the control plane")
     assert "not counted against max_restarts" in outcome.reason
@@ -77,14 +74,9 @@ def test_a_supervisor_signalled_under_slurm_still_counts_its_stop(
     supervisor_settings: SupervisorSettings, redis_url: str
 ) -> None:
     """Slurm's SIGTERM may be the job's own doing (its time limit): not a platform stop."""
-    spec = mlp_spec(devices=2, hyperparameters={"steps": 100_000}, max_restarts=0)
-    supervisor = Supervisor(attempt_order(spec), supervisor_settings)
-    thread, outcomes = run_until_training(supervisor, redis_url)
-
-    supervisor.shutdown(platform_stop=False)  # what workers/node/slurm_step.py asks
-    thread.join(timeout=90)
-
-    (outcome,) = outcomes
+    outcome = stopped_while_training(  # what workers/node/slurm_step.py asks
+        supervisor_settings, redis_url, lambda supervisor: supervisor.shutdown(platform_stop=False)
+    )
     assert outcome.outcome == "failed" and not outcome.platform_fault
     assert outcome.reason == "the attempt's supervisor was told to stop (SIGTERM) while it ran"
     assert outcome.last_checkpoint is not None  # it still stopped with a final checkpoint
