@@ -4,6 +4,7 @@ no component followed: a link anywhere below the runs root is refused, never rea
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,30 @@ def test_the_supervisor_reads_a_rank_file_only_through_plain_directories(
     attempt.rename(attempt.with_name("attempt-1.real"))
     attempt.symlink_to(other)  # the job swapped its attempt dir for a link
     assert read_job_file(attempt / "rank-0.failure", me) is None
+
+
+def test_files_deleted_while_listed_are_left_out_not_an_error(tmp_path: Path) -> None:
+    """A job prunes its old checkpoints (keep_last) while the API lists or sizes them: a file
+    gone between the directory scan and its stat is not there (CI: a 500 FileNotFoundError
+    '__1_0.distcp' on a listing)."""
+    churn = tmp_path / "step-1"
+    churn.mkdir()
+    stop = threading.Event()
+
+    def prune() -> None:
+        while not stop.is_set():
+            for i in range(64):
+                (churn / f"__{i}_0.distcp").write_bytes(b"x")
+            for i in range(64):
+                (churn / f"__{i}_0.distcp").unlink()
+
+    pruner = threading.Thread(target=prune)
+    pruner.start()
+    fd = os.open(churn, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(3000):
+            assert set(regular_files(fd).values()) <= {0, 1}  # (0: being written)
+    finally:
+        stop.set()
+        pruner.join()
+        os.close(fd)

@@ -104,14 +104,22 @@ def subdirectories(dir_fd: int) -> list[str]:
 
 
 def regular_files(dir_fd: int) -> dict[str, int]:
-    """Name and size of each regular file directly in dir_fd (links and the rest left out)."""
+    """Name and size of each regular file directly in dir_fd (links and the rest left out).
+
+    A file deleted between the scan and its stat (a job pruning its old checkpoints while
+    they are listed) is left out.
+    """
     found = {}
     with os.scandir(dir_fd) as entries:
         for entry in entries:
-            if entry.is_file(follow_symlinks=False):
+            try:
+                if not entry.is_file(follow_symlinks=False):
+                    continue
                 info = entry.stat(follow_symlinks=False)
-                if stat.S_ISREG(info.st_mode):
-                    found[entry.name] = info.st_size
+            except FileNotFoundError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                found[entry.name] = info.st_size
     return found
 
 
