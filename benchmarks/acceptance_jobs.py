@@ -173,7 +173,9 @@ def pause_resume(verdict: Verdict, api: Api, *, gpu: bool, tick: Any) -> None:
     hp = (
         {"steps": 10_000, "hidden": 256}
         if gpu
-        else {"steps": 600, "hidden": 512, "batch_size": 128}
+        # a quiet CPU runs 600 of these steps in seconds: the job could end before the pause
+        # reached it (a CI dry run read "succeeded" where "paused" was checked)
+        else {"steps": 2000, "hidden": 512, "batch_size": 128}
     )
     spec = {"name": "mlp-pause-resume", "template": "mlp", "hyperparameters": hp}
     began = time.monotonic()
@@ -189,7 +191,7 @@ def pause_resume(verdict: Verdict, api: Api, *, gpu: bool, tick: Any) -> None:
         verdict.check(
             f"{name}: pausing a running job saves a checkpoint",
             paused["state"] == "paused" and bool(first["last_checkpoint"]),
-            f"paused at step {paused['step']} (asked at {at['step']}); checkpoint "
+            f"{paused['state']} at step {paused['step']} (pause asked at {at['step']}); checkpoint "
             f"{first['last_checkpoint']}",
         )
         api.act(job_id, "resume")
