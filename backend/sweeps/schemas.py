@@ -16,7 +16,7 @@ from pydantic import (
     model_validator,
 )
 
-from backend.jobs.states import JobState
+from backend.jobs.states import JobPhase, JobState
 from workers.contract.spec import Number
 
 Method = Literal["grid", "random"]
@@ -112,6 +112,7 @@ class TrialOut(BaseModel):
     setting: dict[str, Any]
     job_id: int | None = Field(description="None until it is launched")
     state: JobState | Literal["pending"]
+    phase: JobPhase = Field(description="the state's group: a pending trial is waiting")
     step: int
     value: float | None = Field(description="the newest value of the sweep's metric")
     rungs: dict[str, float] = Field(description="rung step → the value it was judged on")

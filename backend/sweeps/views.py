@@ -6,7 +6,7 @@ from sqlalchemy.orm import Session
 
 from backend.auth.models import User
 from backend.db import fields_of
-from backend.jobs.states import JobState
+from backend.jobs.states import PHASES, JobPhase, JobState
 from backend.sweeps.models import Sweep
 from backend.sweeps.schemas import SweepIn, SweepOut, TrialOut
 from backend.sweeps.service import trials_of
@@ -28,6 +28,7 @@ def describe_sweep(session: Session, sweep: Sweep) -> SweepOut:
                     setting=setting,
                     job_id=None,
                     state="pending",
+                    phase=JobPhase.waiting,
                     step=0,
                     value=None,
                     rungs={},
@@ -42,6 +43,7 @@ def describe_sweep(session: Session, sweep: Sweep) -> SweepOut:
                 setting=setting,
                 job_id=job.id,
                 state=JobState(job.state),
+                phase=PHASES[JobState(job.state)],
                 step=job.step,
                 value=values[-1] if values else None,
                 rungs=rung_values(session, sweep=sweep, job_id=job.id),

@@ -51,6 +51,7 @@ def test_a_sweep_launches_trials_within_max_concurrency(
 ) -> None:
     sweep = _create(api, tokens["alice"])
     assert [t["state"] for t in sweep["trials"]] == ["queued", "queued", "pending", "pending"]
+    assert {t["phase"] for t in sweep["trials"]} == {"waiting"}  # the browser counts by phase
     assert [t["setting"]["hyperparameters.lr"] for t in sweep["trials"]] == LRS
     job = api.get(
         f"/api/jobs/{sweep['trials'][0]['job_id']}", headers=bearer(tokens["alice"])
@@ -210,6 +211,7 @@ def test_a_poor_trial_is_stopped_at_a_rung_with_the_reason(
     view = api.get(f"/api/sweeps/{sweep['id']}", headers=bearer(tokens["alice"])).json()
     trial = view["trials"][1]
     assert trial["state"] == "stopped" and trial["early_stop"].startswith("stopped early at rung 1")
+    assert trial["phase"] == "finished"
     assert trial["rungs"] == {"10": 2.3}
     assert view["best"]["number"] == 1 and view["best"]["value"] == 2.0 / 13
     job = api.get(f"/api/jobs/{flat}", headers=bearer(tokens["alice"])).json()
