@@ -161,6 +161,7 @@ def _config(
     kill_wait: int,
     ports: list[int],
     dbd_port: int | None,
+    grace_time: int | None = None,
 ) -> str:
     accounting = (
         f"AccountingStorageType=accounting_storage/slurmdbd\n"
@@ -181,6 +182,16 @@ def _config(
             f"NodeName={h.name} NodeHostname={machine} NodeAddr={h.address} CPUs={cpus} "
             "State=UNKNOWN"
             for h in hosts
+        )
+    if grace_time is None:
+        partitions = "PartitionName=main Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
+    else:  # Slurm's preemption: a job of `high` requeues (or, not requeueable, cancels) one of
+        # `low`, whose tasks get SIGTERM GraceTime seconds before they are killed
+        partitions = (
+            "PreemptType=preempt/partition_prio\nPreemptMode=REQUEUE\n"
+            "PartitionName=low Nodes=ALL Default=YES MaxTime=INFINITE State=UP PriorityTier=1 "
+            f"PreemptMode=REQUEUE GraceTime={grace_time}\n"
+            "PartitionName=high Nodes=ALL MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF"
         )
     return f"""\
 ClusterName=tbtest
@@ -212,7 +223,7 @@ SlurmdTimeout=10
 MinJobAge=600
 InactiveLimit=0
 {nodes}
-PartitionName=main Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+{partitions}
 """
 
 
@@ -224,8 +235,13 @@ def slurm_cluster(
     kill_wait: int = 5,
     accounting: bool = False,
     hosts: int = 1,
+    grace_time: int | None = None,
 ) -> Iterator[SlurmCluster]:
     """Start munged, (slurmdbd,) slurmctld and slurmd in root; yield it once every node is idle.
+
+    With grace_time, Slurm preempts: two partitions, `low` (the default) and `high` of a
+    higher PriorityTier, `PreemptType=preempt/partition_prio`, `PreemptMode=REQUEUE` and
+    `GraceTime=grace_time` on `low` (else one partition, `main`).
 
     With accounting, slurmdbd stores jobs in a MariaDB database of its own on the machine's
     server (root over 127.0.0.1, as every machine here has it), dropped afterwards. With two
@@ -260,6 +276,7 @@ def slurm_cluster(
                 kill_wait=kill_wait,
                 ports=ports,
                 dbd_port=dbd_port,
+                grace_time=grace_time,
             )
         )
         cleanup.callback(_stop, processes)

@@ -9,6 +9,16 @@ run the ranks under a Supervisor, report the outcome. SIGTERM (scancel, the time
 stops the ranks, which checkpoint if they can, and the outcome is still reported. Its
 devices (CPU slots, or the GPUs the allocation shows) are sampled under the slot's name
 while it runs, attributed to the attempt's ranks, as a node agent samples its own.
+
+Slurm's preemption (docs/slurm.md): Trainboard owns restarts. Its jobs are submitted
+`--no-requeue`, so a preempted one is not requeued by Slurm but ended after the partition's
+GraceTime; the SIGTERM that opens the grace reaches this step and the ranks alike. The step
+asks the controller whether its job was picked for preemption (`PreemptTime` set); if so
+the ranks checkpoint and the attempt is reported as a platform stop ("preempted by
+Slurm"), which spends no restart: Trainboard queues the job again, submits a new Slurm job
+and the new attempt resumes from that checkpoint. A run with SLURM_RESTART_COUNT > 0 (an
+operator's `scontrol requeue`) is not the attempt's: it exits without claiming anything,
+so an attempt is only ever run by (its Slurm job id, restart 0).
 """
 
 from __future__ import annotations
@@ -16,7 +26,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -39,6 +51,28 @@ log = logging.getLogger("workers.node.slurm_step")
 
 #: what run_attempt returns when it reported an outcome to the API
 REPORTED = frozenset({"succeeded", "failed", "stopped"})
+#: `scontrol show job`'s PreemptTime: set once the job was picked for preemption
+PREEMPT_TIME = re.compile(r"(?:^|\s)PreemptTime=(\S+)")
+
+
+def preempted(job_id: str, *, timeout: float = 5.0) -> str | None:
+    """When Slurm picked this job for preemption (its PreemptTime), or None: not picked,
+    or the controller did not say within the timeout (then a SIGTERM reads as before)."""
+    if not job_id:
+        return None
+    try:
+        out = subprocess.run(
+            ["scontrol", "show", "job", "--oneliner", job_id],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = PREEMPT_TIME.search(out)
+    value = found.group(1) if found else None
+    return None if value in (None, "None", "Unknown", "(null)", "N/A") else value
 
 
 def step_order(step: dict[str, Any], node_id: int, master: str) -> dict[str, Any]:
@@ -54,6 +88,13 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    slurm_job = os.environ.get("SLURM_JOB_ID", "")
+    restarts = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
+    if restarts > 0:  # fenced: only (job id, restart 0) runs the attempt; Trainboard restarts
+        log.error(
+            "Slurm job %s was requeued (restart %d): not this attempt's run", slurm_job, restarts
+        )
+        return 0
     step = json.loads((Path(args[0]) / "step.json").read_text())
     order = step_order(
         step,
@@ -93,6 +134,12 @@ def main(argv: list[str] | None = None) -> int:
 
     def on_signal(signum: int, _frame: Any) -> None:
         log.info("signal %d: stopping the ranks of attempt %d", signum, order["attempt_id"])
+        since = preempted(slurm_job) if signum == signal.SIGTERM else None
+        if since is not None:  # the platform's doing: checkpoint, no restart spent
+            why = f"preempted by Slurm at {since} (job {slurm_job}: a higher-priority partition)"
+            log.info("%s", why)
+            active.shutdown_all(platform_stop=True, reason=why)
+            return
         # Slurm's SIGTERM may be the job's own doing (its time limit): counted as before
         active.shutdown_all(platform_stop=False)
 

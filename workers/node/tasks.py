@@ -66,14 +66,15 @@ class ActiveAttempts:
         """Kill every running attempt's ranks now (this node was declared lost)."""
         self.kill(self.running(), reason)
 
-    def shutdown_all(self, *, platform_stop: bool = True) -> None:
-        """Refuse new attempts and ask every running supervisor to stop its ranks."""
+    def shutdown_all(self, *, platform_stop: bool = True, reason: str | None = None) -> None:
+        """Refuse new attempts and ask every running supervisor to stop its ranks (`reason`:
+        why the platform stops them, if not this node shutting down)."""
         with self._lock:
             self.closing = True
             self.platform_stop = platform_stop
             running = list(self._running)
         for supervisor in running:
-            supervisor.shutdown(platform_stop=platform_stop)
+            supervisor.shutdown(platform_stop=platform_stop, reason=reason)
 
 
 def run_attempt(

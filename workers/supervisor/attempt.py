@@ -26,7 +26,7 @@ from workers.supervisor.attempt_streams import AttemptStreams, ControlKey
 from workers.supervisor.containment import Containment
 from workers.supervisor.disk import LogLossNotice, disk_full, paused_for_disk
 from workers.supervisor.hang_watch import HangWatch, flag_hang
-from workers.supervisor.outcome import attempt_outcome
+from workers.supervisor.outcome import NODE_SHUT_DOWN, attempt_outcome
 from workers.supervisor.rank_group import RankGroup
 from workers.supervisor.rank_launch import free_port, local_rank_envs, rank_command, start_rank
 from workers.supervisor.relay import TelemetryRelay
@@ -90,6 +90,7 @@ class Supervisor:
         self._platform_fault = False  # a rank exited EXIT_PLATFORM (its rendezvous failed)
         self._pause = False  # a rank exited EXIT_PAUSE (its checkpoint found a full disk)
         self._platform_stop = True  # see shutdown()
+        self._platform_reason: str | None = None  # see shutdown()
         self._quota: RunDirQuota | None = None
         self._hangs = HangWatch(
             (env.rank for env in self.rank_envs()), timeout=order.spec.health.hang_timeout_s
@@ -125,13 +126,15 @@ class Supervisor:
         self.ranks.signal(signal.SIGKILL)
         self.containment.signal(signal.SIGKILL)
 
-    def shutdown(self, *, platform_stop: bool = True) -> None:
+    def shutdown(self, *, platform_stop: bool = True, reason: str | None = None) -> None:
         """Stop the ranks because this node agent is going away (a final checkpoint first).
 
         A platform stop (the default: a node agent stopping) is reported as a platform
         fault, which spends no restart of the job's; otherwise it counts as a failure.
+        `reason` says why the platform stops it when it is not the node shutting down.
         """
         self._platform_stop = platform_stop
+        self._platform_reason = reason
         self._shutdown.set()
 
     def refuse(self, reason: str) -> AttemptOutcome:
@@ -342,6 +345,7 @@ class Supervisor:
             fenced=self._fenced,
             platform_fault=self._platform_fault,
             platform_stop=self._platform_stop,
+            platform_reason=self._platform_reason or NODE_SHUT_DOWN,
             codes=self.ranks.exit_codes(),
             checkpoint_dir=self.checkpoint_dir,
         )

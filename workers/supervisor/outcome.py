@@ -20,6 +20,7 @@ def attempt_outcome(
     fenced: str | None,
     platform_fault: bool,
     platform_stop: bool = True,
+    platform_reason: str = NODE_SHUT_DOWN,
     codes: list[int],
     checkpoint_dir: Path,
 ) -> AttemptOutcome:
@@ -28,7 +29,8 @@ def attempt_outcome(
     A fenced attempt reports no checkpoint: the node no longer owned it when it ended.
     A platform stop (the node agent shut down, or fenced its attempts because the control
     plane did not answer) is never the job's failure: it is reported as a platform fault,
-    which restarts the job without spending its max_restarts, and its reason says so.
+    which restarts the job without spending its max_restarts, and its reason says so
+    (`platform_reason`: why the platform stopped it, e.g. Slurm preempting its job).
     """
     checkpoint = newest_checkpoint(checkpoint_dir)
     last = str(checkpoint.resolve()) if checkpoint else None
@@ -37,7 +39,7 @@ def attempt_outcome(
         platform_fault = True
     elif stop_reason == "shutdown" and platform_stop:
         # whatever the ranks did once asked to stop follows from the stop
-        failed = f"{NODE_SHUT_DOWN}; {NOT_COUNTED}" + (f" (then: {failed})" if failed else "")
+        failed = f"{platform_reason}; {NOT_COUNTED}" + (f" (then: {failed})" if failed else "")
         platform_fault = True
     elif stop_reason == "shutdown":  # signalled, maybe for the job's sake (a time limit)
         failed = failed or "the attempt's supervisor was told to stop (SIGTERM) while it ran"
