@@ -2,7 +2,8 @@
 workers (the `served` fixture): the charts first at 1280x800; x by step, wall time or
 relative time; smoothing that keeps the raw curves (faint); a typed y range and outlier
 clipping; a text alternative per chart; byte axes in whole units with a unit-free label;
-device charts from the job's own start, not a slot's earlier load from other jobs.
+device charts from the job's own start, not a slot's earlier load from other jobs, and for a
+restarted job every attempt's span on its own devices.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from datetime import UTC, datetime
 import pytest
 from playwright.sync_api import Page, expect
 
-from backend.jobs.models import Job
+from backend.jobs.models import Attempt, Job
 from backend.telemetry.models import DeviceSample
 from tests.e2e.conftest import SCREENSHOTS
 from tests.e2e.test_run_table import log_in
@@ -27,12 +28,13 @@ SPIKE = 30  # rank 1's loss blows up at this step: 1e6 against values around 1
 
 def running_job(served: LiveServer) -> tuple[int, float]:
     """A job on node-a's slot 0 since `start`, 2 ranks of loss and peak_mem; (id, start)."""
-    start = time.time() - 120
+    start = float(int(time.time()) - 120)  # whole seconds: the claim time keeps microseconds
     job_id, attempt = add_attempt(served.db, state="running")
     with served.db.session() as session:
         job = session.get_one(Job, job_id)
         job.name, job.attempt = "charts", 1
         job.started_at = datetime.fromtimestamp(start, UTC)
+        session.get_one(Attempt, attempt).claimed_at = job.started_at
         # the slot ran another job's load before this one started: 20 samples before start
         session.add_all(
             DeviceSample(node="node-a", device=0, kind="cpu", time=start + t, util=90.0,
@@ -140,3 +142,45 @@ def test_the_run_page_reads_like_a_w_and_b_run(page: Page, served: LiveServer) -
     assert rss and all(re.fullmatch(r"\d+ (KiB|MiB)", v) for v in rss), rss
     device.scroll_into_view_if_needed()
     page.screenshot(path=str(SCREENSHOTS / "job-device-since-start.png"), full_page=False)
+
+
+def restarted_job(served: LiveServer) -> tuple[int, float]:
+    """A job whose attempt 1 ran on node-a slot 0 for [t0, t0+60] and whose attempt 2 has run
+    on slot 1 since t0+120; both slots ran another job's load all along; (id, t0)."""
+    t0 = float(int(time.time()) - 200)
+    job_id, first = add_attempt(served.db, state="running")
+    with served.db.session() as session:
+        job = session.get_one(Job, job_id)
+        job.name, job.attempt, job.restarts = "restarted", 2, 1
+        job.started_at = datetime.fromtimestamp(t0, UTC)
+        one = session.get_one(Attempt, first)
+        one.state = "failed"
+        one.claimed_at, one.finished_at = job.started_at, datetime.fromtimestamp(t0 + 60, UTC)
+        session.add(
+            Attempt(job_id=job_id, number=2, node_name="node-a", devices=[1], state="running",
+                    master_port=2, claimed_at=datetime.fromtimestamp(t0 + 120, UTC))
+        )  # fmt: skip
+        session.add_all(
+            DeviceSample(node="node-a", device=d, kind="cpu", time=t0 + t, util=10.0 + d,
+                         mem_used=300_000_000, mem_total=64 * 2**30)
+            for d in (0, 1) for t in range(-100, 200, 5)
+        )  # fmt: skip
+    return job_id, t0
+
+
+def test_a_restarted_jobs_devices_show_every_attempt_from_the_jobs_start(
+    page: Page, served: LiveServer
+) -> None:
+    job_id, _ = restarted_job(served)
+    log_in(page, served)
+    page.goto(f"{served.url}/jobs/{job_id}")
+    spans = page.get_by_test_id("device-spans")
+    expect(spans).to_contain_text("From the job's start")
+    expect(page.get_by_test_id("device-span-1")).to_contain_text("attempt 1:")
+    expect(page.get_by_test_id("device-span-2")).to_contain_text(re.compile(r"attempt 2: .* – now"))
+    # slot 0: attempt 1's 13 samples in [t0, t0+60] only, none of the other job's before or after
+    expect(page.get_by_test_id("device-chart-0")).to_have_attribute("data-samples", "13")
+    # slot 1: attempt 2's samples since t0+120 (16 up to t0+195), not the other load before it
+    expect(page.get_by_test_id("device-chart-1")).to_have_attribute("data-samples", "16")
+    page.get_by_test_id("device-chart-0").scroll_into_view_if_needed()
+    page.screenshot(path=str(SCREENSHOTS / "job-devices-restarted.png"), full_page=False)

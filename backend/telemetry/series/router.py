@@ -20,7 +20,8 @@ from backend.runtable.schemas import Comparison
 from backend.telemetry.series import queries
 from backend.telemetry.series.cache import SeriesCache
 from backend.telemetry.series.curves import XAxis, downsample
-from backend.telemetry.series.schemas import AttemptSeries, Curve
+from backend.telemetry.series.devices import job_devices
+from backend.telemetry.series.schemas import AttemptDevices, AttemptSeries, Curve
 
 router = APIRouter(prefix="/api/series", tags=["series"])
 
@@ -55,6 +56,18 @@ def job_series(
         session, cache, job_id=job.id, name=name, points=points, x=x, rank=rank
     )
     return curve.as_columns()
+
+
+@router.get("/devices/{job_id}", response_model=list[AttemptDevices])
+def devices_of_job(
+    job_id: ObjectId,
+    principal: ReaderDep,
+    session: SessionDep,
+    points: Annotated[int, Query(ge=0, le=20_000, description="per device; 0 = all")] = 2000,
+) -> list[dict[str, Any]]:
+    """Each attempt of the job, oldest first: its span and its devices' samples within it."""
+    job = _job(session, principal, job_id)
+    return job_devices(session, job_id=job.id, points=points)
 
 
 @router.get("/attempts/{name}", response_model=list[AttemptSeries])

@@ -41,3 +41,26 @@ class AlignedCurves(BaseModel):
 
     x: list[float]
     values: dict[str, list[float | None]]
+
+
+class DeviceColumns(BaseModel):
+    """One device's samples during one attempt, oldest first (columns of equal length)."""
+
+    node: str
+    device: int
+    kind: str | None = Field(description="gpu or cpu; null: no sample in the span")
+    time: list[float] = Field(description="unix seconds")
+    util: list[float | None] = Field(description="percent (a CPU slot's process CPU %)")
+    mem_used: list[int | None] = Field(description="bytes (a CPU slot's process RSS)")
+    temperature: list[float | None]
+    power: list[float | None] = Field(description="watts")
+
+
+class AttemptDevices(BaseModel):
+    """An attempt's span on its devices and what they sampled within it."""
+
+    attempt_id: int
+    number: int
+    start: float | None = Field(description="unix seconds of its claim; null: it never ran")
+    end: float | None = Field(description="unix seconds of its end; null: it holds them now")
+    devices: list[DeviceColumns]

@@ -17,6 +17,7 @@ export type Strategy = Schemas["Strategy"];
 export type Precision = Schemas["Precision"];
 export type Priority = Schemas["Priority"];
 export type Comparison = Schemas["Comparison"];
+export type AttemptDevices = Schemas["AttemptDevices"];
 
 /** A job's state and what it accepts now: enums of the OpenAPI schema, never kept by hand. */
 export type JobState = Schemas["JobState"];

@@ -8,12 +8,22 @@ import type uPlot from "uplot";
 import type { Device } from "../api/types";
 import { byteAxis } from "../lib/axes";
 import { formatBytes } from "../lib/format";
+import { sensed, withLive, type DeviceHistory } from "../lib/deviceHistory";
 import { windowed } from "../lib/series";
 import { deviceLabel } from "./bits";
 import { axis, Chart, type ChartColors } from "./Chart";
 import type { Cluster } from "../data";
 
 const SYNC = { key: "job-devices" };
+
+/** A number per history fetched: the charts are rebuilt when a newer one arrives (no sample may follow it). */
+const historyIds = new WeakMap<DeviceHistory, number>();
+let histories = 0;
+function historyId(history: DeviceHistory | null): number {
+  if (!history) return 0;
+  if (!historyIds.has(history)) historyIds.set(history, (histories += 1));
+  return historyIds.get(history)!;
+}
 
 function deviceOptions(kind: string | undefined, memoryTotal: number | null | undefined) {
   const cpu = kind === "cpu";
@@ -62,6 +72,21 @@ function sensorOptions(c: ChartColors): Omit<uPlot.Options, "width" | "height"> 
   };
 }
 
+const NO_ROWS: (number | null)[][] = [[], [], []];
+
+/** The live samples of a device: none once the history says no attempt of the job holds it now. */
+function liveRows(history: DeviceHistory | null, key: string, rows: () => (number | null)[][]) {
+  return (!history || history.live.has(key) ? rows() : NO_ROWS) as Parameters<typeof withLive>[2];
+}
+
+/** Samples drawn (the row of nulls between two attempts is none). */
+function countSamples(data: (number | null)[][]): number {
+  const [, util = [], mem = []] = data;
+  let n = 0;
+  for (let i = 0; i < util.length; i += 1) if (util[i] != null || mem[i] != null) n += 1;
+  return n;
+}
+
 /** Samples with a temperature or power reading: what the sensor chart draws. */
 function countReadings(data: (number | null)[][]): number {
   const [, temp = [], power = []] = data;
@@ -77,12 +102,14 @@ interface Props {
   /** Test id of each chart: `${testIdPrefix}${index}`; the sensor chart adds `-sensors`. */
   testIdPrefix?: string;
   height?: number;
-  /** Unix seconds: draw only samples from `since` to `until` (a job's own time on the devices). */
+  /** Unix seconds: draw only live samples from `since` to `until` (a job's own time on the devices). */
   since?: number | null;
   until?: number | null;
+  /** The job's stored samples of every attempt (drawn before the live ones, from the job's start). */
+  history?: DeviceHistory | null;
 }
 
-export function DeviceCharts({ cluster, node, devices, testIdPrefix = "device-chart-", height = 160, since = null, until = null }: Props) {
+export function DeviceCharts({ cluster, node, devices, testIdPrefix = "device-chart-", height = 160, since = null, until = null, history = null }: Props) {
   const known = new Map<number, Device>(
     (cluster.nodes?.find((n) => n.name === node)?.devices ?? []).map((d) => [d.index, d]),
   );
@@ -90,25 +117,25 @@ export function DeviceCharts({ cluster, node, devices, testIdPrefix = "device-ch
     <div class="device-charts">
       {devices.map((index) => {
         const device = known.get(index);
-        const kind = device?.kind ?? cluster.store.latest(node, index)?.kind;
         const key = `${node}\u0000${index}`;
+        const kind = device?.kind ?? cluster.store.latest(node, index)?.kind ?? history?.kinds.get(key);
         const label = deviceLabel(kind, index);
         const named = device?.name && device.name !== label ? ` — ${device.name}` : "";
         const note = kind === "cpu" ? " · no temperature or power sensors" : "";
         return (
-          <div class="device-chart-group" key={`${node}:${index}:${kind}`}>
+          <div class="device-chart-group" key={`${node}:${index}:${kind}:${historyId(history)}`}>
             <Chart
               testId={`${testIdPrefix}${index}`}
               title={`${label}${named} on ${node}${note}`}
               options={deviceOptions(kind, device?.memory_total ?? cluster.store.latest(node, index)?.mem_total)}
-              data={() => windowed(cluster.store.data(node, index), since, until)}
+              data={() => withLive(history?.columns.get(key), [1, 2], liveRows(history, key, () => windowed(cluster.store.data(node, index), since, until)), history?.liveSince ?? null)}
               subscribe={(fn) => cluster.changed.on((keys) => keys.has(key) && fn())}
               countAttr="data-samples"
-              count={(data) => data[0].length}
+              count={countSamples}
               height={height}
             />
             {kind !== "cpu" && (
-              <DeviceSensors cluster={cluster} node={node} index={index} label={label} testId={`${testIdPrefix}${index}-sensors`} height={height} since={since} until={until} />
+              <DeviceSensors cluster={cluster} node={node} index={index} label={label} testId={`${testIdPrefix}${index}-sensors`} height={height} since={since} until={until} history={history} />
             )}
           </div>
         );
@@ -118,19 +145,19 @@ export function DeviceCharts({ cluster, node, devices, testIdPrefix = "device-ch
 }
 
 /** Temperature and power of a device, drawn once it has reported either (a GPU without NVML readings says so). */
-function DeviceSensors({ cluster, node, index, label, testId, height, since, until }: { cluster: Cluster; node: string; index: number; label: string; testId: string; height: number; since: number | null; until: number | null }) {
+function DeviceSensors({ cluster, node, index, label, testId, height, since, until, history }: { cluster: Cluster; node: string; index: number; label: string; testId: string; height: number; since: number | null; until: number | null; history: DeviceHistory | null }) {
   const key = `${node}\u0000${index}`;
-  const [sensing, setSensing] = useState(() => cluster.store.hasSensors(node, index));
+  const [sensing, setSensing] = useState(() => cluster.store.hasSensors(node, index) || sensed(history, key));
   useEffect(() => {
     if (sensing) return;
-    if (cluster.store.hasSensors(node, index)) {
+    if (cluster.store.hasSensors(node, index) || sensed(history, key)) {
       setSensing(true);
       return;
     }
     return cluster.changed.on((keys) => {
       if (keys.has(key) && cluster.store.hasSensors(node, index)) setSensing(true);
     });
-  }, [cluster, key, sensing]);
+  }, [cluster, key, sensing, history]);
   if (!sensing) {
     return (
       <p class="muted small device-sensors-note" data-testid={`${testId}-none`}>
@@ -143,7 +170,7 @@ function DeviceSensors({ cluster, node, index, label, testId, height, since, unt
       testId={testId}
       title={`${label} on ${node}: temperature and power`}
       options={sensorOptions}
-      data={() => windowed(cluster.store.sensors(node, index), since, until)}
+      data={() => withLive(history?.columns.get(key), [3, 4], liveRows(history, key, () => windowed(cluster.store.sensors(node, index), since, until)), history?.liveSince ?? null)}
       subscribe={(fn) => cluster.changed.on((keys) => keys.has(key) && fn())}
       countAttr="data-samples"
       count={countReadings}

@@ -3,8 +3,9 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { ApiError, client, ok } from "../api/http";
 import type { Job, JobEvent, JobTopicData, MetricPoint, SnapshotSeries } from "../api/types";
 import { JobDevices, Progress, StateBadge } from "../components/bits";
-import { useCluster } from "../data";
+import { useCluster, type Cluster } from "../data";
 import { DeviceCharts } from "../components/DeviceCharts";
+import { deviceHistory, unionSlices, type DeviceHistory, type Span } from "../lib/deviceHistory";
 import { EfficiencyFacts } from "../components/Efficiency";
 import { HangStacks } from "../components/HangStacks";
 import { MetricCharts } from "../components/MetricCharts";
@@ -97,7 +98,6 @@ export function JobView({ id }: { id: number }) {
     );
   }
   if (!job) return <p class="muted">Loading job {id}…</p>;
-  const slices = job.placement?.length ? job.placement : job.node ? [{ node: job.node, devices: job.devices }] : [];
 
   return (
     <section class="job">
@@ -118,24 +118,7 @@ export function JobView({ id }: { id: number }) {
       <EfficiencyFacts jobId={job.id} version={`${job.state}:${job.attempt}:${Math.floor((job.step ?? 0) / 50)}`} />
       <StepTimes store={metrics} changed={changed} />
       <h2>Devices</h2>
-      {slices.length ? (
-        // every node of the gang, not rank 0's only (JobOut.placement)
-        slices.map((slice) => (
-          <div data-testid={`device-slice-${slice.node}`}>
-            {slices.length > 1 && <h3>{slice.node}</h3>}
-            <DeviceCharts
-              cluster={cluster}
-              node={slice.node}
-              devices={slice.devices}
-              testIdPrefix={slices.length > 1 ? `device-chart-${slice.node}-` : undefined}
-              since={unixSeconds(job.started_at)}
-              until={unixSeconds(job.finished_at)}
-            />
-          </div>
-        ))
-      ) : (
-        <p class="muted">No devices assigned yet.</p>
-      )}
+      <JobDeviceCharts job={job} cluster={cluster} />
       <div class="two-col">
         <EventList events={events} />
         <LiveLog jobId={job.id} tail={logs} changed={logsChanged} ranks={attemptRanks(job)} />
@@ -145,6 +128,62 @@ export function JobView({ id }: { id: number }) {
       <JobCheckpoints job={job} version={`${job.state}:${job.attempt}:${eventsVersion}`} />
       <JobProvenance jobId={job.id} version={`${job.attempt}:${job.state === "running"}`} />
     </section>
+  );
+}
+
+/**
+ * The job's devices from its start, as its loss charts: every attempt's samples on its own
+ * devices within its own span (stored, read again when the attempt or state changes), then the
+ * live samples of the attempt holding them now. Every node of the gang (JobOut.placement).
+ */
+function JobDeviceCharts({ job, cluster }: { job: Job; cluster: Cluster }) {
+  const [history, setHistory] = useState<DeviceHistory | null>(null);
+  useEffect(() => {
+    let current = true;
+    ok(client.GET("/api/series/devices/{job_id}", { params: { path: { job_id: job.id } } }))
+      .then((body) => current && setHistory(deviceHistory(body)))
+      .catch(() => {});
+    return () => {
+      current = false;
+    };
+  }, [job.id, job.attempt, job.state]);
+  const placed = job.placement?.length ? job.placement : job.node ? [{ node: job.node, devices: job.devices }] : [];
+  const slices = unionSlices(history?.slices ?? [], placed);
+  if (!slices.length) return <p class="muted">No devices assigned yet.</p>;
+  // live samples count from the holding attempt's start (until the history says, the job's)
+  const since = history ? (history.liveSince ?? Number.POSITIVE_INFINITY) : unixSeconds(job.started_at);
+  return (
+    <>
+      {history && history.spans.length > 0 && <AttemptSpans spans={history.spans} />}
+      {slices.map((slice) => (
+        <div data-testid={`device-slice-${slice.node}`}>
+          {slices.length > 1 && <h3>{slice.node}</h3>}
+          <DeviceCharts
+            cluster={cluster}
+            node={slice.node}
+            devices={slice.devices}
+            testIdPrefix={slices.length > 1 ? `device-chart-${slice.node}-` : undefined}
+            since={since}
+            until={unixSeconds(job.finished_at)}
+            history={history}
+          />
+        </div>
+      ))}
+    </>
+  );
+}
+
+/** When each attempt held its devices: the gaps between them are the breaks in the lines. */
+function AttemptSpans({ spans }: { spans: Span[] }) {
+  return (
+    <p class="muted small" data-testid="device-spans">
+      {spans.length > 1 ? "From the job's start; " : ""}
+      {spans.map((s, i) => (
+        <span data-testid={`device-span-${s.number}`}>
+          {i > 0 && " · "}attempt {s.number}: {formatTime(s.start, false)} – {s.end === null ? "now" : formatTime(s.end, false)}
+        </span>
+      ))}
+    </p>
   );
 }
 
