@@ -7,7 +7,7 @@ from backend.nodes.deployment import Deployment
 from backend.nodes.models import Device, Node
 from backend.sweeps.models import Sweep
 from backend.telemetry.models import DeviceRollup, DeviceSample, LogLine, MetricPoint
-from backend.usage.models import UserLimits
+from backend.usage.models import SlurmUsage, UserLimits
 from backend.webhooks.models import Webhook, WebhookCursor, WebhookDelivery
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "LogLine",
     "MetricPoint",
     "Node",
+    "SlurmUsage",
     "Sweep",
     "User",
     "UserLimits",

@@ -1,21 +1,35 @@
 """The cluster view: every node with its devices, which job (and rank) holds each device
-now, and each device's recent straggler events (the cluster page, live and REST)."""
+now, and each device's recent straggler events (the cluster page, live and REST); under an
+executor whose cluster manager owns the nodes (Slurm), the manager's own nodes beside them,
+as the executor last read them (`publish_manager` / `manager_view`, through Redis, so any
+API process serves what the scheduler's executor saw)."""
 
 from __future__ import annotations
 
+import logging
 import re
 from datetime import timedelta
+from typing import Any
 
+import redis
+from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.db import fields_of, utcnow
+from backend.deployment_keys import keys_of
 from backend.jobs.models import Attempt, AttemptSlice, JobEvent
 from backend.jobs.run_states import LIVE_SLICE_VALUES
 from backend.nodes.models import NodeState
-from backend.nodes.schemas import DeviceOut, DeviceStragglers, NodeOut
+from backend.nodes.schemas import DeviceOut, DeviceStragglers, ManagerOut, NodeOut
 from backend.nodes.service import NODE_FIELDS, all_nodes, disk_view, host_view
 
+log = logging.getLogger(__name__)
+
+#: the Redis key (under the deployment's names) of the cluster manager's node view
+MANAGER_KEY = "tb:cluster:manager"
+#: a view not refreshed for this long is gone (its executor stopped): seconds
+MANAGER_TTL = 300
 #: the job event kind of a straggler report (backend.health.stragglers writes them)
 STRAGGLER_KIND = "straggler"
 WINDOW_HOURS = 24
@@ -78,3 +92,25 @@ def describe_nodes(session: Session) -> list[NodeOut]:
         )
         for n in all_nodes(session)
     ]
+
+
+def publish_manager(client: redis.Redis, view: ManagerOut) -> None:
+    """Store the executor's view of its cluster manager's nodes for the API to serve."""
+    try:
+        client.set(keys_of(client).name(MANAGER_KEY), view.model_dump_json(), ex=MANAGER_TTL)
+    except redis.RedisError as err:
+        log.warning("the cluster manager's nodes not published: %s", err)
+
+
+def manager_view(client: redis.Redis) -> ManagerOut | None:
+    """The cluster manager's nodes as last published; None under the node pool."""
+    try:
+        raw: Any = client.get(keys_of(client).name(MANAGER_KEY))
+    except redis.RedisError:
+        return None
+    if raw is None:
+        return None
+    try:
+        return ManagerOut.model_validate_json(raw)
+    except ValidationError:  # written by another version: shown again at the next write
+        return None

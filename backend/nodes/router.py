@@ -23,9 +23,11 @@ router = APIRouter(prefix="/api", tags=["nodes"])
 
 
 @router.get("/nodes", response_model=NodeList)
-def list_nodes(_: ReaderDep, session: SessionDep) -> NodeList:
-    """Nodes, their devices, and which job and rank holds each device."""
-    return NodeList(nodes=cluster.describe_nodes(session))
+def list_nodes(_: ReaderDep, session: SessionDep, request: Request) -> NodeList:
+    """Nodes, their devices, and which job and rank holds each device; under Slurm, also
+    Slurm's own nodes and their state."""
+    manager = cluster.manager_view(request.app.state.redis)
+    return NodeList(nodes=cluster.describe_nodes(session), manager=manager)
 
 
 @router.post("/nodes/{name}/drain", response_model=NodeOut)

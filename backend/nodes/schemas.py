@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -66,8 +67,39 @@ class NodeOut(BaseModel):
     devices: list[DeviceOut]
 
 
+class ManagerNodeOut(BaseModel):
+    """One node as the cluster manager (Slurm) describes it: not one of Trainboard's nodes."""
+
+    name: str
+    state: str = Field(description="the manager's own state, e.g. Slurm's IDLE, MIXED+DRAIN")
+    health: Literal["up", "drained", "lost"] = Field(
+        description="up: takes work; drained: takes none (drain, reserved, powered off); "
+        "lost: down or not responding (what ran there is gone)"
+    )
+    reason: str | None = Field(None, description="why it is drained or down, as the manager says")
+    cpus: int
+    cpus_allocated: int
+    gpus: int
+    partitions: list[str]
+    jobs: list[int] = Field(description="Trainboard jobs with a rank running there now")
+
+
+class ManagerOut(BaseModel):
+    """The cluster manager's nodes as the executor last read them (Slurm: scontrol show node)."""
+
+    manager: str = Field(description='the executor that runs attempts, e.g. "slurm"')
+    observed_at: datetime
+    unreachable: str | None = Field(None, description="set while the manager does not answer")
+    nodes: list[ManagerNodeOut]
+
+
 class NodeList(BaseModel):
     nodes: list[NodeOut]
+    manager: ManagerOut | None = Field(
+        None,
+        description="under an executor whose cluster manager owns the nodes (Slurm): its "
+        "nodes and their state; null under the node pool",
+    )
 
 
 class RegisteredOut(NodeOut):

@@ -1,11 +1,13 @@
-"""Per-user scheduling limits set by an admin: fair-share weight and quotas."""
+"""Per-user scheduling limits set by an admin, and the cluster manager's own accounting."""
 
 from __future__ import annotations
 
-from sqlalchemy import Float, ForeignKey
+from datetime import datetime
+
+from sqlalchemy import Float, ForeignKey, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from backend.db import Base
+from backend.db import Base, utcnow
 
 
 class UserLimits(Base):
@@ -21,3 +23,25 @@ class UserLimits(Base):
     max_device_hours: Mapped[float | None] = mapped_column(
         Float, comment="device-hours allocated per rolling 7 days"
     )
+
+
+class SlurmUsage(Base):
+    """What Slurm's accounting (`sacct`) says an attempt's Slurm job was allocated.
+
+    Written once by the Slurm executor when the job has left the queue; the usage view
+    shows it beside Trainboard's own figure (`attempts.allocated_device_seconds`).
+    """
+
+    __tablename__ = "slurm_usage"
+
+    attempt_id: Mapped[int] = mapped_column(
+        ForeignKey("attempts.id", ondelete="CASCADE"), primary_key=True
+    )
+    slurm_job_id: Mapped[str] = mapped_column(String(32))
+    state: Mapped[str] = mapped_column(String(32), comment="sacct's State of its last run")
+    runs: Mapped[int] = mapped_column(comment="allocation lines sacct keeps (requeues + 1)")
+    elapsed_seconds: Mapped[float] = mapped_column(Float, comment="ElapsedRaw over its runs")
+    allocated_device_seconds: Mapped[float] = mapped_column(
+        Float, comment="AllocTRES of the device resource x ElapsedRaw, summed over its runs"
+    )
+    recorded_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -9,7 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, Request, status
 from pydantic import BeforeValidator
 
-from backend.auth.deps import AdminDep, ReaderDep, SessionDep
+from backend.auth.deps import AdminDep, ReaderDep, SessionDep, SettingsDep
 from backend.db import as_utc, utcnow
 from backend.signals import wake_scheduler
 from backend.usage import service
@@ -58,23 +58,33 @@ def _window(start: datetime | None, end: datetime | None) -> tuple[datetime, dat
 def get_usage(
     principal: ReaderDep,
     session: SessionDep,
+    settings: SettingsDep,
     start: From = None,
     end: To = None,
     by: UsageBy = "user",
 ) -> UsageOut:
     """Device-seconds allocated and busy in [from, to), per user, job or node (yours only
-    unless you are an admin)."""
+    unless you are an admin); under the Slurm executor, Slurm's accounting beside them."""
     start, end = _window(start, end)
-    return service.usage_report(session, principal=principal, start=start, end=end, by=by)
+    slurm = settings.executor == "slurm"
+    return service.usage_report(
+        session, principal=principal, start=start, end=end, by=by, slurm=slurm
+    )
 
 
 @router.get("/usage/daily", response_model=DailyUsageOut)
 def get_daily_usage(
-    principal: ReaderDep, session: SessionDep, start: From = None, end: To = None
+    principal: ReaderDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    start: From = None,
+    end: To = None,
 ) -> DailyUsageOut:
-    """Per user and UTC day: allocated against busy device-seconds (the usage view)."""
+    """Per user and UTC day: allocated against busy device-seconds (the usage view), and
+    under the Slurm executor what Slurm's accounting says was allocated."""
     start, end = _window(start, end)
-    return service.daily_usage(session, principal=principal, start=start, end=end)
+    slurm = settings.executor == "slurm"
+    return service.daily_usage(session, principal=principal, start=start, end=end, slurm=slurm)
 
 
 @router.get("/users/limits", response_model=list[LimitsOut])

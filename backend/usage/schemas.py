@@ -15,6 +15,14 @@ class UsageRow(BaseModel):
     allocated_device_seconds: float
     busy_device_seconds: float = Field(description="allocated, weighted by sampled utilization")
     attempts: int
+    slurm_allocated_device_seconds: float | None = Field(
+        None,
+        description="under the Slurm executor: what Slurm's accounting (sacct AllocTRES x "
+        "Elapsed) says the same attempts were allocated; null under the node pool",
+    )
+    slurm_accounted_attempts: int | None = Field(
+        None, description="how many of the attempts Slurm's accounting has recorded so far"
+    )
 
 
 class UsageOut(BaseModel):
@@ -30,6 +38,9 @@ class DailyUsageRow(BaseModel):
     user: str
     allocated_device_seconds: float
     busy_device_seconds: float
+    slurm_allocated_device_seconds: float | None = Field(
+        None, description="Slurm's accounting of the same attempts (Slurm executor only)"
+    )
 
 
 class DailyUsageOut(BaseModel):

@@ -15,7 +15,7 @@ from backend.db import as_utc, utcnow
 from backend.jobs.models import Attempt, AttemptSlice
 from backend.jobs.run_states import LIVE_SLICE_VALUES
 from backend.usage.accounting import WEEK, AttemptUsage, attempt_usage, device_hours_since
-from backend.usage.models import UserLimits
+from backend.usage.models import SlurmUsage, UserLimits
 from backend.usage.schemas import (
     DailyUsageOut,
     DailyUsageRow,
@@ -48,14 +48,37 @@ def _visible(
     return [u for u in rows if u.owner_id == principal.user_id]
 
 
+def _slurm_allocated(session: Session, usages: list[AttemptUsage]) -> dict[int, float]:
+    """Slurm's accounting of these attempts (those it has recorded): device-seconds each."""
+    ids = [u.attempt_id for u in usages]
+    found: dict[int, float] = {}
+    for chunk in range(0, len(ids), 500):
+        rows = session.execute(
+            select(SlurmUsage.attempt_id, SlurmUsage.allocated_device_seconds).where(
+                SlurmUsage.attempt_id.in_(ids[chunk : chunk + 500])
+            )
+        )
+        found.update({attempt_id: seconds for attempt_id, seconds in rows})
+    return found
+
+
 def usage_report(
-    session: Session, *, principal: Principal, start: datetime, end: datetime, by: UsageBy
+    session: Session,
+    *,
+    principal: Principal,
+    start: datetime,
+    end: datetime,
+    by: UsageBy,
+    slurm: bool = False,
 ) -> UsageOut:
-    """Device-seconds allocated and busy in [start, end), per user, job or node."""
+    """Device-seconds allocated and busy in [start, end), per user, job or node; with
+    `slurm` (the Slurm executor), Slurm's accounting of the same attempts beside them."""
     now = utcnow()
     names = _usernames(session)
+    visible = _visible(session, principal, start, end)
+    accounted = _slurm_allocated(session, visible) if slurm else {}
     totals: dict[str, list[float]] = {}
-    for usage in _visible(session, principal, start, end):
+    for usage in visible:
         share = _clipped(usage, start, end, now)
         if share <= 0:
             continue
@@ -66,20 +89,35 @@ def usage_report(
             parts = [(str(usage.job_id), 1.0)]
         else:
             parts = [(node, count / usage.devices) for node, count in usage.nodes]
+        sacct = accounted.get(usage.attempt_id)
         for key, weight in parts:
-            row = totals.setdefault(key, [0.0, 0.0, 0])
+            row = totals.setdefault(key, [0.0, 0.0, 0, 0.0, 0])
             row[0] += usage.allocated * share * weight
             row[1] += (usage.busy or 0.0) * share * weight
             row[2] += 1
+            if sacct is not None:  # spread over the window like Trainboard's own figure
+                row[3] += sacct * share * weight
+                row[4] += 1
     rows = [
-        UsageRow(key=k, allocated_device_seconds=a, busy_device_seconds=b, attempts=int(n))
-        for k, (a, b, n) in sorted(totals.items(), key=lambda kv: -kv[1][0])
+        UsageRow(
+            key=k,
+            allocated_device_seconds=a,
+            busy_device_seconds=b,
+            attempts=int(n),
+            slurm_allocated_device_seconds=s if slurm else None,
+            slurm_accounted_attempts=int(m) if slurm else None,
+        )
+        for k, (a, b, n, s, m) in sorted(totals.items(), key=lambda kv: -kv[1][0])
     ]
     total = UsageRow(
         key="total",
         allocated_device_seconds=sum(r.allocated_device_seconds for r in rows),
         busy_device_seconds=sum(r.busy_device_seconds for r in rows),
-        attempts=len({u.attempt_id for u in _visible(session, principal, start, end)}),
+        attempts=len({u.attempt_id for u in visible}),
+        slurm_allocated_device_seconds=(
+            sum(r.slurm_allocated_device_seconds or 0.0 for r in rows) if slurm else None
+        ),
+        slurm_accounted_attempts=len(set(accounted)) if slurm else None,
     )
     return UsageOut(start=start, end=end, by=by, rows=rows, total=total)
 
@@ -95,21 +133,31 @@ def _days(start: datetime, end: datetime) -> Iterator[tuple[date, datetime, date
 
 
 def daily_usage(
-    session: Session, *, principal: Principal, start: datetime, end: datetime
+    session: Session, *, principal: Principal, start: datetime, end: datetime, slurm: bool = False
 ) -> DailyUsageOut:
-    """Per user and UTC day: allocated and busy device-seconds (busy spread like allocated)."""
+    """Per user and UTC day: allocated and busy device-seconds (busy spread like allocated),
+    and with `slurm` Slurm's accounting of the same attempts, spread the same way."""
     now, names = utcnow(), _usernames(session)
+    visible = _visible(session, principal, start, end)
+    accounted = _slurm_allocated(session, visible) if slurm else {}
     cells: dict[tuple[date, str], list[float]] = {}
-    for usage in _visible(session, principal, start, end):
+    for usage in visible:
         for day, begin, finish in _days(start, end):
             share = _clipped(usage, begin, finish, now)
             if share > 0:
-                cell = cells.setdefault((day, names.get(usage.owner_id, "?")), [0.0, 0.0])
+                cell = cells.setdefault((day, names.get(usage.owner_id, "?")), [0.0, 0.0, 0.0])
                 cell[0] += usage.allocated * share
                 cell[1] += (usage.busy or 0.0) * share
+                cell[2] += accounted.get(usage.attempt_id, 0.0) * share
     rows = [
-        DailyUsageRow(day=d, user=u, allocated_device_seconds=a, busy_device_seconds=b)
-        for (d, u), (a, b) in sorted(cells.items())
+        DailyUsageRow(
+            day=d,
+            user=u,
+            allocated_device_seconds=a,
+            busy_device_seconds=b,
+            slurm_allocated_device_seconds=s if slurm else None,
+        )
+        for (d, u), (a, b, s) in sorted(cells.items())
     ]
     return DailyUsageOut(start=start, end=end, rows=rows)
 

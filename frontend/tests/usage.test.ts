@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { dailyColumns, usageCells, usageCsv, type DailyUsageRow } from "../src/lib/usage";
+import { dailyColumns, hasSlurm, usageCells, usageCsv, type DailyUsageRow } from "../src/lib/usage";
 
 const rows: DailyUsageRow[] = [
   { day: "2026-01-01", user: "alice", allocated_device_seconds: 7200, busy_device_seconds: 3600 },
@@ -8,6 +8,19 @@ const rows: DailyUsageRow[] = [
 ];
 
 describe("usage view data", () => {
+  it("carries Slurm's accounting beside Trainboard's when the executor is Slurm", () => {
+    const cells = usageCells([
+      { day: "2026-01-01", user: "alice", allocated_device_seconds: 7200, busy_device_seconds: 3600, slurm_allocated_device_seconds: 7236 },
+    ]);
+    expect(cells[0]?.slurmHours).toBeCloseTo(2.01, 6);
+    expect(hasSlurm(cells)).toBe(true);
+    expect(hasSlurm(usageCells(rows))).toBe(false);
+    expect(usageCsv(cells)).toBe(
+      "day,user,allocated_device_hours,busy_device_hours,busy_percent,slurm_allocated_device_hours\n" +
+        "2026-01-01,alice,2.0000,1.0000,50.0,2.0100\n",
+    );
+  });
+
   it("turns seconds into device-hours and a busy share, newest day first", () => {
     const cells = usageCells(rows);
     expect(cells.map((c) => [c.day, c.user])).toEqual([

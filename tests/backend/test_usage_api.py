@@ -10,10 +10,12 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from backend.auth.models import User
+from backend.config import Settings
 from backend.db import Database
 from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.telemetry.models import DeviceSample
 from backend.usage.accounting import settle
+from backend.usage.models import SlurmUsage
 from tests.backend.conftest import bearer
 from tests.backend.test_jobs_api import GOOD_SPEC
 
@@ -175,3 +177,49 @@ def test_bad_usage_queries_are_refused_naming_the_parameter(
     response = api.get("/api/usage", params=params, headers=bearer(tokens["admin"]))
     assert response.status_code == 422
     assert str(response.json()["detail"][0]["loc"][-1]) in params
+
+
+def test_under_slurm_the_usage_view_shows_slurms_accounting_beside_trainboards(
+    api: TestClient,
+    settings: Settings,
+    database: Database,
+    tokens: dict[str, str],
+    two_attempts: tuple[int, int],
+) -> None:
+    alices, _ = two_attempts
+    window = {"from": (T0 - HOUR).isoformat(), "to": (T0 + 3 * HOUR).isoformat()}
+    node_pool = _usage(api, tokens["admin"], **window)
+    assert all(r["slurm_allocated_device_seconds"] is None for r in node_pool["rows"])
+    settings.executor = "slurm"
+    with database.session() as session:  # what the Slurm executor read from sacct
+        session.add(
+            SlurmUsage(
+                attempt_id=alices,
+                slurm_job_id="41",
+                state="COMPLETED",
+                runs=1,
+                elapsed_seconds=3618,
+                allocated_device_seconds=7236,
+            )
+        )
+        session.commit()
+    body = _usage(api, tokens["admin"], by="user", **window)
+    rows = {r["key"]: r for r in body["rows"]}
+    assert rows["alice"]["slurm_allocated_device_seconds"] == pytest.approx(7236)
+    assert (rows["alice"]["attempts"], rows["alice"]["slurm_accounted_attempts"]) == (1, 1)
+    # the admin's attempt has no Slurm record (yet): 0 of its 1 attempt accounted
+    assert (
+        rows["admin"]["slurm_allocated_device_seconds"],
+        rows["admin"]["slurm_accounted_attempts"],
+    ) == (0, 0)
+    assert body["total"]["slurm_accounted_attempts"] == 1
+    # the window's edge cuts Slurm's figure as it cuts Trainboard's: half of alice's hour
+    half = {"from": (T0 + HOUR / 2).isoformat(), "to": (T0 + HOUR).isoformat()}
+    [alice_half] = [r for r in _usage(api, tokens["alice"], **half)["rows"]]
+    assert alice_half["slurm_allocated_device_seconds"] == pytest.approx(7236 / 2)
+    daily = api.get("/api/usage/daily", params=window, headers=bearer(tokens["admin"])).json()
+    slurm_days = {
+        (r["day"], r["user"]): round(r["slurm_allocated_device_seconds"]) for r in daily["rows"]
+    }
+    assert slurm_days[("2026-01-01", "alice")] + slurm_days[("2026-01-02", "alice")] == 7236
+    assert slurm_days[("2026-01-01", "alice")] == 7236 / 2  # 23:30-00:00 of 23:30-00:30

@@ -9,15 +9,18 @@ from pathlib import Path
 import pytest
 
 from backend.executors.slurm.cli import (
+    SACCT_FIELDS,
     BatchRequest,
     expand_hostlist,
     parse_duration,
     parse_sacct,
+    parse_sacct_runs,
     parse_scontrol_jobs,
     parse_scontrol_nodes,
     parse_squeue,
     parse_tres,
 )
+from backend.executors.slurm.executor import manager_nodes
 from backend.executors.slurm.states import TERMINAL, ended, wait_reason
 
 RECORDED = Path(__file__).parent / "slurm_recorded"
@@ -70,6 +73,48 @@ def test_scontrol_nodes_2205() -> None:
     [node] = parse_scontrol_nodes(recorded("22.05", "scontrol_nodes.txt"))
     assert (node.name, node.cpus, node.partitions, node.gres) == ("vm", 2, ("main",), None)
     assert node.state in ("ALLOCATED", "MIXED")
+    assert (node.cpus_allocated, node.health) == (2, "up")
+
+
+@pytest.mark.parametrize(
+    ("state", "health"),
+    [
+        ("IDLE", "up"),
+        ("MIXED", "up"),
+        ("ALLOCATED+COMPLETING", "up"),
+        ("IDLE+DRAIN", "drained"),
+        ("MIXED+DRAIN", "drained"),  # draining: its jobs run on, nothing new starts
+        ("IDLE+RESERVED", "drained"),
+        ("IDLE+POWERED_DOWN", "lost"),
+        ("DOWN+NOT_RESPONDING", "lost"),
+        ("IDLE*", "lost"),
+        ("DOWN+DRAIN", "lost"),
+    ],
+)
+def test_node_health_as_the_cluster_page_shows_it(state: str, health: str) -> None:
+    [node] = parse_scontrol_nodes(f"NodeName=n1 CPUTot=4 CPUAlloc=1 State={state} Partitions=a")
+    assert node.health == health
+
+
+def test_the_cluster_pages_slurm_nodes_name_the_jobs_on_each() -> None:
+    text = (
+        "NodeName=gpu01 CPUTot=64 CPUAlloc=16 Gres=gpu:a100:8(S:0-1) State=MIXED "
+        "Partitions=low,high\n"
+        "NodeName=gpu02 CPUTot=64 CPUAlloc=0 Gres=gpu:8 State=IDLE+DRAIN Partitions=low "
+        "Reason=bad fan [root@2026-11-28T10:00:00]\n"
+        "NodeName=cpu01 CPUTot=8 CPUAlloc=0 Gres=(null) State=IDLE Partitions=other\n"
+    )
+    view = manager_nodes(parse_scontrol_nodes(text), {"gpu01": {7, 3}}, partition="low")
+    assert [(n.name, n.health, n.gpus, n.jobs) for n in view] == [
+        ("gpu01", "up", 8, [3, 7]),
+        ("gpu02", "drained", 8, []),
+    ]
+    assert view[1].reason == "bad fan [root@2026-11-28T10:00:00]"
+    assert [n.name for n in manager_nodes(parse_scontrol_nodes(text), {})] == [
+        "gpu01",
+        "gpu02",
+        "cpu01",
+    ]
 
 
 def test_sacct_2205_allocation_lines_with_their_steps() -> None:
@@ -95,6 +140,89 @@ def test_sacct_allocation_lines_skip_steps_and_keep_the_last_run_of_a_requeued_j
     assert jobs["17"].nodes == ("gpu01", "gpu02")
     assert jobs["17"].allocated("gres/gpu") == pytest.approx(4.0)  # 4 GPUs x 1 h
     assert jobs["18"].state == "CANCELLED"
+    runs = [r for r in parse_sacct_runs(text) if r.job_id == "17"]
+    assert [(r.state, r.restarts) for r in runs] == [("PREEMPTED", 0), ("COMPLETED", 1)]
+    # what the job was allocated over both runs: 4 GPUs x (120 s + 3600 s)
+    assert sum(r.allocated("gres/gpu") for r in runs) == pytest.approx(4 * 3720 / 3600)
+
+
+#: sonar's sacct field order (tests/executors/slurm_recorded/24.x/README.md)
+SONAR_SACCT_FIELDS = [
+    "JobID",
+    "JobIDRaw",
+    "User",
+    "Account",
+    "State",
+    "Start",
+    "End",
+    "AveCPU",
+    "AveDiskRead",
+    "AveDiskWrite",
+    "AveRSS",
+    "AveVMSize",
+    "ElapsedRaw",
+    "ExitCode",
+    "Layout",
+    "MaxRSS",
+    "MaxVMSize",
+    "MinCPU",
+    "ReqCPUS",
+    "ReqMem",
+    "ReqNodes",
+    "Reservation",
+    "Submit",
+    "Suspended",
+    "SystemCPU",
+    "TimelimitRaw",
+    "UserCPU",
+    "NodeList",
+    "Partition",
+    "AllocTRES",
+    "Priority",
+    "JobName",
+]
+
+
+def _in_our_field_order(text: str) -> str:
+    """Recorded sacct lines of sonar's fields with Trainboard's SACCT_FIELDS picked out by
+    name, in its order (a field sonar did not ask for, Reason, is empty)."""
+    lines = []
+    for line in text.splitlines():
+        cells = dict(zip(SONAR_SACCT_FIELDS, line.split("|"), strict=True))
+        lines.append("|".join(cells.get(name, "") for name in SACCT_FIELDS))
+    return "\n".join(lines) + "\n"
+
+
+def test_sacct_of_a_newer_release_running_and_pending_jobs_with_typed_gpus() -> None:
+    runs = parse_sacct_runs(_in_our_field_order(recorded("24.x", "sacct_sonar_fields.txt")))
+    jobs = {run.job_id: run for run in runs}
+    assert list(jobs) == ["1879824", "1903070", "1902893"] and len(runs) == 3
+    one_gpu, pending, four_gpus = jobs["1879824"], jobs["1903070"], jobs["1902893"]
+    assert (one_gpu.state, one_gpu.name, one_gpu.nodes) == ("RUNNING", "siamE3F1", ("gpu-2",))
+    # a typed GPU (gres/gpu:a100=1) beside the untyped count: the device resource is the count
+    assert one_gpu.tres["gres/gpu"] == "1" and one_gpu.tres["gres/gpu:a100"] == "1"
+    assert one_gpu.allocated("gres/gpu") == pytest.approx(1192379 / 3600)
+    assert one_gpu.allocated("cpu") == pytest.approx(32 * 1192379 / 3600)
+    assert (pending.state, pending.nodes, pending.tres) == ("PENDING", (), {})  # None assigned
+    assert pending.allocated("gres/gpu") == 0.0
+    assert four_gpus.allocated("gres/gpu") == pytest.approx(4 * 256072 / 3600)
+    assert all(r.partition == "accel_long" and r.restarts == 0 for r in runs)
+    assert all(r.exit_code == 0 and r.reason is None for r in runs)
+
+
+def test_scontrol_jobs_of_a_newer_release_with_req_and_alloc_tres() -> None:
+    jobs = parse_scontrol_jobs(recorded("24.x", "scontrol_jobs.txt"))
+    assert [j.job_id for j in jobs] == ["1879824", "1903070", "2066283"]
+    assert jobs[2].name == "OOD Code Server"  # a value with spaces, up to the next Key=
+    for job in jobs:
+        assert (job.state, job.reason, job.partition) == ("PENDING", "Priority", "accel")
+        assert job.nodes == () and job.restarts == 0
+        assert job.tres == {}  # AllocTRES=(null) while pending; ReqTRES is not what it holds
+        assert wait_reason(job.reason).endswith("(Priority)")
+    running = (
+        "JobId=5 JobName=x JobState=RUNNING ReqTRES=cpu=8,gres/gpu=1 AllocTRES=cpu=8,gres/gpu=1"
+    )
+    assert parse_scontrol_jobs(running)[0].tres == {"cpu": "8", "gres/gpu": "1"}
 
 
 @pytest.mark.parametrize(

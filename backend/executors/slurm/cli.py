@@ -16,6 +16,7 @@ import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Literal
 
 #: the squeue fields read, in order (`squeue -O`, each `:|` so that '|' ends every field)
 SQUEUE_FIELDS = (
@@ -102,10 +103,26 @@ class SlurmNode:
     reason: str | None
 
     @property
+    def flags(self) -> set[str]:
+        """The state's parts: `IDLE+DRAIN` → {IDLE, DRAIN}; a trailing `*` is NOT_RESPONDING."""
+        return set(self.state.upper().replace("*", "+NOT_RESPONDING").split("+")) - {""}
+
+    @property
     def lost(self) -> bool:
         """Down, not responding or failing: what ran there is gone."""
-        flags = set(self.state.replace("*", "+NOT_RESPONDING").split("+"))
-        return bool(flags & {"DOWN", "NOT_RESPONDING", "FAIL", "FAILING", "POWERED_DOWN"})
+        return bool(self.flags & {"DOWN", "NOT_RESPONDING", "FAIL", "FAILING", "POWERED_DOWN"})
+
+    @property
+    def health(self) -> Literal["up", "drained", "lost"]:
+        """lost (above); drained: it takes no new work (drain, maintenance, powering off or
+        down, future, reserved); else up."""
+        if self.lost:
+            return "lost"
+        idle_only = {"DRAIN", "DRAINING", "DRAINED", "MAINTENANCE", "MAINT", "RESERVED"}
+        off = {"POWERING_DOWN", "POWER_DOWN", "POWERED_DOWN", "POWERING_UP", "FUTURE"}
+        if self.flags & (idle_only | off):
+            return "drained"
+        return "up"
 
 
 @dataclass(frozen=True)
@@ -187,7 +204,12 @@ class SlurmCli:
         self._run([*args, job_id])
 
     def accounting(self, job_ids: Iterable[str]) -> dict[str, AccountedJob]:
-        """sacct's record of each job (its allocation line), by job id."""
+        """sacct's record of each job (its allocation line, of its last run), by job id."""
+        return {job_id: runs[-1] for job_id, runs in self.accounting_runs(job_ids).items()}
+
+    def accounting_runs(self, job_ids: Iterable[str]) -> dict[str, list[AccountedJob]]:
+        """sacct's allocation line of every run of each job (a requeued job has several),
+        by job id, in run order. One sacct call for all of them."""
         ids = ",".join(job_ids)
         if not ids:
             return {}
@@ -202,7 +224,10 @@ class SlurmCli:
                 f"--format={','.join(SACCT_FIELDS)}",
             ]
         )
-        return {job.job_id: job for job in parse_sacct(out)}
+        runs: dict[str, list[AccountedJob]] = {}
+        for run in parse_sacct_runs(out):
+            runs.setdefault(run.job_id, []).append(run)
+        return runs
 
     def job(self, job_id: str) -> AccountedJob | None:
         """The controller's record of one job (`scontrol show job`): the state and exit code
@@ -288,13 +313,20 @@ def parse_squeue(text: str) -> list[QueuedJob]:
 
 
 def parse_sacct(text: str) -> list[AccountedJob]:
-    """Allocation lines of `sacct --parsable2 --noheader --format=<SACCT_FIELDS>`.
+    """Each job's current run (its last allocation line) of `sacct --parsable2 --noheader
+    --format=<SACCT_FIELDS>`: `restarts` counts the runs before it."""
+    jobs = {run.job_id: run for run in parse_sacct_runs(text)}
+    return list(jobs.values())
 
-    A requeued job has one line per run with --duplicates; the last one is its current run,
-    and the lines before it count its restarts (sacct has no restart field). Step lines
+
+def parse_sacct_runs(text: str) -> list[AccountedJob]:
+    """Every allocation line of `sacct --parsable2 --noheader --format=<SACCT_FIELDS>`.
+
+    A requeued job has one line per run with --duplicates, in run order; each run's
+    `restarts` is the number of runs before it (sacct has no restart field). Step lines
     (`123.batch`, `123.0`) are skipped: the allocation line carries AllocTRES.
     """
-    jobs: dict[str, AccountedJob] = {}
+    jobs: list[AccountedJob] = []
     runs: dict[str, int] = {}
     for line in text.splitlines():
         if not line.strip():
@@ -309,20 +341,22 @@ def parse_sacct(text: str) -> list[AccountedJob]:
             continue
         runs[job_id] = runs.get(job_id, -1) + 1
         code, signal = _exit_code(exit_code)
-        jobs[job_id] = AccountedJob(
-            job_id=job_id,
-            name=name,
-            state=base_state(state),
-            exit_code=code,
-            signal=signal,
-            reason=_none(reason),
-            restarts=runs[job_id],
-            elapsed=timedelta(seconds=_int(elapsed)),
-            tres=parse_tres(tres),
-            nodes=expand_hostlist(nodes),
-            partition=partition,
+        jobs.append(
+            AccountedJob(
+                job_id=job_id,
+                name=name,
+                state=base_state(state),
+                exit_code=code,
+                signal=signal,
+                reason=_none(reason),
+                restarts=runs[job_id],
+                elapsed=timedelta(seconds=_int(elapsed)),
+                tres=parse_tres(tres),
+                nodes=expand_hostlist(nodes),
+                partition=partition,
+            )
         )
-    return list(jobs.values())
+    return jobs
 
 
 def parse_scontrol_jobs(text: str) -> list[AccountedJob]:
@@ -343,7 +377,8 @@ def parse_scontrol_jobs(text: str) -> list[AccountedJob]:
                 reason=_none(fields.get("Reason", "")),
                 restarts=_int(fields.get("Restarts", "0")),
                 elapsed=parse_duration(fields.get("RunTime", "0")),
-                tres=parse_tres(fields.get("TRES", "")),
+                # 22.05 prints TRES=; later releases ReqTRES= and AllocTRES= (recorded/24.x)
+                tres=parse_tres(fields.get("AllocTRES") or fields.get("TRES", "")),
                 nodes=expand_hostlist(fields.get("NodeList", "")),
                 partition=fields.get("Partition", ""),
             )

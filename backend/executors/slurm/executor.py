@@ -38,17 +38,21 @@ from backend.executors.slurm.cli import (
     QueuedJob,
     SlurmCli,
     SlurmError,
+    SlurmNode,
     SlurmUnreachable,
 )
 from backend.executors.slurm.states import ACTIVE, PENDING, TERMINAL, ended, wait_reason
 from backend.jobs.attempt_end import end_attempt
+from backend.jobs.cluster import publish_manager
 from backend.jobs.models import Attempt, Job
 from backend.jobs.run_states import LIVE_ATTEMPT_VALUES, AttemptState
 from backend.nodes.models import Device, Node, NodeState
+from backend.nodes.schemas import ManagerNodeOut, ManagerOut
 from backend.placement.policy import NodeCapacity, Placement, Plan, Quota, plan
 from backend.placement.policy import QueuedJob as QueuedForPlacement
 from backend.placement.preemption import RunningJob
 from backend.signals import request_stops
+from backend.usage.models import SlurmUsage
 from workers.contract.protocol import AttemptOrder, StopRequest
 
 log = logging.getLogger(__name__)
@@ -57,8 +61,16 @@ log = logging.getLogger(__name__)
 SLOT_PREFIX = "slurm-"
 #: squeue at most this often for all of the deployment's jobs together
 POLL_SECONDS = 1.0
-#: the slot nodes follow Slurm's node list this often (`scontrol show node`)
+#: Slurm's node list is read this often (`scontrol show node`) for the cluster page
+NODES_SECONDS = 10.0
+#: the slot nodes follow Slurm's node list this often
 SYNC_SECONDS = 60.0
+#: sacct is asked about ended attempts' Slurm jobs at most this often (each once, on its end)
+ACCOUNT_SECONDS = 10.0
+#: how many ended attempts one sacct call asks about
+ACCOUNT_BATCH = 200
+#: an ended attempt whose Slurm job accounting has not recorded after this is left out
+ACCOUNT_GIVE_UP = timedelta(minutes=10)
 #: the token name of every slot's node token
 SLOT_TOKEN_NAME = "slurm slot"
 #: the environment a step must never get (the database, other secrets of the control plane)
@@ -132,6 +144,12 @@ class SlurmExecutor:
         self._orphans: dict[str, float] = {}  # Slurm job id of no live attempt: first seen
         self._slots: set[str] = set()
         self._synced_at = float("-inf")
+        self._nodes_at = float("-inf")
+        self._nodes: list[SlurmNode] = []  # as last read
+        #: why sacct cannot be read (no accounting storage), once it said so; else None
+        self.accounting_off: str | None = None
+        self._accounted_at = float("-inf")
+        self._unaccounted: set[int] = set()  # attempt ids accounting never recorded
 
     # -- the Executor protocol -------------------------------------------------------------
 
@@ -147,11 +165,11 @@ class SlurmExecutor:
             if self.unreachable is None:
                 log.warning("Slurm unreachable: %s", err)
             self.unreachable = f"Slurm unreachable: {err}"
+            if now - self._nodes_at >= NODES_SECONDS:  # the page says so, nodes as last seen
+                self._nodes_at = now
+                self._publish_nodes({})
             return self._say_unreachable(session)
         self.unreachable = None
-        if now - self._synced_at >= SYNC_SECONDS:
-            self._sync_slots(session)
-            self._synced_at = now
         self._store_ids(session)
         by_attempt = {_attempt_of(job.name): job for job in queue.values()}
         live = session.scalars(
@@ -159,12 +177,16 @@ class SlurmExecutor:
                 Attempt.state.in_(LIVE_ATTEMPT_VALUES), Attempt.node_name.like(f"{SLOT_PREFIX}%")
             )
         ).all()
+        if now - self._nodes_at >= NODES_SECONDS:
+            self._nodes_at = now
+            self._read_nodes(session, now, live, by_attempt)
         changed: set[int] = set()
         for attempt in live:
             if self._observe_attempt(session, attempt, by_attempt.get(attempt.id), now):
                 changed.add(attempt.job_id)
         self._cancel_orphans({a.id for a in live}, by_attempt, now)
         self._stopping = {k: v for k, v in self._stopping.items() if k in by_attempt}
+        self._account(session, set(queue), now)
         return changed
 
     def place(
@@ -278,14 +300,43 @@ exec srun --nodes={len(gang)} --ntasks-per-node=1 --cpus-per-task={cpus}{gpus} \
             extra=(f"--chdir={REPO_ROOT}",),
         )
 
-    def _sync_slots(self, session: Session) -> None:
-        """One slot node per Slurm node of the partition, largest first, with its devices
-        (CPUs, or GPUs with `slurm_gpus`): the submission's could-ever-fit check reads them."""
+    def _read_nodes(
+        self,
+        session: Session,
+        now: float,
+        live: Sequence[Attempt],
+        by_attempt: Mapping[int | None, QueuedJob],
+    ) -> None:
+        """Slurm's nodes: onto the cluster page (with the Trainboard jobs running on each),
+        and every SYNC_SECONDS into the slot nodes."""
         try:
-            found = self.cli.nodes()
+            self._nodes = self.cli.nodes()
         except SlurmError as err:
             log.warning("Slurm's nodes unknown: %s", err)
             return
+        jobs_on: dict[str, set[int]] = {}
+        for attempt in live:
+            queued = by_attempt.get(attempt.id)
+            if queued is not None and queued.state in ACTIVE:
+                for host in queued.nodes:
+                    jobs_on.setdefault(host, set()).add(attempt.job_id)
+        self._publish_nodes(jobs_on)
+        if now - self._synced_at >= SYNC_SECONDS:
+            self._sync_slots(session, self._nodes)
+            self._synced_at = now
+
+    def _publish_nodes(self, jobs_on: Mapping[str, set[int]]) -> None:
+        view = ManagerOut(
+            manager="slurm",
+            observed_at=utcnow(),
+            unreachable=self.unreachable,
+            nodes=manager_nodes(self._nodes, jobs_on, partition=self.partition),
+        )
+        publish_manager(self.client, view)
+
+    def _sync_slots(self, session: Session, found: Sequence[SlurmNode]) -> None:
+        """One slot node per Slurm node of the partition, largest first, with its devices
+        (CPUs, or GPUs with `slurm_gpus`): the submission's could-ever-fit check reads them."""
         sizes = sorted(
             (
                 _gpus(n.gres) if self.gpus else n.cpus
@@ -384,6 +435,10 @@ exec srun --nodes={len(gang)} --ntasks-per-node=1 --cpus-per-task={cpus}{gpus} \
                 return False
         slurm_id = attempt.slurm_job_id
         current = job.attempt == attempt.number
+        if queued is not None and queued.restarts > 0 and queued.state not in TERMINAL:
+            # requeued behind Trainboard's back (an operator's `scontrol requeue`): the run is
+            # fenced (its step refuses restart > 0); Trainboard owns restarts, so it ends
+            self._scancel(slurm_id, f"requeued by Slurm (restart {queued.restarts})")
         if queued is not None and queued.state not in TERMINAL:
             stopping = self._stopping.get(attempt.id)
             if stopping is not None and now >= stopping.deadline:
@@ -423,6 +478,56 @@ exec srun --nodes={len(gang)} --ntasks-per-node=1 --cpus-per-task={cpus}{gpus} \
         fault = end.platform_fault or end.outcome == "succeeded"
         self._stopping.pop(attempt.id, None)
         return self._end(session, attempt, state, reason, fault)
+
+    def _account(self, session: Session, queued: set[str], now: float) -> None:
+        """sacct's allocation of each ended attempt's Slurm job, read once it has left the
+        queue, into slurm_usage (the usage view shows it beside Trainboard's own figure)."""
+        if self.accounting_off is not None or now - self._accounted_at < ACCOUNT_SECONDS:
+            return
+        rows = session.execute(
+            select(Attempt.id, Attempt.slurm_job_id, Attempt.finished_at)
+            .outerjoin(SlurmUsage, SlurmUsage.attempt_id == Attempt.id)
+            .where(
+                Attempt.slurm_job_id.is_not(None),
+                Attempt.finished_at.is_not(None),
+                SlurmUsage.attempt_id.is_(None),
+                Attempt.id.not_in(self._unaccounted or {0}),
+            )
+            .order_by(Attempt.id)
+            .limit(ACCOUNT_BATCH)
+        ).all()
+        todo = {str(slurm): (a, at) for a, slurm, at in rows if slurm and slurm not in queued}
+        if not todo:
+            return
+        self._accounted_at = now
+        try:
+            found = self.cli.accounting_runs(todo)
+        except SlurmUnreachable:
+            return
+        except SlurmError as err:
+            if "disabled" in str(err).lower():  # "Slurm accounting storage is disabled"
+                self.accounting_off = str(err)
+                log.warning("Slurm has no accounting; usage shows Trainboard's only: %s", err)
+            else:  # slurmdbd busy or restarting: asked again in ACCOUNT_SECONDS
+                log.warning("sacct failed: %s", err)
+            return
+        resource = "gres/gpu" if self.gpus else "cpu"
+        for slurm_id, (attempt_id, finished) in todo.items():
+            runs = found.get(slurm_id)
+            if not runs or runs[-1].state in PENDING | ACTIVE:  # slurmdbd has not its end yet
+                if finished is not None and as_utc(finished) < utcnow() - ACCOUNT_GIVE_UP:
+                    self._unaccounted.add(attempt_id)
+                continue
+            session.add(
+                SlurmUsage(
+                    attempt_id=attempt_id,
+                    slurm_job_id=slurm_id,
+                    state=runs[-1].state,
+                    runs=len(runs),
+                    elapsed_seconds=sum(r.elapsed.total_seconds() for r in runs),
+                    allocated_device_seconds=sum(r.allocated(resource) for r in runs) * 3600,
+                )
+            )
 
     def _end(
         self, session: Session, attempt: Attempt, state: AttemptState, reason: str, fault: bool
@@ -465,6 +570,28 @@ exec srun --nodes={len(gang)} --ntasks-per-node=1 --cpus-per-task={cpus}{gpus} \
             self.cli.cancel(slurm_id)
         except SlurmError as err:
             log.warning("scancel %s failed: %s", slurm_id, err)
+
+
+def manager_nodes(
+    nodes: Sequence[SlurmNode], jobs_on: Mapping[str, set[int]], *, partition: str | None = None
+) -> list[ManagerNodeOut]:
+    """Slurm's nodes as the cluster page shows them (those of the partition, if one is set),
+    each with the Trainboard jobs that have a rank there."""
+    return [
+        ManagerNodeOut(
+            name=n.name,
+            state=n.state,
+            health=n.health,
+            reason=n.reason,
+            cpus=n.cpus,
+            cpus_allocated=n.cpus_allocated,
+            gpus=_gpus(n.gres),
+            partitions=list(n.partitions),
+            jobs=sorted(jobs_on.get(n.name, ())),
+        )
+        for n in nodes
+        if partition is None or partition in n.partitions
+    ]
 
 
 def _attempt_of(name: str) -> int | None:

@@ -10,6 +10,9 @@ export interface UsageCell {
   busyHours: number;
   /** busy / allocated in percent; null when nothing was allocated */
   busyPercent: number | null;
+  /** what Slurm's accounting (sacct) says the same attempts were allocated; null unless the
+   * executor is Slurm */
+  slurmHours: number | null;
 }
 
 const hours = (seconds: number) => seconds / 3600;
@@ -23,6 +26,7 @@ export function usageCells(rows: DailyUsageRow[]): UsageCell[] {
       allocatedHours: hours(r.allocated_device_seconds),
       busyHours: hours(r.busy_device_seconds),
       busyPercent: r.allocated_device_seconds > 0 ? (100 * r.busy_device_seconds) / r.allocated_device_seconds : null,
+      slurmHours: r.slurm_allocated_device_seconds == null ? null : hours(r.slurm_allocated_device_seconds),
     }))
     .sort((a, b) => (a.day === b.day ? a.user.localeCompare(b.user) : a.day < b.day ? 1 : -1));
 }
@@ -57,14 +61,21 @@ function csvField(value: string): string {
   return /[",\n\r]/.test(value) ? `"${value.replaceAll('"', '""')}"` : value;
 }
 
-/** The table as CSV (device-hours, 4 decimals), one line per user and day. */
+/** Whether any cell carries Slurm's accounting (the executor is Slurm): the table shows it. */
+export function hasSlurm(cells: UsageCell[]): boolean {
+  return cells.some((c) => c.slurmHours !== null);
+}
+
+/** The table as CSV (device-hours, 4 decimals), one line per user and day; Slurm's
+ * accounting as a last column when the cells carry it. */
 export function usageCsv(cells: UsageCell[]): string {
-  const lines = ["day,user,allocated_device_hours,busy_device_hours,busy_percent"];
+  const slurm = hasSlurm(cells);
+  const lines = ["day,user,allocated_device_hours,busy_device_hours,busy_percent" + (slurm ? ",slurm_allocated_device_hours" : "")];
   for (const c of cells) {
     const percent = c.busyPercent === null ? "" : c.busyPercent.toFixed(1);
-    lines.push(
-      [c.day, csvField(c.user), c.allocatedHours.toFixed(4), c.busyHours.toFixed(4), percent].join(","),
-    );
+    const fields = [c.day, csvField(c.user), c.allocatedHours.toFixed(4), c.busyHours.toFixed(4), percent];
+    if (slurm) fields.push(c.slurmHours === null ? "" : c.slurmHours.toFixed(4));
+    lines.push(fields.join(","));
   }
   return lines.join("\n") + "\n";
 }

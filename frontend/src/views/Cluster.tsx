@@ -1,11 +1,12 @@
 /** Nodes, their health and devices (who holds each), live charts per device; drain for admins. */
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { client, ok } from "../api/http";
 import type { Me, Node } from "../api/types";
 import { deviceLabel, TableHead } from "../components/bits";
 import { useCluster } from "../data";
 import { DeviceCharts } from "../components/DeviceCharts";
 import { formatBytes, formatTime } from "../lib/format";
+import { capacity, managerSummary, type ManagerView } from "../lib/manager";
 import { stragglerBadge, stragglerTitle } from "../lib/stragglers";
 import { Link } from "../router";
 
@@ -23,6 +24,7 @@ export function ClusterView({ me }: { me: Me }) {
           <input type="checkbox" checked={charts} onChange={(e) => setCharts(e.currentTarget.checked)} /> live charts
         </label>
       </div>
+      <ManagerNodes />
       {cluster.nodes.length === 0 && <p class="empty">No worker nodes have registered yet.</p>}
       {cluster.nodes.map((node) => (
         <div class="panel node" data-testid={`node-${node.name}`}>
@@ -101,6 +103,75 @@ export function ClusterView({ me }: { me: Me }) {
         </div>
       ))}
     </section>
+  );
+}
+
+/** Under the Slurm executor: Slurm's own nodes and their state, as the scheduler last read them
+ * (`scontrol show node`, every 10 s); the panels below are Trainboard's slots (ranks), not hosts. */
+function ManagerNodes() {
+  const [view, setView] = useState<ManagerView | null>(null);
+  useEffect(() => {
+    let current = true;
+    const load = () =>
+      ok(client.GET("/api/nodes"))
+        .then((body) => current && setView(body.manager ?? null))
+        .catch(() => {}); // the next poll tries again
+    load();
+    const timer = setInterval(load, 10_000);
+    return () => {
+      current = false;
+      clearInterval(timer);
+    };
+  }, []);
+  if (!view) return null;
+  const summary = managerSummary(view);
+  const name = view.manager === "slurm" ? "Slurm" : view.manager;
+  return (
+    <div class="panel" data-testid="manager-nodes">
+      <h2>
+        {name}'s nodes <span class="muted small">{summary.line}</span>
+      </h2>
+      <p class="muted small">
+        {name} allocates and places every job; read {formatTime(view.observed_at)}. The panels below are Trainboard's slots: a gang's k-th
+        node is slot k, on whichever host {name} gave it.
+      </p>
+      {summary.warning && (
+        <p class="error" data-testid="manager-warning">
+          {summary.warning}
+        </p>
+      )}
+      <table>
+        <TableHead columns={["Node", "State", "Capacity", "Partitions", "Jobs", "Reason"]} />
+        <tbody>
+          {view.nodes.map((n) => (
+            <tr data-testid={`manager-node-${n.name}`}>
+              <td>{n.name}</td>
+              <td>
+                <span class={`badge node-${n.health}`} data-testid={`manager-health-${n.name}`}>
+                  {n.health}
+                </span>{" "}
+                <span class="muted small">{n.state}</span>
+              </td>
+              <td>{capacity(n)}</td>
+              <td>{n.partitions.join(", ")}</td>
+              <td data-testid={`manager-jobs-${n.name}`}>
+                {n.jobs.length === 0 ? (
+                  <span class="muted">none</span>
+                ) : (
+                  n.jobs.map((job, i) => (
+                    <>
+                      {i > 0 && ", "}
+                      <Link href={`/jobs/${job}`}>#{job}</Link>
+                    </>
+                  ))
+                )}
+              </td>
+              <td>{n.reason ?? ""}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
   );
 }
 

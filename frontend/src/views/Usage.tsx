@@ -3,7 +3,7 @@ import { useEffect, useMemo, useState } from "preact/hooks";
 import uPlot from "uplot";
 import { client, ok } from "../api/http";
 import { axis, Chart } from "../components/Chart";
-import { dailyColumns, usageCells, usageCsv, type DailyUsageRow } from "../lib/usage";
+import { dailyColumns, hasSlurm, usageCells, usageCsv, type DailyUsageRow } from "../lib/usage";
 import { TableHead } from "../components/bits";
 
 const DAY = 86_400_000;
@@ -39,6 +39,8 @@ export function UsageView() {
   const csvHref = useMemo(() => `data:text/csv;charset=utf-8,${encodeURIComponent(usageCsv(cells))}`, [cells]);
   const allocated = cells.reduce((sum, c) => sum + c.allocatedHours, 0);
   const busy = cells.reduce((sum, c) => sum + c.busyHours, 0);
+  const slurm = hasSlurm(cells);
+  const slurmTotal = cells.reduce((sum, c) => sum + (c.slurmHours ?? 0), 0);
 
   return (
     <section>
@@ -67,6 +69,7 @@ export function UsageView() {
       <p class="muted small">
         Device-hours each user's attempts held (allocated) and kept busy (weighted by sampled utilization), per UTC day.
         Non-admins see their own.
+        {slurm && " Slurm allocated: what Slurm's accounting (sacct, AllocTRES × Elapsed) says the same attempts were allocated; it counts from the allocation's start, Trainboard from the supervisor's claim."}
       </p>
       {error && <p class="error">{error}</p>}
       {rows === null && !error && <p class="muted">Loading usage…</p>}
@@ -99,7 +102,7 @@ export function UsageView() {
               <table data-testid="usage-table">
                 <TableHead
                   columns={[
-                    "Day (UTC)", "User", "Allocated device-h", "Busy device-h", "Busy"
+                    "Day (UTC)", "User", "Allocated device-h", "Busy device-h", "Busy", ...(slurm ? ["Slurm allocated device-h"] : [])
                   ]}
                 />
                 <tbody>
@@ -110,6 +113,11 @@ export function UsageView() {
                       <td class="num">{c.allocatedHours.toFixed(2)}</td>
                       <td class="num">{c.busyHours.toFixed(2)}</td>
                       <td class="num">{c.busyPercent === null ? "—" : `${c.busyPercent.toFixed(0)} %`}</td>
+                      {slurm && (
+                        <td class="num" data-testid={`usage-slurm-${c.day}-${c.user}`}>
+                          {c.slurmHours === null ? "—" : c.slurmHours.toFixed(2)}
+                        </td>
+                      )}
                     </tr>
                   ))}
                 </tbody>
@@ -123,6 +131,11 @@ export function UsageView() {
                     </td>
                     <td class="num">{busy.toFixed(2)}</td>
                     <td class="num">{allocated > 0 ? `${((100 * busy) / allocated).toFixed(0)} %` : "—"}</td>
+                    {slurm && (
+                      <td class="num" data-testid="usage-total-slurm">
+                        {slurmTotal.toFixed(2)}
+                      </td>
+                    )}
                   </tr>
                 </tfoot>
               </table>
