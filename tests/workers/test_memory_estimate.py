@@ -91,6 +91,40 @@ def test_bf16_halves_the_activations_and_ddp_adds_a_bucket_copy_of_the_gradients
     assert fp32.runtime > 0 and estimate(_spec(case), gpu=False).runtime == 0
 
 
+@pytest.mark.parametrize(
+    ("parallelism", "copies"),
+    [
+        ({}, 1),  # DDP's bucket copy
+        ({"reduce": "parameter_server"}, 2),  # rank 0's flat sum and inbox
+        ({"update": "async"}, 2),  # rank 0's inbox and outgoing weights
+        ({"update": "async", "max_staleness": 8}, 3),  # and its own gradient set aside
+    ],
+)
+def test_the_update_modes_buffers_on_rank_0_count_in_the_gradients(
+    parallelism: dict[str, Any], copies: int
+) -> None:
+    case = CASES[0]
+    one = estimate(_spec(case))
+    mode = estimate(_spec(case, parallelism={"devices": 4, **parallelism}))
+    assert mode.gradients == (1 + copies) * one.gradients
+    assert mode.total == one.total + copies * one.gradients
+    assert (copies > 0) == ("gradients include" in mode.note)
+
+
+def test_local_sgd_counts_the_checkpoints_flat_copy_of_the_optimizer_state() -> None:
+    # a tiny batch: activations and gradients weigh less than AdamW's two slots
+    case = {"template": "mlp", "hyperparameters": {"batch_size": 1, "hidden": 512}}
+    local = estimate(
+        _spec(case, parallelism={"devices": 2, "update": "local_sgd", "sync_every": 4})
+    )
+    assert local.gradients == local.parameters  # no DDP buckets, no server
+    assert local.optimizer_state == 2 * local.parameters
+    assert local.total == local.parameters + 2 * local.optimizer_state + local.runtime
+    assert local.total > local.parameters + local.gradients + local.optimizer_state + (
+        local.activations + local.runtime
+    )
+
+
 def test_a_pipeline_stage_holds_its_share_of_the_parameters() -> None:
     hp = {"layers": 4, "batch_size": 16}
     par = {"strategy": "model", "devices": 2, "microbatches": 8}

@@ -100,9 +100,8 @@ def estimate(spec: JobSpec, *, gpu: bool = True) -> MemoryEstimate:
     stages = par.stages
     # params, gradients and optimizer state are fp32 under autocast; a stage holds its share
     params = count * FP32 // stages
-    grads = params
-    if par.strategy is Strategy.data and par.devices > 1:
-        grads += params  # DDP's gradient buckets: a second copy (gradient_as_bucket_view off)
+    copies, held_by = _exchange_buffers(spec) if par.strategy is Strategy.data else (0, "")
+    grads = params + copies * params
     slots = {"adamw": 2, "sgd": 1}.get(hp["optimizer"], 2)
     optimizer = slots * params
     compute, kept_fp32 = activation_elements(spec.template, hp)
@@ -122,4 +121,34 @@ def estimate(spec: JobSpec, *, gpu: bool = True) -> MemoryEstimate:
     activations = per_sample * in_flight
     runtime = RUNTIME_BYTES if gpu else 0
     total = params + grads + optimizer + activations + runtime
+    if par.mode == "local_sgd" and par.devices > 1:
+        # a checkpoint averages the optimizer state through one flat copy of it, after the
+        # step has freed gradients and activations
+        total = max(total, params + 2 * optimizer + runtime)
+    if held_by:
+        note = f"{note}; gradients include {held_by}"
     return MemoryEstimate(count, params, grads, optimizer, activations, runtime, total, note)
+
+
+def _exchange_buffers(spec: JobSpec) -> tuple[int, str]:
+    """Gradient-sized buffers the update mode adds on its busiest rank (rank 0), and what.
+
+    They follow workers/rank/engine/updates.py: DDP's buckets are a copy of the gradients
+    (gradient_as_bucket_view off); the parameter server sums into a flat copy of rank 0's
+    gradient and receives each worker's into one inbox; async rank 0 receives a worker's
+    gradient and sends the weights flat (and with max_staleness keeps its own gradient
+    aside while it serves a worker at the bound); local SGD's flat parameters of an
+    average exist once the gradients are freed.
+    """
+    par = spec.parallelism
+    if par.devices == 1:
+        return 0, ""
+    if par.mode == "sync/allreduce":
+        return 1, "DDP's bucket copy"
+    if par.mode == "sync/parameter_server":
+        return 2, "the parameter server's flat sum and inbox on rank 0"
+    if par.mode == "async":
+        if par.max_staleness is not None:
+            return 3, "rank 0's inbox, outgoing weights and own gradient kept aside at the bound"
+        return 2, "rank 0's inbox and outgoing weights"
+    return 0, ""

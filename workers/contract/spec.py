@@ -154,6 +154,14 @@ class Parallelism(Strict):
     sync_every: StrictInt | None = Field(
         None, ge=1, le=1_000_000, description="local_sgd only: steps between parameter averages"
     )
+    max_staleness: StrictInt | None = Field(
+        None,
+        ge=1,
+        le=1_000_000,
+        description="async only: most updates the server may apply between handing a rank its "
+        "weights and applying that rank's gradient; at the bound the server waits for that "
+        "rank (a fast rank then waits too). None: no bound, a slow rank never holds others back",
+    )
     rendezvous_timeout_s: Number = Field(
         60.0,
         ge=5,
@@ -195,6 +203,10 @@ class Parallelism(Strict):
         if self.sync_every is not None and self.update is not Update.local_sgd:
             raise ValueError(
                 f"sync_every applies to update local_sgd only (update is {self.update})"
+            )
+        if self.max_staleness is not None and self.update is not Update.async_:
+            raise ValueError(
+                f"max_staleness applies to update async only (update is {self.update})"
             )
         if self.update is Update.local_sgd and self.sync_every is None:
             raise ValueError("update local_sgd needs sync_every (steps between averages, >= 1)")

@@ -12,6 +12,8 @@ import torch
 #: a tensor (read back at flush), a number, or a callable evaluated after the flush's one sync
 Value = torch.Tensor | float | Callable[[], float]
 Row = tuple[int, dict[str, float]]
+#: counts that add up when two rows of one step merge (the others: the later row's)
+SUMMED = frozenset({"bytes_sent", "bytes_received"})
 
 
 class MetricBuffer:
@@ -22,7 +24,17 @@ class MetricBuffer:
         self._rows: list[tuple[int, dict[str, Value]]] = []
 
     def add(self, step: int, values: dict[str, Value]) -> None:
-        """Hold one step's values (tensors stay where they are)."""
+        """Hold one step's values (tensors stay where they are).
+
+        A second row for the held last step (an async worker that stepped twice in one of
+        rank 0's steps) replaces it, its counts (SUMMED) added to the first's.
+        """
+        if self._rows and self._rows[-1][0] == step:
+            held = self._rows[-1][1]
+            for name in SUMMED.intersection(held, values):
+                values[name] = _sum(held[name], values[name])
+            self._rows[-1] = (step, values)
+            return
         self._rows.append((step, values))
 
     def __len__(self) -> int:
@@ -49,6 +61,17 @@ class MetricBuffer:
         ]
         self._publish(rows)
         return rows
+
+
+def _sum(first: Value, second: Value) -> Value:
+    """Two counts added, read when the row is flushed."""
+    return lambda: _now(first) + _now(second)
+
+
+def _now(value: Value) -> float:
+    if isinstance(value, torch.Tensor):
+        return float(value.item())
+    return float(value() if callable(value) else value)
 
 
 def _scalar(value: torch.Tensor) -> torch.Tensor:

@@ -14,7 +14,7 @@ from workers.contract.spec import JobSpec, Strategy
 from workers.rank.engine.distributed import ParallelContext
 from workers.rank.engine.optim import grads_of, has_mixed_kinds, total_norm
 from workers.rank.engine.pipeline import Batch, PipelineRunner
-from workers.rank.engine.updates import UpdateRunner
+from workers.rank.engine.updates import AllreduceTraffic, UpdateRunner
 
 Autocast = Callable[[], contextlib.AbstractContextManager[None]]
 
@@ -57,12 +57,18 @@ class DataParallelRunner:
         #: a CPU rank's batches are where they will be used (`.to` parses its arguments anyway)
         self.to_device = ctx.device.type != "cpu"
         self.wrapped: nn.Module = self.model
+        #: DDP's all-reduce bytes, counted by its communication hook
+        self.traffic: AllreduceTraffic | None = None
         if ctx.world_size > 1 and replicate:  # else updates.py exchanges the gradients
-            self.wrapped = DistributedDataParallel(
+            ddp = DistributedDataParallel(
                 self.model,
                 device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None,
                 bucket_cap_mb=bucket_cap_mb,
             )
+            traffic = self.traffic = AllreduceTraffic()
+            # unannotated: DDP refuses a hook whose annotations are strings (postponed here)
+            ddp.register_comm_hook(None, lambda group, bucket: traffic.hook(group, bucket))
+            self.wrapped = ddp
 
     def forward_backward(self, batches: list[Batch]) -> torch.Tensor:
         """Mean loss over the micro-batches; gradients hold their mean over every rank.

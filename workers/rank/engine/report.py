@@ -38,13 +38,22 @@ def steps_between_reports(step_seconds: float) -> int:
 
 
 def agree(
-    ctx: ParallelContext, rows: list[Row], *, has_loss: bool, stop: bool, time_due: bool
+    ctx: ParallelContext,
+    rows: list[Row],
+    *,
+    has_loss: bool,
+    stop: bool,
+    time_due: bool,
+    paced: bool = True,
 ) -> Votes:
-    """One collective over the gang: NaN seen, the loss to print, stop and time votes, pace."""
+    """One collective over the gang: NaN seen, the loss to print, stop and time votes, pace.
+
+    `paced`: this rank's step time sets the pace (not an async worker's: rank 0's steps do).
+    """
     bad = next((s for s, r in rows if not all(map(math.isfinite, r.values()))), None)
     designated = has_loss and ctx.dp_rank == 0 and bool(rows)
     loss = rows[-1][1].get("loss", -math.inf) if designated else -math.inf
-    step_time = max((r["step_time"] for _, r in rows), default=0.0)
+    step_time = max((r["step_time"] for _, r in rows), default=0.0) if paced else 0.0
     any_bad, earliest, loss, stop_vote, time_vote, step_time = ctx.max_all(
         float(bad is not None),
         _NO_STEP - bad if bad is not None else 0.0,

@@ -72,7 +72,9 @@ class Trainer:
             weight_decay=hp["weight_decay"],
         )
         self.total_steps = int(hp["steps"])
-        self.step = 0
+        #: the job's step (rank 0's under async), and the steps this rank took (its data): the
+        #: same but for an async worker, which steps at its own pace
+        self.step = self.own_step = 0
         #: batches skipped by rollbacks before `step`, and steps whose batch will be skipped
         self.data_offset, self.skip_at = 0, set[int]()
         self.lr_scale, self.rollbacks = 1.0, 0
@@ -117,17 +119,17 @@ class Trainer:
                 )
             )
         progress = checkpoint.load(path, model=self.model, optimizer=self.optimizer)
-        self.step = int(progress["step"])
+        self.step = self.own_step = int(progress["step"])
         self.data_offset = int(progress.get("data_offset", 0))
         self.lr_scale = progress.get("lr_scale", 1.0)
         self.rollbacks = max(self.rollbacks, int(progress.get("rollbacks", 0)))
         self.skip_at = {s for s in self.skip_at if s >= self.step}
 
-    def train_step(self) -> None:
-        """One optimizer step over `accum` micro-batches."""
+    def train_step(self, *, meeting: bool = False) -> None:
+        """One optimizer step over `accum` micro-batches (`meeting`: a report follows it)."""
         hp = self.spec.hyperparameters
         start = self.clock.mark()
-        if self.step in self.skip_at:
+        if self.own_step in self.skip_at:
             self.data_offset += 1  # a rollback skips the batch that produced a NaN
         schedule = self.spec.lr_schedule
         lr = self.lr_scale * lr_at(
@@ -135,14 +137,17 @@ class Trainer:
         )
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        first = (self.step + self.data_offset) * self.accum
+        first = (self.own_step + self.data_offset) * self.accum
         batches = [self.batches.batch(first + i) for i in range(self.accum)]
         fetched = self.clock.mark()
         loss = self.runner.forward_backward(batches)
         computed = self.clock.mark()
-        # the update mode's exchange (nothing for DDP and pipelines) wraps the optimizer step
-        grad_norm, traffic = updates.update(self.runner, self._step_optimizer, step=self.step + 1)
-        self.step += 1
+        # the update mode's exchange (nothing for pipelines) wraps the optimizer step
+        grad_norm, traffic = updates.update(
+            self.runner, self._step_optimizer, step=self.step + 1, meeting=meeting
+        )
+        self.own_step += 1
+        self.step = updates.next_step(self.runner, self.step)  # async worker: rank 0's
         done = self.clock.mark()
         step_time = self.clock.between(start, done)
         rate = _per_second(self.global_batch, step_time)
@@ -161,7 +166,7 @@ class Trainer:
         if self.task.tokens_per_sample:
             tokens = self.global_batch * self.task.tokens_per_sample
             row["tokens_per_s"] = _per_second(tokens, step_time)
-        self.metrics.add(self.step, row)
+        self.metrics.add(self.step, row)  # an async worker's second row of a step merges
 
     def _step_optimizer(self) -> torch.Tensor:
         scaler, clip = self.precision.scaler, self.spec.grad_clip
@@ -186,14 +191,21 @@ class Trainer:
         last_saved_at, last_path = time.monotonic(), None
         stopped, began, began_cpu = False, time.perf_counter(), time.process_time()
         while self.step < self.total_steps:
-            self.train_step()
-            due = every is not None and self.step % every == 0
-            if not (due or self.step == self.total_steps or len(self.metrics) >= self.report_every):
+            ahead = self.step + 1
+            wanted = (
+                (every is not None and ahead % every == 0)
+                or ahead == self.total_steps
+                or len(self.metrics) + 1 >= self.report_every
+            )
+            self.train_step(meeting=wanted)
+            if not updates.meeting(self.runner, wanted):  # an async worker's: rank 0's call
                 continue
             # every rank reaches this at the same step: the stop and time votes ride on the
             # report's one collective, and a NaN is found before any checkpoint saves it
             time_due = minutes is not None and time.monotonic() - last_saved_at >= minutes * 60
-            updates.meet(self.runner, self._step_optimizer)  # async: no rank waits on rank 0
+            # async: the ranks catch up with rank 0 and take its step
+            self.step = updates.meet(self.runner, self._step_optimizer, step=self.step)
+            due = every is not None and self.step % every == 0
             healthy, stopped, time_due = self._report(sdk.should_stop(), time_due)
             if not healthy:
                 if stopped:
@@ -255,7 +267,14 @@ class Trainer:
         Returns (healthy, stop, time_due); not healthy means it rolled back.
         """
         rows = self.metrics.flush(peak_mem=peak_memory_bytes(self.ctx.device))
-        votes = agree(self.ctx, rows, has_loss=self.runner.has_loss, stop=stop, time_due=time_due)
+        votes = agree(
+            self.ctx,
+            rows,
+            has_loss=self.runner.has_loss,
+            stop=stop,
+            time_due=time_due,
+            paced=updates.leads(self.runner),
+        )
         self.report_every = votes.report_every
         if votes.bad_step is not None:
             self._on_nonfinite(votes.bad_step)

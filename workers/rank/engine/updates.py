@@ -8,14 +8,19 @@ own, and exchange here, after the backward:
   their flat gradient point to point to rank 0, which averages the N gradients, runs the
   optimizer step (clipping, the one optimizer state) and sends the flat weights back to each.
   Same arithmetic as DDP, so the same weights as the 1-process reference.
-- `async`: rank 0 holds the weights and is also a worker. After each of its own steps it
-  applies every gradient that has arrived (a worker raises its counter in the rendezvous
-  store, then sends), one optimizer step per gradient, and sends that worker the new
-  weights; the update's staleness is the number of updates applied since the worker got
-  the weights it computed on. No rank runs ahead of rank 0 by more than a step (rank 0
-  serves between its own steps). Before every report the gang meets: rank 0 applies every
-  outstanding gradient and broadcasts its weights, so the report's collective never waits on
-  a rank that is waiting on rank 0, and replicas are identical at reports and checkpoints.
+- `async`: rank 0 holds the weights and is also a worker. Ranks take as many steps as their
+  speed allows: the job's step is rank 0's, a worker steps again as soon as rank 0 has
+  answered its gradient. After each of its own steps rank 0 applies every gradient that has
+  arrived (a worker raises its counter in the rendezvous store, then sends), one optimizer
+  step per gradient, and sends that worker the new weights with a flag: go on, or meet. An
+  update's staleness is the number of updates applied since the worker got the weights it
+  computed on; `max_staleness` bounds it (rank 0 then waits for the oldest worker's gradient
+  before applying anything else). Reports and checkpoints are rank 0's decision: the
+  replies of a step that ends in one say "meet" (and every reply carries rank 0's step),
+  rank 0 applies each worker's next gradient and broadcasts its weights, and every rank
+  takes part in the report at that step, so
+  a slow worker costs the others at most one of its steps per report, and replicas are
+  identical at reports and checkpoints.
 - `local_sgd`: each replica steps on its own gradient; every `sync_every` steps the replicas'
   parameters are averaged (one all-reduce of the flat parameters).
 
@@ -35,6 +40,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 from workers.contract.spec import Parallelism
 from workers.rank.engine.distributed import ParallelContext
@@ -46,6 +52,9 @@ from workers.rank.engine.pipeline import Batch
 GRAD_TAG, WEIGHT_TAG = 11, 12
 #: the store counter a rank raises when its gradient is on its way to rank 0 (async)
 READY_KEY = "trainboard/async-ready/{rank}"
+#: an async reply's header (int64: rank 0's step, then go on or meet) travels before it
+HEADER_TAG = 13
+GO_ON, MEET = 0, 1
 
 
 @dataclass
@@ -107,6 +116,17 @@ class UpdateRunner:
         #: updates applied to rank 0's weights, and the count each worker's weights stem from
         self.version = 0
         self.based_on = dict.fromkeys(self.workers, 0)
+        # a round of every rank's gradient needs world_size - 1 (docs/jobspec.md)
+        self.max_staleness = (
+            None if par.max_staleness is None else max(par.max_staleness, ctx.world_size - 1)
+        )
+        #: async: rank 0's step ends in a meeting, and the workers its replies have told so
+        self.closing = False
+        self.told: set[int] = set()
+        #: async: the job's step being completed (rank 0's; a worker's from the last reply),
+        #: and (a worker) whether that reply asked it to meet
+        self.job_step = 0
+        self.meeting_asked = False
         self._store: dist.Store | None = None
 
     def forward_backward(self, batches: list[Batch]) -> torch.Tensor:
@@ -118,12 +138,13 @@ class UpdateRunner:
         return self.local.grad_norm()
 
     def update(
-        self, optimizer_step: Callable[[], torch.Tensor], *, step: int
+        self, optimizer_step: Callable[[], torch.Tensor], *, step: int, meeting: bool = False
     ) -> tuple[torch.Tensor, dict[str, Value]]:
         """Apply this step's gradients as the mode says; the gradient norm and traffic metrics.
 
         `optimizer_step` unscales, clips, steps and zeroes the gradients (the Trainer's own);
-        `step` is the 1-based step being completed.
+        `step` is the 1-based step being completed; `meeting`: this rank's step ends in a
+        report (async: rank 0's decides, and its replies tell the workers).
         """
         self.exchange = Exchange()
         self.updates += 1
@@ -132,7 +153,11 @@ class UpdateRunner:
         elif self.mode == "sync/parameter_server":
             norm = self._sync_server(optimizer_step) if self.server else self._worker()
         elif self.mode == "async":
-            norm = self._async_server(optimizer_step) if self.server else self._worker(True)
+            if self.server:
+                self.closing, self.job_step = meeting, step
+                norm = self._async_server(optimizer_step)
+            else:
+                norm = self._worker(async_=True)
         else:
             norm = optimizer_step()
             if step % self.sync_every == 0:
@@ -156,18 +181,64 @@ class UpdateRunner:
         return norm
 
     def _async_server(self, optimizer_step: Callable[[], torch.Tensor]) -> torch.Tensor:
-        norm = optimizer_step()  # its own gradient, computed on the current weights
+        if self._most_urgent() is not None:  # a worker at the staleness bound goes first
+            own = self._flat_grads()
+            self._make_room(optimizer_step)
+            self._set_grads(own)
+        norm = optimizer_step()  # its own gradient
         self.version += 1
+        if self.closing:  # the meeting serves each worker once, with the flag to meet
+            return norm
         waiting = [w for w in self.workers if self._ready(w) > self.served[w]]
         self.exchange.queued += len(waiting)
         for worker in waiting:
-            self._apply_from(worker, optimizer_step)
+            self._apply_from(worker, optimizer_step, only_waiting=True)
         return norm
 
-    def _apply_from(self, worker: int, optimizer_step: Callable[[], torch.Tensor]) -> None:
+    def _most_urgent(self, besides: int | None = None) -> int | None:
+        """The worker to serve before one more update, or None: the bound allows it.
+
+        Earliest deadline first: the untold workers sorted by the version they hold; the
+        i-th of them can be served i updates from now at the soonest, so one more update is
+        allowed only while each has more than i updates of slack left under the bound.
+        """
+        if self.max_staleness is None:
+            return None
+        pending = sorted(
+            (self.based_on[w], w) for w in self.workers if w not in self.told and w != besides
+        )
+        for i, (based_on, _) in enumerate(pending):
+            if self.max_staleness - (self.version - based_on) <= i:
+                return pending[0][1]
+        return None
+
+    def _make_room(
+        self, optimizer_step: Callable[[], torch.Tensor], besides: int | None = None
+    ) -> None:
+        """Serve the oldest workers (waiting for their gradients) until one more update fits."""
+        while (worker := self._most_urgent(besides)) is not None:
+            self._apply_from(worker, optimizer_step)
+
+    def _apply_from(
+        self,
+        worker: int,
+        optimizer_step: Callable[[], torch.Tensor],
+        *,
+        only_waiting: bool = False,
+    ) -> None:
+        """Receive `worker`'s gradient (waiting for it if need be), apply it, send the weights."""
+        if only_waiting and self._ready(worker) <= self.served[worker]:
+            return  # the bound had rank 0 serve it already
+        # room first: nothing may be applied between this worker's recv and its update, so
+        # its staleness is what the bound allowed when it was served
+        served = self.served[worker]
+        self._make_room(optimizer_step, besides=worker)
+        if self.served[worker] != served:
+            return  # the room made served this very worker (its next gradient may not come)
         grads = self._empty(self.nbytes // self.params[0].element_size())
         dist.recv(grads, src=worker, tag=GRAD_TAG)
         self.exchange.received += _nbytes(grads)
+        self.served[worker] += 1
         self._set_grads(grads)
         optimizer_step()
         staleness = self.version - self.based_on[worker]
@@ -175,29 +246,42 @@ class UpdateRunner:
         ex = self.exchange
         ex.applied, ex.staleness_sum = ex.applied + 1, ex.staleness_sum + staleness
         ex.staleness_max = max(ex.staleness_max, staleness)
-        self.served[worker] += 1
         self.based_on[worker] = self.version
-        self._send_weights([worker])
+        if self.closing:
+            self.told.add(worker)
+        self._send_weights([worker], flag=MEET if self.closing else GO_ON)
 
-    def _worker(self, signal: bool = False) -> torch.Tensor:
+    def _worker(self, *, async_: bool = False) -> torch.Tensor:
         """Send this replica's gradient to rank 0 and take the weights it sends back."""
         grads = self._flat_grads()
         norm = self.local.grad_norm()  # this replica's own; rank 0 reports the applied one
-        if signal:
+        if async_:
             self._raise_ready()
         dist.send(grads, dst=0, tag=GRAD_TAG)
         self.exchange.sent += _nbytes(grads)
         for p in self.params:
             p.grad = None
+        if async_:
+            header = torch.empty(2, dtype=torch.int64, device=grads.device)
+            dist.recv(header, src=0, tag=HEADER_TAG)
+            self.exchange.received += _nbytes(header)
+            step, flag = header.tolist()
+            self.job_step, self.meeting_asked = int(step), flag == MEET
         weights = self._empty(grads.numel())
         dist.recv(weights, src=0, tag=WEIGHT_TAG)
         self.exchange.received += _nbytes(weights)
         self._set_weights(weights)
         return norm
 
-    def _send_weights(self, workers: list[int]) -> None:
+    def _send_weights(self, workers: list[int], flag: int | None = None) -> None:
         weights = _flatten_dense_tensors([p.detach() for p in self.params])
-        _wait([dist.isend(weights, dst=w, tag=WEIGHT_TAG) for w in workers])
+        works = []
+        if flag is not None:  # async: the step and go-on-or-meet first
+            header = torch.tensor([self.job_step, flag], dtype=torch.int64, device=weights.device)
+            works += [dist.isend(header, dst=w, tag=HEADER_TAG) for w in workers]
+            self.exchange.sent += len(workers) * _nbytes(header)
+        works += [dist.isend(weights, dst=w, tag=WEIGHT_TAG) for w in workers]
+        _wait(works)
         self.exchange.sent += len(workers) * _nbytes(weights)
 
     def _ready(self, worker: int) -> int:
@@ -214,15 +298,24 @@ class UpdateRunner:
 
     # -- meeting points: reports and checkpoints ------------------------------------------
 
-    def meet(self, optimizer_step: Callable[[], torch.Tensor]) -> None:
-        """Before a report (async): rank 0 applies every outstanding gradient, then broadcasts
-        its weights, so no rank waits in the report's collective for rank 0's reply."""
+    def meeting(self, wanted: bool) -> bool:
+        """Whether this rank's step ends in a report: its own rule (`wanted`), but an async
+        worker's is rank 0's, told in the reply."""
+        if self.mode != "async" or self.ctx.world_size == 1 or self.server:
+            return wanted
+        return self.meeting_asked
+
+    def meet(self, optimizer_step: Callable[[], torch.Tensor], *, step: int) -> int:
+        """Before a report (async): rank 0 applies each worker's next gradient, answering
+        "meet", then broadcasts its weights and step; every rank returns the job's step."""
         if self.mode != "async" or self.ctx.world_size == 1:
-            return
+            return step
         if self.server:
+            self.closing = True
             for worker in self.workers:
-                while self.served[worker] < self.updates:
+                if worker not in self.told:
                     self._apply_from(worker, optimizer_step)
+            self.closing, self.told = False, set()
             self.based_on = dict.fromkeys(self.workers, self.version)
         weights = _flatten_dense_tensors([p.detach() for p in self.params])
         dist.broadcast(weights, src=0)
@@ -231,6 +324,8 @@ class UpdateRunner:
         else:
             self.exchange.received += _nbytes(weights)
             self._set_weights(weights)
+            self.meeting_asked = False
+        return self.job_step  # a worker's from the reply that asked it to meet
 
     def settle(self, optimizer: torch.optim.Optimizer, *, step: int) -> None:
         """Before a checkpoint: every replica holds the same weights and optimizer state.
@@ -337,21 +432,76 @@ def _broadcast_json(value: list[list[object]], ctx: ParallelContext) -> list[lis
 
 
 def update(
-    runner: object, optimizer_step: Callable[[], torch.Tensor], *, step: int
+    runner: object, optimizer_step: Callable[[], torch.Tensor], *, step: int, meeting: bool
 ) -> tuple[torch.Tensor, dict[str, Value]]:
     """The optimizer step of `step` under the runner's update mode, and its traffic metrics."""
     if isinstance(runner, UpdateRunner):
-        return runner.update(optimizer_step, step=step)
+        return runner.update(optimizer_step, step=step, meeting=meeting)
+    traffic = getattr(runner, "traffic", None)
+    if isinstance(traffic, AllreduceTraffic):
+        return optimizer_step(), traffic.take().row(server=False)
     return optimizer_step(), {}
 
 
-def meet(runner: object, optimizer_step: Callable[[], torch.Tensor]) -> None:
-    """Before a report's collective: async ranks catch up with rank 0."""
+def next_step(runner: object, step: int) -> int:
+    """The job's step after this rank's step: one more, but an async worker's is rank 0's."""
+    if isinstance(runner, UpdateRunner) and not leads(runner):
+        return runner.job_step
+    return step + 1
+
+
+def leads(runner: object) -> bool:
+    """Whether this rank's steps are the job's steps (all but an async worker's)."""
+    return not (
+        isinstance(runner, UpdateRunner)
+        and runner.mode == "async"
+        and runner.ctx.world_size > 1
+        and not runner.server
+    )
+
+
+def meeting(runner: object, wanted: bool) -> bool:
+    """Whether this rank's step ends in a report: `wanted` (its own rule) but for async
+    workers, whom rank 0 tells."""
     if isinstance(runner, UpdateRunner):
-        runner.meet(optimizer_step)
+        return runner.meeting(wanted)
+    return wanted
+
+
+def meet(runner: object, optimizer_step: Callable[[], torch.Tensor], *, step: int) -> int:
+    """Before a report's collective: async ranks catch up with rank 0; the job's step."""
+    if isinstance(runner, UpdateRunner):
+        return runner.meet(optimizer_step, step=step)
+    return step
 
 
 def settle(runner: object, optimizer: torch.optim.Optimizer, *, step: int) -> None:
     """Before a checkpoint: replicas agree on weights and optimizer state."""
     if isinstance(runner, UpdateRunner):
         runner.settle(optimizer, step=step)
+
+
+class AllreduceTraffic:
+    """DDP's bytes: a communication hook counts each bucket handed to the all-reduce.
+
+    The hook is `allreduce_hook`'s arithmetic (divide by the world size, sum), which DDP
+    documents as giving the results of no hook; it runs once per bucket per step, in the
+    backward. Counted: the bucket's payload, as for local SGD's all-reduce (a ring moves
+    about 2(N-1)/N of it each way on the wire).
+    """
+
+    def __init__(self) -> None:
+        self.bytes = 0
+
+    def hook(
+        self, group: dist.ProcessGroup | None, bucket: dist.GradBucket
+    ) -> torch.futures.Future[torch.Tensor]:
+        """DDP's communication hook: count the bucket, then average it over the group."""
+        buffer = bucket.buffer()
+        self.bytes += _nbytes(buffer)
+        return default_hooks.allreduce_hook(group, bucket)  # type: ignore[arg-type]
+
+    def take(self) -> Exchange:
+        """This step's bytes (since the last take), as an Exchange row."""
+        moved, self.bytes = self.bytes, 0
+        return Exchange(sent=moved, received=moved)
