@@ -38,7 +38,7 @@ from backend.openapi import install as install_openapi
 from backend.provenance import router as provenance_router
 from backend.runtable import router as runs_router
 from backend.scheduler.inputs import SharingSettings
-from backend.scheduler.loop import Scheduler
+from backend.scheduler.loop import IDLE_SECONDS, Scheduler
 from backend.security import install as install_security
 from backend.security.exposure import warn_if_exposed
 from backend.security.methods import MethodGuard, templates_of
@@ -151,6 +151,8 @@ def _start_loops(
             client=client,
             executor=make_executor(settings, client),
             interval=settings.scheduler_interval,
+            # a node's silence is judged between passes: idle ones stay well inside its lease
+            idle_interval=min(IDLE_SECONDS, settings.heartbeat_timeout / 4),
             sharing=SharingSettings(
                 min_run_seconds=settings.min_run_seconds,
                 half_life_hours=settings.fair_share_half_life_hours,

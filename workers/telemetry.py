@@ -28,7 +28,9 @@ log = logging.getLogger(__name__)
 LOSSY_STREAMS = frozenset({DEVICES_STREAM, LOGS_STREAM})
 #: seconds between flushes (sooner when a batch fills): the longest an item waits here.
 #: short enough for live charts, long enough to batch: the latency it gives and the XADDs it
-#: costs are in docs/benchmarks.md, "Live delivery"
+#: costs are in docs/benchmarks.md, "Live delivery". A publisher whose last flush found
+#: nothing sleeps until an item comes and writes that one at once (an idle worker's
+#: publishers cost no wake-ups: docs/benchmarks.md, "An idle trainboard up")
 FLUSH_INTERVAL = 0.02
 
 
@@ -62,6 +64,7 @@ class StreamPublisher:
         self._pending_drops = 0
         self._lock = threading.Lock()
         self._wake = threading.Event()
+        self._idle = False  # the thread sleeps until add_many wakes it (lock held to change)
         self._closing = threading.Event()
         self._redis = redis.Redis.from_url(
             redis_url, socket_timeout=2.0, socket_connect_timeout=1.0
@@ -80,8 +83,9 @@ class StreamPublisher:
                 if len(self._buffer) >= self._max_buffer:
                     self._over_bound()
                 self._buffer.append(item)
-            full = len(self._buffer) >= self._batch_size
-        if full:
+            wake = self._idle or len(self._buffer) >= self._batch_size
+            self._idle = False
+        if wake:
             self._wake.set()
 
     def close(self, timeout: float = 5.0) -> None:
@@ -112,19 +116,27 @@ class StreamPublisher:
 
     def _run(self) -> None:
         retry_delay = self._flush_interval
+        idle = False
         while True:
-            self._wake.wait(self._flush_interval)
+            self._wake.wait(None if idle else self._flush_interval)
             self._wake.clear()
             closing = self._closing.is_set()
             try:
+                flushed = False
                 while self._flush_one():
-                    pass
+                    flushed = True
                 retry_delay = self._flush_interval
+                if not flushed:  # nothing came for a whole interval: sleep until something does
+                    with self._lock:
+                        idle = self._idle = not self._buffer and not self._pending
+                else:
+                    idle = False
             except redis.RedisError as err:
                 if closing:
                     log.warning("%s: %d items not delivered: %s", self.stream, self.backlog, err)
                     return
                 log.debug("%s: Redis unreachable (%s); buffering", self.stream, err)
+                idle = False  # items wait: try again after the delay, woken or not
                 retry_delay = min(retry_delay * 2, 1.0)
                 self._closing.wait(retry_delay)
                 continue

@@ -20,7 +20,7 @@ from backend.jobs.preempt import apply_preemptions
 from backend.jobs.run_states import (
     AttemptState,
 )
-from backend.jobs.states import JobState, transition
+from backend.jobs.states import STOPPED, JobState, transition
 from backend.placement.policy import Placement, QueuedJob, queue_order
 from backend.scheduler.inputs import (
     SharingSettings,
@@ -44,6 +44,14 @@ from workers.contract.spec import JobSpec
 
 log = logging.getLogger(__name__)
 
+#: the longest a scheduler with nothing to do (nothing queued or in flight) waits for a
+#: wake-up before its next pass; everything that can give it work wakes it at once
+#: (backend.signals.wake_scheduler: a submission, an attempt's end, a node's registration or
+#: change), so this only bounds how late it sees time-based news (a silent node's lease)
+IDLE_SECONDS = 2.0
+#: job states in which a job can still give the scheduler work
+IN_FLIGHT = tuple(sorted(s.value for s in JobState if s not in STOPPED))
+
 
 class Scheduler:
     """Runs scheduling passes while it holds the leader lock; `executor` runs what it places."""
@@ -56,6 +64,7 @@ class Scheduler:
         executor: Executor,
         interval: float,
         sharing: SharingSettings | None = None,
+        idle_interval: float = IDLE_SECONDS,
     ) -> None:
         self.db = db
         self.executor = executor
@@ -64,7 +73,11 @@ class Scheduler:
         self._preempting: list[int] = []  # attempts to ask to stop once this pass commits
         self.client = client
         self.interval = interval
-        self.leader = LeaderLock(client, ttl=max(5.0, interval * 10))
+        ttl = max(5.0, interval * 10)
+        #: passes this far apart while idle; within the leader lock's TTL, renewed each pass
+        self.idle_interval = max(interval, min(idle_interval, ttl / 2))
+        self._idle = False  # the last pass found nothing queued, in flight or changed
+        self.leader = LeaderLock(client, ttl=ttl)
         self.keys = keys_of(client)
 
     def run(self, stop: threading.Event) -> None:
@@ -73,9 +86,17 @@ class Scheduler:
         self.leader.release()
 
     def _pass_or_wait(self) -> None:
-        if self.leader.hold():
+        leader = self.leader.hold()
+        if leader:
             self.tick()
-        self.client.blpop([self.keys.name(SCHEDULER_WAKE_KEY)], timeout=self.interval)
+        wait = self.wait_seconds if leader else self.interval
+        self.client.blpop([self.keys.name(SCHEDULER_WAKE_KEY)], timeout=wait)
+
+    @property
+    def wait_seconds(self) -> float:
+        """How long the leader waits for a wake-up after its last pass: `idle_interval` when
+        that pass found nothing queued, in flight or changed, else `interval`."""
+        return self.idle_interval if self._idle else self.interval
 
     def tick(self) -> list[Placement]:
         """One pass: what the executor saw end, restarts due, stop requests, new placements."""
@@ -85,12 +106,19 @@ class Scheduler:
             settle(session)  # ended attempts' device-seconds (backend.usage)
             self._preempting = []
             placements, orders, waiting = self._place(session)
+            self._idle = not (changed or placements or waiting) and not self._in_flight(session)
             session.commit()
         # after the commit: a victim's end report must find why it stopped
         self.executor.stop(self._preempting, StopRequest.preempt)
         self.executor.start(orders)
         announce_jobs(self.client, changed | waiting | {p.job_id for p in placements})
         return placements
+
+    @staticmethod
+    def _in_flight(session: Session) -> bool:
+        """Whether any job is queued, placed, running or stopping (or waits to restart)."""
+        found = session.scalars(select(Job.id).where(Job.state.in_(IN_FLIGHT)).limit(1)).first()
+        return found is not None
 
     def _reassert_stops(self, session: Session) -> None:
         """Redis may have lost a stop request; the database still knows it."""

@@ -19,11 +19,12 @@ from typing import Any
 
 import httpcore
 import httpx
-from sqlalchemy import select
+from sqlalchemy import bindparam, exists, func, select
 from sqlalchemy.orm import Session
 
 from backend.background import every
-from backend.db import Database, utcnow
+from backend.db import Database, UtcDateTime, utcnow
+from backend.jobs.models import JobEvent
 from backend.webhooks.destination import AllowList, DestinationRefused, checked_addresses
 from backend.webhooks.models import Webhook, WebhookDelivery
 from backend.webhooks.service import enqueue_new_events
@@ -189,6 +190,18 @@ def deliver_due(session: Session, poster: Callable[[], Poster]) -> int:
     return len(due)
 
 
+#: what a pass could find to do, in one query: the newest job event and whether a pending
+#: delivery is due; built once (building the pass's ORM statements costs more than running
+#: them, every second, on an idle control plane: docs/benchmarks.md, "An idle trainboard up")
+NEWS = select(
+    select(func.max(JobEvent.id)).scalar_subquery(),
+    exists().where(
+        WebhookDelivery.state == "pending",
+        WebhookDelivery.next_at <= bindparam("now", type_=UtcDateTime()),
+    ),
+)
+
+
 def run_webhooks(*, db: Database, stop: threading.Event, allow: AllowList) -> None:
     """Queue deliveries for new job events and send due ones, every second, until stop."""
     # made at the first delivery: building its TLS context costs ~25 ms of CPU at every
@@ -200,9 +213,17 @@ def run_webhooks(*, db: Database, stop: threading.Event, allow: AllowList) -> No
             posters.append(Poster(allow))
         return posters[0]
 
+    seen: list[int | None] = []  # the newest job event the last full pass looked past
+
     def step() -> None:
         with db.session() as session:
+            news = session.execute(NEWS, {"now": utcnow()}).one()
+        newest, due = news[0], bool(news[1])
+        if seen == [newest] and not due:
+            return  # no new event, no delivery due: nothing to queue or send
+        with db.session() as session:
             enqueue_new_events(session)
+        seen[:] = [newest]
         with db.session() as session:
             deliver_due(session, poster)
 

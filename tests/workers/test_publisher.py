@@ -97,3 +97,26 @@ def test_add_many_queues_under_one_lock_and_arrives_in_order(redis_url: str) -> 
     assert [item["i"] for b in batches(redis_url, "tb:test") for item in b.items] == list(
         range(701)
     )
+
+
+class CountingPublisher(StreamPublisher):
+    """Counts the flush attempts of its thread: each is one wake-up."""
+
+    flushes = 0
+
+    def _flush_one(self) -> bool:
+        self.flushes += 1
+        return super()._flush_one()
+
+
+def test_an_idle_publisher_sleeps_until_an_item_comes_and_writes_it_at_once(
+    redis_url: str,
+) -> None:
+    publisher = CountingPublisher(redis_url, "tb:test", "producer-f", flush_interval=0.01)
+    time.sleep(0.3)  # 30 intervals: a publisher on a timer would have woken ~30 times
+    assert publisher.flushes <= 2  # the first interval finds nothing, then it sleeps
+    publisher.add({"x": 1})  # wakes it: the item is written without waiting for a timer
+    wait_for(lambda: read_items(redis_url, "tb:test"), timeout=5.0, what="the woken flush")
+    publisher.add_many({"x": i} for i in range(2, 5))
+    publisher.close()
+    assert [item["x"] for b in batches(redis_url, "tb:test") for item in b.items] == [1, 2, 3, 4]

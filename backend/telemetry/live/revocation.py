@@ -33,10 +33,13 @@ class SessionWatch:
     def __init__(self, db: Database, tick: float = TICK) -> None:
         self.db, self.tick = db, tick
         self.held: dict[int, set[Closer]] = defaultdict(set)
+        #: set once a connection is watched: with none open the loop sleeps instead of ticking
+        self._watching = asyncio.Event()
 
     def add(self, token_id: int, closer: Closer) -> None:
         """Watch a connection authenticated by token_id; closer ends it."""
         self.held[token_id].add(closer)
+        self._watching.set()
 
     def discard(self, token_id: int, closer: Closer) -> None:
         """Stop watching a connection (it ended)."""
@@ -49,6 +52,9 @@ class SessionWatch:
     async def run(self) -> None:
         """Check every tick until cancelled; a failed check is logged and retried."""
         while True:
+            if not self.held:
+                self._watching.clear()
+                await self._watching.wait()
             await asyncio.sleep(self.tick)
             if not self.held:
                 continue
