@@ -100,18 +100,22 @@ def aligned(
         for i, value in zip(at, curve.value.tolist(), strict=True):
             column[i] = value
         columns[str(job_id)] = column
-    return {"x": xs.tolist(), "values": columns}
+    starts = {str(i): float(c.time.min()) if len(c.time) else None for i, c in curves.items()}
+    return {"x": xs.tolist(), "values": columns, "starts": starts}
 
 
 def _xs(curve: Curve, x: XAxis, usages: list[AttemptUsage]) -> np.ndarray:
     # by time, seconds since the job's own first point (to the ms): runs started apart overlay;
-    # by device-hours, what the job had used by each point (a wide run's x grows faster)
+    # by wall, the clock (to the ms): runs side by side as they ran; by device-hours, what the
+    # job had used by each point (a wide run's x grows faster)
     if x == "step":
         return curve.step
     if not len(curve.time):
         return curve.time
     if x == "device_hours":
         return np.round(np.array(device_hours_at(usages, curve.time.tolist())), 6)
+    if x == "wall":
+        return np.round(curve.time, 3)
     return np.round(curve.time - curve.time.min(), 3)
 
 
@@ -149,7 +153,9 @@ def csv_lines(
     table = aligned(views, x, usages)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")  # None is written as an empty cell
-    axis = {"step": "step", "time": "seconds", "device_hours": "device_hours"}[x]
+    axis = {"step": "step", "time": "seconds", "wall": "unix_time", "device_hours": "device_hours"}[
+        x
+    ]
     writer.writerow([axis, *(f"#{i} {n}" for i, n in jobs)])
     rows = zip(table["x"], *(table["values"][str(i)] for i, _ in jobs), strict=True)
     while chunk := list(itertools.islice(rows, 10_000)):

@@ -91,7 +91,8 @@ export function useCluster(): Cluster {
 /** The most jobs one comparison overlays (the compare route's limit). */
 export const MAX_COMPARE = 10;
 
-export type XMode = "step" | "time" | "device_hours";
+/** Compare's x axes: step, relative time (since each job's first point), the clock, device-hours. */
+export type XMode = "step" | "time" | "wall" | "device_hours";
 
 /** The server's comparison of the jobs (spec diff, summaries, downsampled aligned curves). */
 export function useComparison(

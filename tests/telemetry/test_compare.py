@@ -81,6 +81,29 @@ def test_by_time_each_job_is_aligned_from_its_own_first_point(
     curves = body["curves"]["loss"]
     assert curves["x"] == [0, 1, 2]
     assert curves["values"] == {str(a): [3.0, 2.0, 1.0], str(b): [5.0, 4.0, None]}
+    # each job's first point: where its relative time starts (the page can say when each began)
+    assert curves["starts"] == {str(a): 1_700_000_000.0, str(b): 1_700_086_400.5}
+
+
+def test_by_wall_clock_jobs_lie_side_by_side_as_they_ran(
+    api: tuple[TestClient, Database],
+) -> None:
+    client, db = api
+    (a, attempt_a), (b, attempt_b) = two_jobs(db)
+    add_curve(db, attempt_a, "loss", [3.0, 2.0, 1.0], t0=1_700_000_000.0)
+    add_curve(db, attempt_b, "loss", [5.0, 4.0], t0=1_700_000_001.5)  # started 1.5 s later
+    body = client.get(f"/api/series/compare?job={a}&job={b}&x=wall", headers=ADMIN).json()
+    curves = body["curves"]["loss"]
+    assert curves["x"] == [1_700_000_000.0, 1_700_000_001.0, 1_700_000_001.5, 1_700_000_002.0,
+                           1_700_000_002.5]  # fmt: skip
+    assert curves["values"] == {
+        str(a): [3.0, 2.0, None, 1.0, None],
+        str(b): [None, None, 5.0, None, 4.0],
+    }
+    assert curves["starts"] == {str(a): 1_700_000_000.0, str(b): 1_700_000_001.5}
+    query = f"/api/series/compare.csv?job={a}&job={b}&metric=loss&x=wall"
+    rows = list(csv.reader(io.StringIO(client.get(query, headers=ADMIN).text)))
+    assert rows[0][0] == "unix_time" and rows[3] == ["1700000001.5", "", "5.0"]
 
 
 def test_memory_time_and_loss_like_metrics_are_best_when_lowest(

@@ -10,8 +10,9 @@ from tsdownsample import LTTBDownsampler
 
 from backend.telemetry.series.cache import Raw
 
-#: step; time: wall seconds since the job's first point; device_hours: what the job had used
-XAxis = Literal["step", "time", "device_hours"]
+#: step; time: wall seconds since the job's first point; wall: the clock (unix seconds);
+#: device_hours: what the job had used
+XAxis = Literal["step", "time", "wall", "device_hours"]
 #: which end of a metric is best: its minimum, its maximum, or neither (None)
 Direction = Literal["min", "max"] | None
 #: a metric whose name contains one of these is best when lowest (compare's "best")

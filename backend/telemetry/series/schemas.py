@@ -36,11 +36,15 @@ class MetricSummary(BaseModel):
 
 
 class AlignedCurves(BaseModel):
-    """Shared x (steps, seconds since each job's first point, or the device-hours each job had
-    used by then); per job id, null: no point."""
+    """Shared x (steps, seconds since each job's first point, unix seconds, or the device-hours
+    each job had used by then); per job id, null: no point."""
 
     x: list[float]
     values: dict[str, list[float | None]]
+    starts: dict[str, float | None] = Field(
+        description="job id → unix seconds of its first point drawn (null: none): where its "
+        "relative time starts"
+    )
 
 
 class DeviceColumns(BaseModel):

@@ -3,7 +3,9 @@ import { useState } from "preact/hooks";
 import { lossMetric } from "../components/MetricCharts";
 import { ParallelCoords } from "../components/ParallelCoords";
 import { ProvenanceDiff } from "../components/Provenance";
+import type { Comparison } from "../api/types";
 import { MAX_COMPARE, useComparison, type XMode } from "../data";
+import { formatTime } from "../lib/format";
 import { runColor } from "../lib/palette";
 import { useTheme } from "../lib/theme";
 import { Link } from "../router";
@@ -15,8 +17,10 @@ import { JobsTable } from "./compare/JobsTable";
 import { SpecDiff } from "./compare/SpecDiff";
 import { SummaryTable } from "./compare/SummaryTable";
 
+// the job page's modes (step, wall time, relative time), and device-hours
 const X_MODES = [
   ["step", "step"],
+  ["wall", "wall time"],
   ["time", "relative time"],
   ["device_hours", "device-hours used"],
 ] as const;
@@ -37,6 +41,20 @@ function CsvMenu({ ids, names, x }: { ids: number[]; names: string[]; x: XMode }
         ))}
       </ul>
     </details>
+  );
+}
+
+/** When each run's first point was (the server's): where its relative time starts, and what wall time lays side by side. */
+function RunStarts({ jobs, starts }: { jobs: Comparison["jobs"]; starts: Record<string, number | null> }) {
+  return (
+    <p class="muted small" data-testid="compare-starts">
+      First points:{" "}
+      {jobs.map((job, i) => (
+        <span data-testid={`compare-start-${job.id}`}>
+          {i > 0 && " · "}#{job.id} {formatTime(starts[String(job.id)] ?? null)}
+        </span>
+      ))}
+    </p>
   );
 }
 
@@ -95,6 +113,7 @@ function JobsComparison({ ids }: { ids: number[] }) {
       >
         <CsvMenu ids={jobs.map((j) => j.id)} names={names} x={xMode} />
       </ChartTools>
+      {loadedX !== "step" && names[0] && <RunStarts jobs={jobs} starts={comparison.curves[names[0]]?.starts ?? {}} />}
       <div class="metric-charts">
         {names.map((name) => (
           <CompareChart

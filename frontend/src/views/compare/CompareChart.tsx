@@ -23,7 +23,7 @@ interface ChartProps {
   view: ChartView;
 }
 
-export const X_LABELS: Record<XMode, string> = { step: "step", time: "time since each job's start", device_hours: "device-hours" };
+export const X_LABELS: Record<XMode, string> = { step: "step", time: "time since each job's start", wall: "wall time", device_hours: "device-hours" };
 
 /** x ticks: durations for time since start, the spacing's digits for device-hours, steps as they are. */
 function xValues(xMode: XMode): uPlot.Axis.Values | undefined {
@@ -40,7 +40,7 @@ export function CompareChart({ name, jobs, curves, xMode, view }: ChartProps) {
   const values = xValues(xMode);
   const range = yRange(view);
   const options = (c: ChartColors): Omit<uPlot.Options, "width" | "height"> => ({
-    scales: { x: { time: false }, y: { ...(view.log ? { distr: 3 } : {}), ...(range ? { range } : {}) } },
+    scales: { x: { time: xMode === "wall" }, y: { ...(view.log ? { distr: 3 } : {}), ...(range ? { range } : {}) } },
     axes: [axis(c, { label: X_LABELS[xMode], ...(values ? { values } : {}) }), axis(c, metricAxis(name, name, view.log))],
     series: [{ label: X_LABELS[xMode] }, ...curveSeries(jobs.map((job) => `#${job.id} ${job.name}`), c.series, view.weight, name)],
     cursor: { sync: { key: "compare" } },
