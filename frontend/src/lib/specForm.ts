@@ -1,6 +1,7 @@
 /** The submit form's state (strings, as typed) and its conversion to a JobSpec body. */
 import type { HyperParameter, Precision, Priority, Strategy, Template } from "../api/types";
 import { formatEnv, parseEnv } from "./envVars";
+import type { Reduce, Update } from "./updateMode";
 
 /** What the job runs: one of the server's templates, or the user's own script or module. */
 export type SubmitMode = "template" | "script";
@@ -18,6 +19,12 @@ export interface SpecForm {
   devices: string;
   pipelineStages: string;
   microbatches: string;
+  /** Data strategy only: when replicas update, how a sync step's gradients meet (lib/updateMode.ts). */
+  update: Update;
+  reduce: Reduce;
+  /** local_sgd: steps between averages; async: the staleness bound (empty: none). */
+  syncEvery: string;
+  maxStaleness: string;
   precision: Precision;
   gradAccum: string;
   checkpointEvery: string;
@@ -51,6 +58,10 @@ export function initialForm(template: Template | undefined): SpecForm {
     devices: "1",
     pipelineStages: "2",
     microbatches: "4",
+    update: "sync",
+    reduce: "allreduce",
+    syncEvery: "8",
+    maxStaleness: "",
     precision: "fp32",
     gradAccum: "1",
     checkpointEvery: "",
@@ -121,6 +132,7 @@ export function toSpec(form: SpecForm, template: Template | undefined): Record<s
   const parallelism: Record<string, unknown> = { strategy: form.strategy, devices: numberOrText(form.devices) };
   if (form.strategy === "hybrid") parallelism.pipeline_stages = numberOrText(form.pipelineStages);
   if (form.strategy !== "data") parallelism.microbatches = numberOrText(form.microbatches);
+  else Object.assign(parallelism, updateFields(form));
   const tags = form.tags
     .split(/[,\s]+/)
     .map((t) => t.trim())
@@ -151,6 +163,15 @@ export function toSpec(form: SpecForm, template: Template | undefined): Record<s
   };
 }
 
+/** The update-mode fields of a data-parallel job; the defaults (sync, all-reduce) are left out. */
+function updateFields(form: SpecForm): Record<string, unknown> {
+  if (form.update === "local_sgd") return { update: "local_sgd", sync_every: numberOrText(form.syncEvery) };
+  if (form.update === "async") {
+    return form.maxStaleness.trim() === "" ? { update: "async" } : { update: "async", max_staleness: numberOrText(form.maxStaleness) };
+  }
+  return form.reduce === "parameter_server" ? { reduce: "parameter_server" } : {};
+}
+
 /** Script mode's entrypoint: whichever of script / module is filled (both or neither: the server says which to give). */
 function entrypointOf(form: SpecForm): Record<string, unknown> {
   const entrypoint: Record<string, unknown> = {};
@@ -179,6 +200,10 @@ export function formFromSpec(spec: Record<string, unknown>, base: SpecForm): Spe
     devices: text(par.devices, base.devices),
     pipelineStages: text(par.pipeline_stages, base.pipelineStages),
     microbatches: text(par.microbatches, base.microbatches),
+    update: (par.update as Update | undefined) ?? base.update,
+    reduce: (par.reduce as Reduce | undefined) ?? base.reduce,
+    syncEvery: text(par.sync_every, base.syncEvery),
+    maxStaleness: text(par.max_staleness, base.maxStaleness),
     precision: (spec.precision as Precision | undefined) ?? base.precision,
     gradAccum: text(spec.grad_accum, base.gradAccum),
     checkpointEvery: text(checkpoint.every_steps, ""),

@@ -1,8 +1,9 @@
-/** The compared jobs, one row each in their curve colour: state, progress, owner, efficiency. */
+/** The compared jobs, one row each in their curve colour: state, progress, update mode, owner, efficiency. */
 import type { Comparison } from "../../api/types";
 import { StateBadge, TableHead } from "../../components/bits";
 import { type Efficiency, formatDeviceHours, formatRate, mfuText } from "../../lib/efficiency";
 import { runColor } from "../../lib/palette";
+import { updateModeText } from "../../lib/updateMode";
 import { Link } from "../../router";
 
 function EfficiencyCells({ efficiency, jobId }: { efficiency: Efficiency | undefined; jobId: number }) {
@@ -22,7 +23,7 @@ export function JobsTable({ comparison, theme }: { comparison: Comparison; theme
     <table class="compare-jobs">
       <TableHead
         columns={[
-          "Job", "State", "Steps", "Owner", "Device-hours", "Samples/s per device", "MFU"
+          "Job", "State", "Steps", "Update mode", "Owner", "Device-hours", "Samples/s per device", "MFU"
         ]}
       />
       <tbody>
@@ -40,6 +41,7 @@ export function JobsTable({ comparison, theme }: { comparison: Comparison; theme
             <td>
               {job.step}/{job.total_steps ?? "?"}
             </td>
+            <td data-testid={`compare-update-${job.id}`}>{updateModeText(job.spec)}</td>
             <td>{job.owner}</td>
             <EfficiencyCells efficiency={comparison.efficiency[String(job.id)]} jobId={job.id} />
           </tr>

@@ -2,6 +2,7 @@
 import { FieldError } from "../../components/bits";
 import type { SpecForm } from "../../lib/specForm";
 import { WaitForCapacity } from "./EnvCapacity";
+import { MAX_STALENESS_TRADE, REDUCE_CHOICES, type Reduce, SYNC_EVERY_TRADE, UPDATE_CHOICES, type Update } from "../../lib/updateMode";
 import { NumberInput, type SetField } from "./NumberInput";
 
 interface Props {
@@ -35,8 +36,63 @@ export function ParallelismFields({ form, set, errors, fit }: Props & { fit: str
       <label for="f-micro">Microbatches</label>
       <NumberInput id="f-micro" field="microbatches" form={form} set={set} testId="submit-microbatches" disabled={form.strategy === "data"} />
       <FieldError field="parallelism.microbatches" errors={errors} />
+      {form.strategy === "data" && <UpdateModeFields form={form} set={set} errors={errors} />}
       <FieldError field="parallelism" errors={errors} />
     </fieldset>
+  );
+}
+
+/** When replicas update and how gradients meet (data strategy only), one line each on the trade. */
+function UpdateModeFields({ form, set, errors }: Props) {
+  const update = UPDATE_CHOICES.find((c) => c.value === form.update);
+  const reduce = REDUCE_CHOICES.find((c) => c.value === form.reduce);
+  return (
+    <>
+      <label for="f-update">Update</label>
+      <select id="f-update" data-testid="submit-update" value={form.update} onChange={(e) => set("update", e.currentTarget.value as Update)}>
+        {UPDATE_CHOICES.map((c) => (
+          <option value={c.value}>{c.label}</option>
+        ))}
+      </select>
+      <div class="muted small" data-testid="submit-update-trade">{update?.trade}</div>
+      <FieldError field="parallelism.update" errors={errors} />
+      {form.update === "sync" && (
+        <>
+          <label for="f-reduce">Gradients meet by</label>
+          <select id="f-reduce" data-testid="submit-reduce" value={form.reduce} onChange={(e) => set("reduce", e.currentTarget.value as Reduce)}>
+            {REDUCE_CHOICES.map((c) => (
+              <option value={c.value}>{c.label}</option>
+            ))}
+          </select>
+          <div class="muted small" data-testid="submit-reduce-trade">{reduce?.trade}</div>
+          <FieldError field="parallelism.reduce" errors={errors} />
+        </>
+      )}
+      {form.update === "local_sgd" && (
+        <>
+          <label for="f-sync-every">Average every (steps)</label>
+          <NumberInput id="f-sync-every" field="syncEvery" form={form} set={set} testId="submit-sync-every" />
+          <div class="muted small">{SYNC_EVERY_TRADE}</div>
+          <FieldError field="parallelism.sync_every" errors={errors} />
+        </>
+      )}
+      {form.update === "async" && (
+        <>
+          <label for="f-max-staleness">Max staleness (updates)</label>
+          <input
+            id="f-max-staleness"
+            type="number"
+            min="1"
+            placeholder="no bound"
+            data-testid="submit-max-staleness"
+            value={form.maxStaleness}
+            onInput={(e) => set("maxStaleness", e.currentTarget.value)}
+          />
+          <div class="muted small">{MAX_STALENESS_TRADE}</div>
+          <FieldError field="parallelism.max_staleness" errors={errors} />
+        </>
+      )}
+    </>
   );
 }
 
