@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.executors.slurm_stack import SlurmStack, slurm_stack
+from tests.job_users import open_scratch
 from tests.slurm_cluster import SlurmCluster, slurm_cluster, slurm_installed
 
 #: every module that starts Slurm: slow, and only where Slurm is installed
@@ -29,6 +30,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory, cluster: SlurmCluster) -> Iterator[SlurmStack]:
-    with slurm_stack(tmp_path_factory.mktemp("stack"), cluster) as running:
+def stack(cluster: SlurmCluster) -> Iterator[SlurmStack]:
+    # outside pytest's tmp: a concurrent pytest session makes /tmp/pytest-of-<user> 0700
+    # again, and the job user could then no longer read its run dir (seen: the rank's
+    # PermissionError on spec.json)
+    with open_scratch("tb-slurm-stack-") as scratch, slurm_stack(scratch, cluster) as running:
         yield running
