@@ -1,0 +1,266 @@
+"""Update modes side by side (#35): the same model and data in each mode, one rank slowed.
+
+    .venv/bin/python -m benchmarks.update_modes --devices 2 4 --steps 150 --slow-ms 20
+
+Each mode runs as real ranks under torchrun (gloo on CPU, NCCL on GPUs: the engine's own
+Trainer, only the metrics go to files instead of a supervisor). Per mode and rank count:
+rank 0's training-loop seconds per job step, the bytes each rank handed to the network per
+job step (measured by the engine: `bytes_sent` + `bytes_received`), the gradients applied
+per second (async ranks take different numbers of steps) and the loss of the final weights
+over the whole dataset; then each as a ratio to sync/allreduce (DDP) of the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+#: name shown → parallelism fields (beside strategy data and devices)
+MODES: dict[str, dict[str, object]] = {
+    "sync/allreduce": {},
+    "sync/parameter_server": {"reduce": "parameter_server"},
+    "async": {"update": "async"},
+    "async, max_staleness N-1": {"update": "async", "max_staleness": 0},  # 0: devices - 1
+    "local_sgd, sync_every 8": {"update": "local_sgd", "sync_every": 8},
+}
+BASELINE = "sync/allreduce"
+
+
+def spec_for(mode: dict[str, object], *, devices: int, steps: int) -> dict[str, Any]:
+    """The job: the mlp template, global batch 64 whatever the rank count."""
+    parallelism = {"strategy": "data", "devices": devices, **mode}
+    if parallelism.get("max_staleness") == 0:
+        parallelism["max_staleness"] = max(devices - 1, 1)
+    return {
+        "name": "update-modes-benchmark",
+        "template": "mlp",
+        "parallelism": parallelism,
+        "hyperparameters": {
+            "steps": steps,
+            "batch_size": 64 // devices,
+            "dataset_size": 4096,
+            "hidden": 256,
+            "layers": 4,
+            "lr": 0.003,
+            "seed": 0,
+        },
+        "lr_schedule": {"kind": "cosine", "warmup_steps": 10},
+        "checkpoint": {"every_steps": None},
+    }
+
+
+def run_mode(spec: dict[str, Any], *, slow: str, out: Path, timeout_s: float) -> dict[str, Any]:
+    """Train the spec under torchrun; what rank 0 and the others measured."""
+    out.mkdir(parents=True)
+    (out / "spec.json").write_text(json.dumps(spec))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", SLOW_RANK: slow}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            str(spec["parallelism"]["devices"]),
+            __file__,
+            "--rank-program",
+            str(out),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    if done.returncode:
+        raise RuntimeError(f"{spec['parallelism']} failed:\n{done.stderr[-3000:]}")
+    return summarize(spec, out)
+
+
+def summarize(spec: dict[str, Any], out: Path) -> dict[str, Any]:
+    import torch
+
+    from workers.contract.spec import JobSpec
+    from workers.rank.engine.templates import build_task
+
+    job = JobSpec.model_validate(spec)
+    devices, steps = job.parallelism.devices, int(job.hyperparameters["steps"])
+    loop = json.loads((out / "loop.json").read_text())
+    rows = {
+        r: [json.loads(line) for line in (out / f"rank{r}.jsonl").read_text().splitlines()]
+        for r in range(devices)
+    }
+
+    def moved(rank: int) -> float:
+        return sum(
+            row.get("bytes_sent", 0.0) + row.get("bytes_received", 0.0) for row in rows[rank]
+        )
+
+    # gradients applied: rank 0's steps, plus each worker's under async (its own pace)
+    applied = steps * (1 if job.parallelism.mode == "async" else devices)
+    applied += sum(row.get("updates_applied", 0.0) for row in rows[0])
+    task = build_task("mlp", job.hyperparameters)
+    task.model.load_state_dict(torch.load(out / "final.pt", weights_only=True))
+    with torch.no_grad():
+        loss = float(task.loss_fn(task.model(task.inputs), task.targets))
+    seconds = loop["seconds"]
+    return {
+        "devices": devices,
+        "seconds_per_step": seconds / steps,
+        "rank0_bytes_per_step": moved(0) / steps,
+        "worker_bytes_per_step": sum(moved(r) for r in range(1, devices))
+        / max(devices - 1, 1)
+        / steps,
+        "gradients_per_s": applied / seconds,
+        "final_loss": loss,
+        "staleness_max": max((row.get("staleness_max", 0.0) for row in rows[0]), default=0.0),
+    }
+
+
+def table(results: dict[int, dict[str, dict[str, Any]]]) -> str:
+    """Markdown: absolute numbers and ratios to sync/allreduce of the same rank count."""
+    lines = [
+        "| ranks | mode | s/step | ×DDP | rank 0 bytes/step | ×DDP | other ranks bytes/step "
+        "| gradients/s | ×DDP | final loss | ×DDP | max staleness |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for devices, modes in results.items():
+        base = modes[BASELINE]
+        for name, r in modes.items():
+
+            def ratio(key: str, r: dict[str, Any] = r, base: dict[str, Any] = base) -> str:
+                return f"{r[key] / base[key]:.2f}" if base[key] else "—"
+
+            lines.append(
+                f"| {devices} | {name} | {r['seconds_per_step'] * 1000:.1f} ms "
+                f"| {ratio('seconds_per_step')} | {r['rank0_bytes_per_step'] / 1e6:.2f} MB "
+                f"| {ratio('rank0_bytes_per_step')} | {r['worker_bytes_per_step'] / 1e6:.2f} MB "
+                f"| {r['gradients_per_s']:.0f} | {ratio('gradients_per_s')} "
+                f"| {r['final_loss']:.4f} | {ratio('final_loss')} | {r['staleness_max']:.0f} |"
+            )
+    return "\n".join(lines)
+
+
+def machine() -> str:
+    import torch
+
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "CPU (gloo)"
+    return (
+        f"{platform.node()}: {os.cpu_count()} CPUs, {device}, torch {torch.__version__}, "
+        f"Python {platform.python_version()}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--devices", type=int, nargs="+", default=[2, 4])
+    parser.add_argument("--steps", type=int, default=150)
+    parser.add_argument("--slow-ms", type=float, default=20.0, help="the last rank's extra ms")
+    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
+    parser.add_argument("--json", type=Path, help="write every number here too")
+    args = parser.parse_args()
+    modes = [BASELINE, *(m for m in args.modes if m != BASELINE)]
+    load_before = os.getloadavg()
+    results: dict[int, dict[str, dict[str, Any]]] = {}
+    with tempfile.TemporaryDirectory(prefix="tb-update-modes-") as scratch:
+        for devices in args.devices:
+            slow = f"{devices - 1}:{args.slow_ms / 1000}"
+            results[devices] = {}
+            # the baseline again at the end: how far the machine's load moved the numbers
+            for i, name in enumerate([*modes, BASELINE]):
+                spec = spec_for(MODES[name], devices=devices, steps=args.steps)
+                out = Path(scratch) / f"{devices}-{i}"
+                shown = f"{name} (again, last)" if i == len(modes) else name
+                results[devices][shown] = run_mode(spec, slow=slow, out=out, timeout_s=args.timeout)
+                print(f"{devices} ranks, {shown}: {results[devices][shown]}", file=sys.stderr)
+    load_after = os.getloadavg()
+    print(f"machine: {machine()}")
+    print(
+        f"load average (1/5/15 min) before {'/'.join(f'{x:.1f}' for x in load_before)}, "
+        f"after {'/'.join(f'{x:.1f}' for x in load_after)}"
+    )
+    print(f"{args.steps} job steps, the last rank slowed {args.slow_ms:g} ms a step")
+    print(table(results))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+
+
+# -- the rank program (under torchrun) -------------------------------------------------------
+
+#: "RANK:SECONDS": that rank's forward and backward take SECONDS longer (a slow device)
+SLOW_RANK = "TB_BENCH_SLOW_RANK"
+
+
+def rank_program(out: Path) -> None:
+    """One rank: the engine's Trainer on the spec, metric rows to rank<N>.jsonl."""
+    import torch
+    import torch.distributed as dist
+
+    from workers.contract.spec import JobSpec
+    from workers.rank.engine.distributed import ParallelContext
+    from workers.rank.engine.metrics import MetricBuffer, Row
+    from workers.rank.engine.templates import build_task
+    from workers.rank.engine.train import Trainer
+
+    rank, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+    if torch.cuda.is_available():  # as the engine does (workers/rank/engine/distributed.py)
+        device = torch.device("cuda", local)
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", device_id=device)
+        control = dist.new_group(backend="gloo")
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group("gloo")
+        control = dist.group.WORLD
+    spec = JobSpec.model_validate_json((out / "spec.json").read_text())
+    ctx = ParallelContext(rank, dist.get_world_size(), device, control)
+    trainer = Trainer(spec, build_task("mlp", spec.hyperparameters), ctx)
+    written = out / f"rank{rank}.jsonl"
+
+    def record(rows: list[Row]) -> None:
+        with written.open("a") as file:
+            for step, values in rows:
+                file.write(json.dumps({"step": step, **values}) + "\n")
+
+    trainer.metrics = MetricBuffer(record)
+    slow = os.environ.get(SLOW_RANK, "")
+    if slow and int(slow.split(":")[0]) == rank:
+        trainer.runner.forward_backward = _slowed(  # type: ignore[method-assign]
+            trainer.runner.forward_backward, float(slow.split(":")[1])
+        )
+    began = time.perf_counter()
+    trainer.run()
+    seconds = time.perf_counter() - began
+    if rank == 0:
+        state = {k: v.detach().cpu() for k, v in trainer.model.state_dict().items()}
+        torch.save(state, out / "final.pt")
+        (out / "loop.json").write_text(json.dumps({"seconds": seconds}))
+    dist.destroy_process_group()
+    sys.stdout.flush()
+    os._exit(0)  # as the engine leaves (workers/rank/engine/__main__.py `_exit`)
+
+
+def _slowed(compute: Callable[..., Any], seconds: float) -> Callable[..., Any]:
+    def slow_compute(*args: Any) -> Any:
+        time.sleep(seconds)  # inside the step, as a slow device's time would be
+        return compute(*args)
+
+    return slow_compute
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--rank-program":
+        sys.path.insert(0, str(ROOT))
+        rank_program(Path(sys.argv[2]))
+    else:
+        main()
