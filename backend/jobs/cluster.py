@@ -84,6 +84,7 @@ def describe_nodes(session: Session) -> list[NodeOut]:
                     job_id=holders.get((n.name, d.index), (None, None))[0],
                     rank=holders.get((n.name, d.index), (None, None))[1],
                     stragglers=stragglers.get((n.name, d.index)),
+                    memory_shared=d.kind == "cpu",
                     **fields_of(d, "index kind name uuid memory_total"),
                 )
                 for d in n.devices

@@ -33,7 +33,7 @@ def memory_fit(session: Session, *, spec: JobSpec) -> dict[str, Any]:
         for device in node.devices:
             cpu = device.kind == "cpu"
             ranks = min(per_node, len(slots)) if cpu else 1
-            need = (on_cpu.total if cpu else on_gpu.total) * ranks
+            need = int(on_cpu.total if cpu else on_gpu.total) * ranks
             fits = None if device.memory_total is None else need <= device.memory_total
             note = (
                 f"{_gib(need)} for {ranks} ranks in the host's RAM"
@@ -47,6 +47,9 @@ def memory_fit(session: Session, *, spec: JobSpec) -> dict[str, Any]:
                     "kind": device.kind,
                     "name": device.name,
                     "memory_total": device.memory_total,
+                    "memory_shared": cpu,
+                    "ranks": ranks,
+                    "need": need,
                     "fits": fits,
                     "note": note,
                 }

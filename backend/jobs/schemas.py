@@ -20,8 +20,14 @@ class DeviceFit(BaseModel):
     kind: str
     name: str
     memory_total: int | None = Field(description="bytes; a CPU slot's is the host's RAM")
+    memory_shared: bool = Field(
+        description="memory_total is the node's RAM, shared by its CPU slots (not the device's "
+        "own): a CPU slot"
+    )
+    ranks: int = Field(description="the job's ranks that would use this memory (1 on a GPU)")
+    need: int = Field(description="bytes those ranks need together")
     fits: bool | None = Field(description="None: the device's memory is unknown")
-    note: str
+    note: str = Field(description="the same in words (need, ranks, memory)")
 
 
 class MemoryEstimateOut(BaseModel):

@@ -24,6 +24,11 @@ class DeviceOut(BaseModel):
     name: str
     uuid: str | None
     memory_total: int | None
+    memory_shared: bool = Field(
+        False,
+        description="memory_total is the node's RAM, shared by its CPU slots, not this device's "
+        "own (a CPU slot)",
+    )
     job_id: int | None = None
     rank: int | None = None
     stragglers: DeviceStragglers | None = Field(

@@ -138,6 +138,9 @@ def test_the_run_page_reads_like_a_w_and_b_run(page: Page, served: LiveServer) -
     device = page.get_by_test_id("device-chart-0")
     expect(device).to_have_attribute("data-samples", "24")
     expect(device).to_have_attribute("data-axes", re.compile(r"\|CPU \(%\)\|RSS$"))
+    # the slot's "total" is the host's RAM, said so, not drawn as the slot's own capacity
+    shared = re.compile(r"RSS of the host's 64\.0 GiB RAM, shared by its CPU slots")
+    expect(device).to_have_attribute("aria-label", shared)
     rss = [v for v in (device.get_attribute("data-y2-labels") or "").split("|") if v]
     assert rss and all(re.fullmatch(r"\d+ (KiB|MiB)", v) for v in rss), rss
     device.scroll_into_view_if_needed()

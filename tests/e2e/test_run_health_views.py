@@ -122,8 +122,14 @@ def test_the_memory_estimate_on_cpu_slots_names_no_cuda_runtime(
     expect(page.get_by_test_id("memory-gpu")).to_have_count(0)  # no GPU here: no GPU line
     assert "CUDA runtime 600" not in estimate.inner_text()
     row = page.get_by_test_id("memory-fit-cpus-0")
-    expect(row).to_contain_text("64.0 GiB host RAM, shared")
+    expect(row).to_contain_text("64.0 GiB host RAM, shared by the node's CPU slots")
     expect(row).to_contain_text(re.compile(r"\d+(\.\d)? (KiB|MiB) for 1 rank in the host's RAM"))
     assert "0.00 GiB" not in row.inner_text()
     estimate.scroll_into_view_if_needed()
     page.screenshot(path=str(SCREENSHOTS / "submit-memory-cpu.png"), full_page=False)
+
+    # the cluster page names the slots' total the host's shared RAM (DeviceOut.memory_shared)
+    page.get_by_test_id("nav-cluster").click()
+    memory = page.get_by_test_id("device-memory-cpus-0")
+    expect(memory).to_contain_text("of the host's 64.0 GiB, shared")
+    assert " / 64.0 GiB" not in memory.inner_text()

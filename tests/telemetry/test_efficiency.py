@@ -121,6 +121,33 @@ def test_the_memory_estimate_says_which_devices_hold_a_spec(
     warned = client.post("/api/estimate/memory", json=huge, headers=ADMIN).json()["warnings"]
     assert warned[0].startswith("it will not fit: about ")
 
+    # a GPU's memory is its own: one rank's need against it
+    big = next(d for d in body["devices"] if d["node"] == "big")
+    assert (big["memory_shared"], big["ranks"]) == (False, 1) and big["need"] == body["total"]
+
     script = {"name": "s", "entrypoint": {"script": "train.py"}}
     refused = client.post("/api/estimate/memory", json=script, headers=ADMIN)
     assert refused.status_code == 422 and "template" in refused.text
+
+
+def test_a_cpu_slots_memory_is_the_hosts_shared_ram_in_fields_not_words(
+    api: tuple[TestClient, Database],
+) -> None:
+    """Issue #33: the browser read the ranks out of the note's text; now they are fields."""
+    client, db = api
+    _node(db, "cpus", [("cpu", "CPU slot", 64 * 2**30)] * 3)
+    _node(db, "gpus", [("gpu", H100, 80 * 2**30)])
+    spec = {"name": "mlp", "template": "mlp", "parallelism": {"devices": 2}}
+    body = client.post("/api/estimate/memory", json=spec, headers=ADMIN).json()
+    slot = next(d for d in body["devices"] if d["node"] == "cpus")
+    # two ranks on the node's slots share its RAM; each needs the estimate without a CUDA runtime
+    assert (slot["memory_shared"], slot["ranks"]) == (True, 2)
+    assert slot["need"] == 2 * (body["total"] - body["runtime"])
+    assert slot["memory_total"] == 64 * 2**30 and slot["fits"] is True
+    gpu = next(d for d in body["devices"] if d["node"] == "gpus")
+    assert (gpu["memory_shared"], gpu["ranks"], gpu["need"]) == (False, 1, body["total"])
+
+    # the cluster view says the same of its devices
+    nodes = {n["name"]: n for n in client.get("/api/nodes", headers=ADMIN).json()["nodes"]}
+    assert [d["memory_shared"] for d in nodes["cpus"]["devices"]] == [True, True, True]
+    assert [d["memory_shared"] for d in nodes["gpus"]["devices"]] == [False]

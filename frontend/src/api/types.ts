@@ -18,6 +18,7 @@ export type Precision = Schemas["Precision"];
 export type Priority = Schemas["Priority"];
 export type Comparison = Schemas["Comparison"];
 export type AttemptDevices = Schemas["AttemptDevices"];
+export type DeviceFit = Schemas["DeviceFit"];
 
 /** A job's state and what it accepts now: enums of the OpenAPI schema, never kept by hand. */
 export type JobState = Schemas["JobState"];

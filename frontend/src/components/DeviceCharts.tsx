@@ -25,16 +25,16 @@ function historyId(history: DeviceHistory | null): number {
   return historyIds.get(history)!;
 }
 
-function deviceOptions(kind: string | undefined, memoryTotal: number | null | undefined) {
+function deviceOptions(kind: string | undefined, memoryTotal: number | null | undefined, shared: boolean) {
   const cpu = kind === "cpu";
   return (c: ChartColors): Omit<uPlot.Options, "width" | "height"> => ({
     scales: {
       x: { time: true },
       util: { range: [0, 100] },
-      // A GPU's memory is drawn against its capacity; a CPU slot's RSS against its own peak
-      // (the "total" of a CPU slot is the whole host's memory, which would flatten the line).
-      // at least 1 KiB: an idle slot's 0-byte line gets a readable axis, not 0–1 byte
-      mem: { range: (_u, _min, max) => [0, !cpu && memoryTotal ? memoryTotal : Math.max(max * 1.1, 1024)] },
+      // A device's own memory is drawn against its capacity; a CPU slot's RSS against its own
+      // peak (its "total" is the host's RAM, shared by the slots: memory_shared, which would
+      // flatten the line). At least 1 KiB: an idle slot's 0-byte line gets a readable axis.
+      mem: { range: (_u, _min, max) => [0, !shared && memoryTotal ? memoryTotal : Math.max(max * 1.1, 1024)] },
     },
     axes: [
       axis(c),
@@ -121,13 +121,17 @@ export function DeviceCharts({ cluster, node, devices, testIdPrefix = "device-ch
         const kind = device?.kind ?? cluster.store.latest(node, index)?.kind ?? history?.kinds.get(key);
         const label = deviceLabel(kind, index);
         const named = device?.name && device.name !== label ? ` — ${device.name}` : "";
+        const shared = device?.memory_shared ?? kind === "cpu";
+        const total = device?.memory_total ?? cluster.store.latest(node, index)?.mem_total;
         const note = kind === "cpu" ? " · no temperature or power sensors" : "";
+        // the host's RAM is not the slot's own: say whose it is instead of drawing it as a capacity
+        const memory = shared && total ? ` · RSS of the host's ${formatBytes(total)} RAM, shared by its CPU slots` : "";
         return (
           <div class="device-chart-group" key={`${node}:${index}:${kind}:${historyId(history)}`}>
             <Chart
               testId={`${testIdPrefix}${index}`}
-              title={`${label}${named} on ${node}${note}`}
-              options={deviceOptions(kind, device?.memory_total ?? cluster.store.latest(node, index)?.mem_total)}
+              title={`${label}${named} on ${node}${note}${memory}`}
+              options={deviceOptions(kind, total, shared)}
               data={() => withLive(history?.columns.get(key), [1, 2], liveRows(history, key, () => windowed(cluster.store.data(node, index), since, until)), history?.liveSince ?? null)}
               subscribe={(fn) => cluster.changed.on((keys) => keys.has(key) && fn())}
               countAttr="data-samples"

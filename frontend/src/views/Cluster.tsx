@@ -72,9 +72,10 @@ export function ClusterView({ me }: { me: Me }) {
                     <td>
                       <Meter percent={sample?.util} />
                     </td>
-                    <td>
+                    <td data-testid={`device-memory-${node.name}-${device.index}`}>
                       {formatBytes(sample?.mem_used)}
-                      {total ? ` / ${formatBytes(total)}` : ""}
+                      {/* a CPU slot's total is the host's RAM, which the node's slots share (the server says so) */}
+                      {total ? (device.memory_shared ? ` of the host's ${formatBytes(total)}, shared` : ` / ${formatBytes(total)}`) : ""}
                     </td>
                     <td>
                       {sample?.temperature != null ? `${sample.temperature.toFixed(0)} °C` : "—"}

@@ -1,16 +1,21 @@
 /** The memory a template job will need per device, beside each node's device memory. */
 import { formatBytes } from "../../lib/format";
+import type { DeviceFit } from "../../api/types";
 import type { Checked } from "../../lib/validation";
 import { TableHead } from "../../components/bits";
 
 /**
- * A CPU slot's fit note in the units the estimate reads in: the server writes "0.00 GiB for 2
- * ranks in the host's RAM", which reads as nothing needed for a small job.
+ * What a device's memory holds, from the server's fields (never its note's words): a GPU's own
+ * memory, or a CPU slot's share of the host's RAM (memory_shared), which the node's slots share.
  */
-export function cpuNote(note: string, perRank: number): string {
-  const ranks = /for (\d+) ranks?/.exec(note)?.[1];
-  const n = ranks ? Number(ranks) : 1;
-  return `${formatBytes(perRank * n)} for ${n === 1 ? "1 rank" : `${n} ranks`} in the host's RAM`;
+export function fitNote(d: Pick<DeviceFit, "memory_shared" | "ranks" | "need" | "memory_total">): string {
+  if (!d.memory_shared) return `${formatBytes(d.need)} of ${formatBytes(d.memory_total)}`;
+  return `${formatBytes(d.need)} for ${d.ranks === 1 ? "1 rank" : `${d.ranks} ranks`} in the host's RAM`;
+}
+
+/** A device's memory as it is: its own, or the host's RAM that a node's CPU slots share. */
+export function memoryText(d: Pick<DeviceFit, "memory_shared" | "memory_total">): string {
+  return d.memory_shared ? `${formatBytes(d.memory_total)} host RAM, shared by the node's CPU slots` : formatBytes(d.memory_total);
 }
 
 /** The server's memory estimate for the form's spec (from POST /api/jobs/validate). */
@@ -67,9 +72,9 @@ export function MemoryFit({ checked }: { checked: Checked }) {
                 <td>
                   {d.index}: {d.name}
                 </td>
-                <td>{d.kind === "cpu" ? `${formatBytes(d.memory_total)} host RAM, shared` : formatBytes(d.memory_total)}</td>
+                <td>{memoryText(d)}</td>
                 <td class={d.fits === false ? "problem" : undefined}>
-                  {d.fits === null ? "unknown" : d.fits ? "yes" : "no"} <span class="muted">({d.kind === "cpu" ? cpuNote(d.note, perCpuRank) : d.note})</span>
+                  {d.fits === null ? "unknown" : d.fits ? "yes" : "no"} <span class="muted">({fitNote(d)})</span>
                 </td>
               </tr>
             ))}
