@@ -11,6 +11,7 @@ import sqlalchemy as sa
 
 from tests.executors.conftest import SLURM_TESTS
 from tests.executors.slurm_stack import SlurmStack, slurm_stack
+from tests.job_users import open_scratch
 from tests.slurm_cluster import SlurmCluster, slurm_cluster
 from tests.stack import wait_for
 
@@ -24,10 +25,9 @@ def two_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster
 
 
 @pytest.fixture(scope="module")
-def stack(
-    tmp_path_factory: pytest.TempPathFactory, two_hosts: SlurmCluster
-) -> Iterator[SlurmStack]:
-    with slurm_stack(tmp_path_factory.mktemp("stack"), two_hosts) as running:
+def stack(two_hosts: SlurmCluster) -> Iterator[SlurmStack]:
+    # outside pytest's tmp, which a concurrent pytest session makes 0700 (conftest.py)
+    with open_scratch("tb-slurm-gang-") as scratch, slurm_stack(scratch, two_hosts) as running:
         yield running
 
 

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 
 from tests.executors.conftest import SLURM_TESTS
 from tests.executors.slurm_stack import SlurmStack, slurm_stack
+from tests.job_users import open_scratch
 from tests.slurm_cluster import SlurmCluster
 from tests.stack import wait_for
 
@@ -22,9 +23,13 @@ JOBS = 200
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory, cluster: SlurmCluster) -> Iterator[SlurmStack]:
+def stack(cluster: SlurmCluster) -> Iterator[SlurmStack]:
     limits = {"TRAINBOARD_SUBMIT_RATE_LIMIT": str(JOBS * 2)}
-    with slurm_stack(tmp_path_factory.mktemp("stack"), cluster, limits) as running:
+    # outside pytest's tmp, which a concurrent pytest session makes 0700 (conftest.py)
+    with (
+        open_scratch("tb-slurm-load-") as scratch,
+        slurm_stack(scratch, cluster, limits) as running,
+    ):
         yield running
 
 
