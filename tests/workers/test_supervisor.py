@@ -35,6 +35,7 @@ pytestmark = pytest.mark.slow  # starts real rank processes
 #: every step: loss, rate, and the step time split into data wait, forward+backward, optimizer
 METRIC_NAMES = {"loss", "lr", "grad_norm", "samples_per_s", "step_time"}
 METRIC_NAMES |= {"data_time", "compute_time", "optim_time"}
+METRIC_NAMES |= {"bytes_sent", "bytes_received"}  # DDP's all-reduce, counted by its hook (#35)
 
 
 def group_members(pgid: int) -> list[psutil.Process]:
