@@ -261,8 +261,10 @@ def restart_or_fail(
         job.restarts += 1
     wait = backoff_seconds(job.restarts if not platform_fault else 1)
     job.restart_at = utcnow() + timedelta(seconds=wait)
+    # plain words on the job page (#33): whose fault it was and what it cost the job
     counted = (
-        "not counted: a platform fault"
+        f"not counted: a platform fault, not the job's; {job.restarts} of {max_restarts} "
+        "automatic restarts used"
         if platform_fault
         else (f"restart {job.restarts} of {max_restarts}")
     )

@@ -16,7 +16,7 @@ from backend.config import Settings
 from backend.db import Database
 from backend.jobs import attempts
 from backend.jobs.attempt_end import RULES, AttemptEnd, advance_job, end_attempt
-from backend.jobs.models import Attempt, AttemptSlice, Job
+from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
 from backend.jobs.run_states import AttemptState
 from tests.telemetry.helpers import add_attempt
 from workers.contract.protocol import AttemptOutcome, StopRequest
@@ -137,3 +137,32 @@ def test_an_early_stopped_trial_ends_stopped_whichever_side_saw_its_attempt_end(
         assert (job.state, job.reason) == ("stopped", "stopped early at rung 1")
         states = session.scalars(select(AttemptSlice.state)).all()
         assert states and all(s != "running" for s in states)
+
+
+def test_a_platform_stop_reads_as_the_platforms_and_spends_no_restart(database: Database) -> None:
+    """#33: a node that lost the API for 14 s stopped its ranks; the page read "fenced: no
+    answer from the control plane" beside a restart count, as if the job had failed."""
+    why = (
+        "Trainboard's API did not answer this node for 14 s, so the node stopped the job's ranks; "
+        "not counted against max_restarts: it resumes from its newest checkpoint"
+    )
+    job_id, attempt_id = add_attempt(database)
+    with database.session() as session:
+        job = session.get_one(Job, job_id)
+        job.attempt, job.spec = 1, {**job.spec, "max_restarts": 2}
+        attempt = session.get_one(Attempt, attempt_id)
+        advance_job(session, job, attempt, AttemptEnd(S.failed, why, platform_fault=True))
+        assert (job.state, job.restarts, job.reason) == ("restarting", 0, why)
+        event = session.scalars(select(JobEvent).order_by(JobEvent.id.desc())).first()
+        assert event is not None and event.kind == "restarting"
+        assert event.message.startswith("restarting in ")
+        said = "(not counted: a platform fault, not the job's; 0 of 2 automatic restarts used)"
+        assert said in event.message and event.message.endswith(f"after: {why}")
+        assert "fenced" not in event.message
+
+        # the job's own failure is counted, and says which restart it is
+        job.state = "running"
+        advance_job(session, job, attempt, AttemptEnd(S.failed, "exit code 1"))
+        assert job.restarts == 1
+        event = session.scalars(select(JobEvent).order_by(JobEvent.id.desc())).first()
+        assert event is not None and "(restart 1 of 2) after: exit code 1" in event.message

@@ -98,9 +98,11 @@ class Heartbeat:
             silent = time.monotonic() - self._last_answer
             # a margin of two beats: the control plane counts from when it last heard us
             if self.lease is not None and running and silent > self._fence_after(self.lease):
+                # plain words: the job page shows this as the job's reason (#33)
                 why = (
-                    f"the control plane did not answer for {silent:.0f} s, so this node "
-                    "stopped the attempt's ranks (it may already run elsewhere)"
+                    f"Trainboard's API did not answer this node for {silent:.0f} s, so the node "
+                    "stopped the job's ranks (the job may have been placed elsewhere meanwhile: "
+                    "stopping keeps it from running twice)"
                 )
                 log.error("%s; killing attempts %s", why, running)
                 self._fence.kill_all(why)
@@ -112,7 +114,10 @@ class Heartbeat:
             return
         if reply.stop:  # before anything else: these attempts are no longer ours
             log.warning("attempts %s are not this node's any more: killing them", reply.stop)
-            self._fence.kill(reply.stop, "the control plane ended this attempt on this node")
+            self._fence.kill(
+                reply.stop,
+                "Trainboard had ended this attempt on this node, so the node stopped its ranks",
+            )
         # only then is the lease renewed: a supervisor that was cut off (or frozen) must not
         # see a valid lease, and prune checkpoints, before it knows its attempt was ended
         self._last_answer = time.monotonic()

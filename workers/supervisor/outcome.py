@@ -35,7 +35,8 @@ def attempt_outcome(
     checkpoint = newest_checkpoint(checkpoint_dir)
     last = str(checkpoint.resolve()) if checkpoint else None
     if fenced is not None:
-        failed, last = f"fenced: {fenced}; {NOT_COUNTED}", None
+        # `fenced` says what happened in words (no "fenced:" jargon on the job's page)
+        failed, last = f"{fenced}; {NOT_COUNTED}", None
         platform_fault = True
     elif stop_reason == "shutdown" and platform_stop:
         # whatever the ranks did once asked to stop follows from the stop

@@ -270,7 +270,10 @@ function JobFacts({ job, store, changed }: { job: Job; store: MetricStore; chang
       {job.state === "restarting" && (
         <>
           <dt>Restart</dt>
-          <dd data-testid="job-restart">{restartIn(job.state, job.restart_at, Date.now())}</dd>
+          {/* what it costs the job, from the server's counts: a platform stop spends none */}
+          <dd data-testid="job-restart">
+            {restartIn(job.state, job.restart_at, Date.now())} · {job.restarts} of {job.spec.max_restarts} automatic restarts used
+          </dd>
         </>
       )}
       {job.reason && (
