@@ -1,0 +1,40 @@
+"""The supervisor entry Slurm starts (workers/node/slurm_step.py): its restart fence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from workers.node import slurm_step
+
+
+def test_a_requeued_run_of_an_attempts_slurm_job_claims_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Trainboard owns restarts: (Slurm job id, restart 0) is the attempt's only run. A run
+    Slurm requeued (an operator's `scontrol requeue`) exits 0 before it reads its orders,
+    so it neither claims the slice nor reports an outcome for the attempt."""
+    monkeypatch.setenv("SLURM_JOB_ID", "41")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    # no step.json in the folder: reading the orders would raise
+    assert slurm_step.main([str(tmp_path)]) == 0
+    assert "Slurm job 41 was requeued (restart 1): not this attempt's run" in caplog.text
+
+
+def test_the_first_run_reads_its_orders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLURM_JOB_ID", "41")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "0")
+    with pytest.raises(FileNotFoundError, match="step.json"):
+        slurm_step.main([str(tmp_path)])
+
+
+def test_preemption_is_read_from_the_controller_and_unknown_without_one() -> None:
+    """No controller answers here (no SLURM_CONF cluster): a SIGTERM then counts as
+    before, never as a preemption."""
+    assert slurm_step.preempted("") is None
+    assert slurm_step.preempted("41", timeout=5) is None
+    found = slurm_step.PREEMPT_TIME.search(
+        "JobId=1 PreemptEligibleTime=x PreemptTime=2026-11-28T18:11:18"
+    )
+    assert found is not None and found.group(1) == "2026-11-28T18:11:18"
