@@ -183,6 +183,26 @@ def tick_rate(
     db_url: str, redis_url: str, jobs: int, nodes: int, sharing: bool
 ) -> tuple[float, int, int]:
     """Decisions per second of one full scheduler tick over the whole queue; placed; preempted."""
+    scheduler, database, client = seeded_scheduler(db_url, redis_url, jobs, nodes, sharing)
+    start, cpu = time.perf_counter(), time.process_time()
+    placed = scheduler.tick()
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+    own = f"{cpu:.1f} s CPU of this process ({jobs / cpu:,.0f}/CPU-s)"
+    print(f"  tick: {elapsed:.1f} s wall, {own}")
+    client.flushdb()
+    with database.session() as session:
+        preempted = session.scalar(
+            sa.select(sa.func.count()).select_from(Job).where(Job.stop_request == "preempt")
+        )
+    database.dispose()
+    return jobs / elapsed, len(placed), int(preempted or 0)
+
+
+def seeded_scheduler(
+    db_url: str, redis_url: str, jobs: int, nodes: int, sharing: bool
+) -> tuple[Scheduler, Database, redis.Redis]:
+    """A scheduler on a migrated database holding the cluster and `jobs` queued jobs; no
+    worker claims what it places, and no claim times out (a long pass would withdraw them)."""
     upgrade(db_url)
     database = Database(db_url)
     rng = random.Random(0)
@@ -213,20 +233,14 @@ def tick_rate(
         db=database,
         client=client,
         interval=1,
-        executor=NodePool(client=client, celery=make_celery(redis_url), heartbeat_timeout=3600),
+        executor=NodePool(
+            client=client,
+            celery=make_celery(redis_url),
+            heartbeat_timeout=3600,
+            claim_timeout=3600,
+        ),
     )
-    start, cpu = time.perf_counter(), time.process_time()
-    placed = scheduler.tick()
-    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
-    own = f"{cpu:.1f} s CPU of this process ({jobs / cpu:,.0f}/CPU-s)"
-    print(f"  tick: {elapsed:.1f} s wall, {own}")
-    client.flushdb()
-    with database.session() as session:
-        preempted = session.scalar(
-            sa.select(sa.func.count()).select_from(Job).where(Job.stop_request == "preempt")
-        )
-    database.dispose()
-    return jobs / elapsed, len(placed), int(preempted or 0)
+    return scheduler, database, client
 
 
 @contextlib.contextmanager
