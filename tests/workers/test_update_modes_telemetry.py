@@ -95,7 +95,10 @@ def test_a_cancelled_job_saves_and_its_next_attempt_resumes_there(
     outcomes: list[AttemptOutcome] = []
     thread = threading.Thread(target=lambda: outcomes.append(supervisor.run()))
     thread.start()
-    wait_for(lambda: read_items(redis_url, METRICS_STREAM), what="the first metric points")
+    # start-up (job user, rendezvous, imports) took 33 s here under a load average of 10-15
+    wait_for(
+        lambda: read_items(redis_url, METRICS_STREAM), timeout=120, what="the first metric points"
+    )
     redis.Redis.from_url(redis_url).set(control_key(first.attempt_id), "cancel")
     thread.join(timeout=90)
 
