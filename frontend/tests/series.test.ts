@@ -52,6 +52,29 @@ describe("alignSeries", () => {
     expect(alignSeries([[xs, [1, 2, 3]], [[1, 2, 3], [4, 5, null]]])).toEqual([xs, [1, 2, 3], [4, 5, null]]);
     expect(alignSeries([[[1, 2], [1, 2]], [[1, 3], [4, 5]]])[0]).toEqual([1, 2, 3]);
   });
+
+  it("merges live ranks a step or two apart at the newest end, as the union would", () => {
+    // 8 ranks of 5,000 steps, rank r a little behind at the end: r steps fewer
+    const tables = Array.from({ length: 8 }, (_, r): [number[], (number | null)[]] => {
+      const xs = Array.from({ length: 5000 - r }, (_, i) => i);
+      return [xs, xs.map((x) => x * 10 + r)];
+    });
+    const [xs, ...ys] = alignSeries(tables);
+    expect(xs).toHaveLength(5000);
+    expect(xs[4999]).toBe(4999);
+    expect(ys[7]!.slice(-8)).toEqual([49927, null, null, null, null, null, null, null]); // rank 7 reached step 4992
+    expect(ys[0]![4999]).toBe(49990);
+    expect(ys[3]![4996]).toBe(49963);
+    expect(ys[3]![4997]).toBeNull();
+  });
+
+  it("joins a table out of order (a resumed attempt's steps) by the union still", () => {
+    expect(alignSeries([[[1, 3, 2], [10, 30, 20]], [[2, 4], [21, 41]]])).toEqual([
+      [1, 2, 3, 4],
+      [10, 20, 30, null],
+      [null, 21, null, 41],
+    ]);
+  });
 });
 
 describe("DeviceStore", () => {
