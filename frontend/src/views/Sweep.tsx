@@ -36,7 +36,7 @@ export function SweepView({ id }: { id: number }) {
 
   if (!sweep) return error ? <p class="error">{error}</p> : <p class="muted">Loading sweep {id}…</p>;
   const rule = sweep.early_stopping;
-  const done = sweep.trials.filter((t) => !["pending", "queued", "scheduled", "running", "cancelling", "pausing", "restarting"].includes(t.state)).length;
+  const done = sweep.trials.filter((t) => t.phase === "finished").length;
   return (
     <section class="sweep">
       <div class="view-head">
