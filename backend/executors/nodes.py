@@ -19,9 +19,14 @@ from sqlalchemy.orm import Session, selectinload
 from backend.db import as_utc, utcnow
 from backend.deployment_keys import keys_of
 from backend.jobs.attempt_end import end_attempt
+from backend.jobs.attempt_states import (
+    LIVE_ATTEMPT_VALUES,
+    LIVE_SLICE_VALUES,
+    AttemptState,
+    SliceState,
+)
 from backend.jobs.fencing import end_node_attempts, repair_bookings
 from backend.jobs.models import Attempt, AttemptSlice
-from backend.jobs.run_states import LIVE_ATTEMPT_VALUES, LIVE_SLICE_VALUES, AttemptState, SliceState
 from backend.nodes.disk import disk_low, explain_disk_low
 from backend.nodes.models import Node, NodeState
 from backend.placement.policy import NodeCapacity, Plan, QueuedJob, Quota, plan

@@ -22,9 +22,9 @@ from sqlalchemy.orm import Session
 
 from backend.background import every
 from backend.db import Database
+from backend.jobs.attempt_states import AttemptState
 from backend.jobs.cluster import STRAGGLER_KIND
 from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
-from backend.jobs.run_states import AttemptState
 from backend.telemetry.live import publish_live
 from backend.telemetry.models import MetricPoint
 

@@ -17,16 +17,16 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.db import utcnow
-from backend.jobs.models import Attempt, AttemptSlice, Job
-from backend.jobs.oom import remediate
-from backend.jobs.preempt import requeue_preempted
-from backend.jobs.run_states import (
+from backend.jobs.attempt_states import (
     LIVE_SLICE,
     AttemptState,
     SliceState,
     set_attempt_state,
     set_slice_state,
 )
+from backend.jobs.models import Attempt, AttemptSlice, Job
+from backend.jobs.oom import remediate
+from backend.jobs.preempt import requeue_preempted
 from backend.jobs.states import JobState, cancelled_state, transition
 from backend.signals import request_stop
 from workers.contract.protocol import AttemptOutcome, StopRequest

@@ -16,9 +16,7 @@ from sqlalchemy.orm import Session
 
 from backend.db import utcnow
 from backend.jobs.attempt_end import AttemptEnd, advance_job, end_slices
-from backend.jobs.checkpoint_trust import accepted_checkpoint, refusal
-from backend.jobs.models import Attempt, AttemptSlice, Job
-from backend.jobs.run_states import (
+from backend.jobs.attempt_states import (
     LIVE_ATTEMPT_VALUES,
     AttemptState,
     SliceState,
@@ -27,6 +25,8 @@ from backend.jobs.run_states import (
     set_slice_state,
     slice_move,
 )
+from backend.jobs.checkpoint_trust import accepted_checkpoint, refusal
+from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.jobs.states import JobState, transition
 from backend.nodes.models import Node, NodeState
 from backend.nodes.multihost import gang_addresses

@@ -18,8 +18,8 @@ from sqlalchemy.orm import Session
 
 from backend.db import fields_of, utcnow
 from backend.deployment_keys import keys_of
+from backend.jobs.attempt_states import LIVE_SLICE_VALUES
 from backend.jobs.models import Attempt, AttemptSlice, JobEvent
-from backend.jobs.run_states import LIVE_SLICE_VALUES
 from backend.nodes.models import NodeState
 from backend.nodes.schemas import DeviceOut, DeviceStragglers, ManagerOut, NodeOut
 from backend.nodes.service import NODE_FIELDS, all_nodes, disk_view, host_view

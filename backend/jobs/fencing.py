@@ -23,14 +23,14 @@ from sqlalchemy.orm import Session
 
 from backend.db import as_utc, utcnow
 from backend.jobs.attempt_end import end_attempt
-from backend.jobs.models import Attempt, AttemptSlice
-from backend.jobs.run_states import (
+from backend.jobs.attempt_states import (
     LIVE_ATTEMPT_VALUES,
     LIVE_SLICE_VALUES,
     AttemptState,
     SliceState,
     set_slice_state,
 )
+from backend.jobs.models import Attempt, AttemptSlice
 from backend.nodes import service as nodes
 from backend.nodes.models import Node
 from workers.contract.protocol import Heartbeat, HeartbeatReply, NodeRegistration

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from backend.jobs.run_states import AttemptState
+from backend.jobs.attempt_states import AttemptState
 from backend.jobs.states import JobAction, JobPhase, JobState
 from workers.contract.protocol import Instance, RunFacts
 from workers.contract.spec import MAX_DEVICES, JobSpec

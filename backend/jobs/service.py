@@ -13,11 +13,11 @@ from sqlalchemy.orm import Session
 
 from backend.auth.service import Principal
 from backend.jobs import script_access
+from backend.jobs.attempt_states import AttemptState, SliceState, attempt_move, slice_move
 from backend.jobs.attempts import newest_checkpoint
 from backend.jobs.capacity import never_fits
 from backend.jobs.memory import memory_fit
 from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
-from backend.jobs.run_states import AttemptState, SliceState, attempt_move, slice_move
 from backend.jobs.schemas import Implications, MemoryEstimateOut, Problem, ValidationOut
 from backend.jobs.states import (
     STOPS_AT_ONCE,

@@ -9,8 +9,8 @@ from sqlalchemy.orm import Session
 
 from backend.auth.models import User
 from backend.db import fields_of
+from backend.jobs.attempt_states import AttemptState
 from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
-from backend.jobs.run_states import AttemptState
 from backend.jobs.schemas import AttemptOut, EventOut, Implications, JobOut, SliceOut
 from backend.jobs.states import PHASES, JobState, allowed_actions
 from workers.contract.spec import Priority

@@ -17,8 +17,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.db import as_utc, utcnow
+from backend.jobs.attempt_states import LIVE_SLICE_VALUES, AttemptState
 from backend.jobs.models import Attempt, AttemptSlice, Job
-from backend.jobs.run_states import LIVE_SLICE_VALUES, AttemptState
 from backend.jobs.states import JobState
 from backend.placement.fairshare import fair_share_factors
 from backend.placement.policy import QueuedJob, Quota

@@ -14,12 +14,12 @@ from backend.db import Database, utcnow
 from backend.deployment_keys import keys_of
 from backend.executors.base import Executor
 from backend.jobs.attempt_end import release_restarts
+from backend.jobs.attempt_states import (
+    AttemptState,
+)
 from backend.jobs.attempts import newest_checkpoints
 from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.jobs.preempt import apply_preemptions
-from backend.jobs.run_states import (
-    AttemptState,
-)
 from backend.jobs.states import STOPPED, JobState, transition
 from backend.placement.policy import Placement, QueuedJob, queue_order
 from backend.scheduler.inputs import (

@@ -12,8 +12,8 @@ from backend.auth.models import User
 from backend.auth.service import Principal
 from backend.auth.users import UserNotFound
 from backend.db import as_utc, utcnow
+from backend.jobs.attempt_states import LIVE_SLICE_VALUES
 from backend.jobs.models import Attempt, AttemptSlice
-from backend.jobs.run_states import LIVE_SLICE_VALUES
 from backend.usage.accounting import WEEK, AttemptUsage, attempt_usage, device_hours_since
 from backend.usage.models import SlurmUsage, UserLimits
 from backend.usage.schemas import (

@@ -16,8 +16,8 @@ from backend.config import Settings
 from backend.db import Database
 from backend.jobs import attempts
 from backend.jobs.attempt_end import RULES, AttemptEnd, advance_job, end_attempt
+from backend.jobs.attempt_states import AttemptState
 from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
-from backend.jobs.run_states import AttemptState
 from tests.telemetry.helpers import add_attempt
 from workers.contract.protocol import AttemptOutcome, StopRequest
 

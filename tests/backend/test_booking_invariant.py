@@ -27,8 +27,8 @@ from backend.auth.service import Principal
 from backend.db import Database, utcnow
 from backend.executors.nodes import NodePool, busy_devices
 from backend.jobs import attempts, fencing, service
+from backend.jobs.attempt_states import LIVE_ATTEMPT_VALUES, LIVE_SLICE_VALUES
 from backend.jobs.models import Attempt, AttemptSlice, Job
-from backend.jobs.run_states import LIVE_ATTEMPT_VALUES, LIVE_SLICE_VALUES
 from backend.migrate import upgrade
 from backend.nodes.models import Node
 from backend.scheduler.loop import Scheduler

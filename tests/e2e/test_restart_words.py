@@ -14,8 +14,8 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from backend.jobs.attempt_end import AttemptEnd, advance_job
+from backend.jobs.attempt_states import AttemptState
 from backend.jobs.models import Attempt, Job
-from backend.jobs.run_states import AttemptState
 from tests.e2e.conftest import SCREENSHOTS
 from tests.e2e.test_run_table import log_in
 from tests.telemetry.helpers import LiveServer, add_attempt

@@ -43,9 +43,9 @@ from backend.executors.slurm.cli import (
 )
 from backend.executors.slurm.states import ACTIVE, PENDING, TERMINAL, ended, wait_reason
 from backend.jobs.attempt_end import end_attempt
+from backend.jobs.attempt_states import LIVE_ATTEMPT_VALUES, AttemptState
 from backend.jobs.cluster import publish_manager
 from backend.jobs.models import Attempt, Job
-from backend.jobs.run_states import LIVE_ATTEMPT_VALUES, AttemptState
 from backend.nodes.models import Device, Node, NodeState
 from backend.nodes.schemas import ManagerNodeOut, ManagerOut
 from backend.placement.policy import NodeCapacity, Placement, Plan, Quota, plan

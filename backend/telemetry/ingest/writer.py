@@ -13,8 +13,8 @@ from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.orm import Session
 
 from backend.db import as_utc
+from backend.jobs.attempt_states import FENCED_ATTEMPT_VALUES, AttemptState
 from backend.jobs.models import Attempt, Job, JobEvent
-from backend.jobs.run_states import FENCED_ATTEMPT_VALUES, AttemptState
 from backend.telemetry import models as rows
 from backend.telemetry.ingest.points import Points
 from backend.telemetry.ingest.store import insert_ignoring_duplicates, insert_metric_points

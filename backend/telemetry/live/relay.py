@@ -12,9 +12,9 @@ from sqlalchemy import select
 from backend.background import POLL_SECONDS, keep_running, wake_channel
 from backend.db import Database
 from backend.deployment_keys import keys_of
+from backend.jobs.attempt_states import LIVE_SLICE_VALUES
 from backend.jobs.cluster import describe_nodes
 from backend.jobs.models import Attempt, AttemptSlice, Job
-from backend.jobs.run_states import LIVE_SLICE_VALUES
 from backend.jobs.views import describe_jobs
 from backend.signals import JOB_UPDATES_CHANNEL, NODE_UPDATES_CHANNEL
 from backend.telemetry.live.hub import Hub

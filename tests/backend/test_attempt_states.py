@@ -1,5 +1,5 @@
 """Attempt and slice states: one transition table each, one way to write them, and the
-diagrams in docs/architecture.md generated from the tables (backend/jobs/run_states.py)."""
+diagrams in docs/architecture.md generated from the tables (backend/jobs/attempt_states.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.jobs.run_states import (
+from backend.jobs.attempt_states import (
     ATTEMPT_TRANSITIONS,
     SLICE_TRANSITIONS,
     AttemptState,
@@ -29,7 +29,7 @@ DOC = ROOT / "docs" / "architecture.md"
 BLOCK = re.compile(r"<!-- run-states:begin[^>]*-->\n(.*?)\n<!-- run-states:end -->", re.S)
 #: rows of other kinds whose `state` other modules write (jobs through backend.jobs.states)
 OTHER_ROWS = {"job", "node", "delivery", "sweep"}
-WRITER = ROOT / "backend" / "jobs" / "run_states.py"
+WRITER = ROOT / "backend" / "jobs" / "attempt_states.py"
 
 
 @dataclass
@@ -43,7 +43,7 @@ def test_the_docs_diagrams_are_the_tables() -> None:
     assert found is not None, "docs/architecture.md lost its run-states block"
     assert found.group(1) == state_diagrams(), (
         "regenerate the block between the run-states markers with "
-        "backend.jobs.run_states.state_diagrams():\n" + state_diagrams()
+        "backend.jobs.attempt_states.state_diagrams():\n" + state_diagrams()
     )
 
 
@@ -80,7 +80,7 @@ def test_a_compare_and_set_gets_its_pair_from_the_table() -> None:
 
 
 def state_writes(source: str) -> list[int]:
-    """Lines writing an attempt's or slice's state other than through run_states' writers:
+    """Lines writing an attempt's or slice's state other than through attempt_states' writers:
     `x.state = ...` on a row that is not a job/node/delivery/sweep, or `.values(state=...)`
     naming an AttemptState/SliceState member (a compare-and-set not from the table)."""
     found = []
@@ -116,7 +116,7 @@ def state_writes(source: str) -> list[int]:
 def test_no_attempt_or_slice_state_is_written_in_place() -> None:
     files = [f for f in (ROOT / "backend").rglob("*.py") if f != WRITER]
     bad = violations(files, state_writes)
-    assert bad == [], "use backend.jobs.run_states.set_attempt_state / set_slice_state"
+    assert bad == [], "use backend.jobs.attempt_states.set_attempt_state / set_slice_state"
 
 
 def test_the_checker_sees_an_in_place_write() -> None:

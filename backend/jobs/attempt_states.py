@@ -9,7 +9,7 @@ Every change of an attempt's or a slice's state goes through `set_attempt_state`
 `set_slice_state` (an ORM row) or `attempt_move` / `slice_move` (the from/to pair of a
 compare-and-set UPDATE), which refuse a move ATTEMPT_TRANSITIONS / SLICE_TRANSITIONS do not
 hold. docs/architecture.md draws the tables (`state_diagram`, kept equal by
-tests/backend/test_run_states.py).
+tests/backend/test_attempt_states.py).
 """
 
 from __future__ import annotations
