@@ -163,27 +163,12 @@ def decayed_usage(
     now = now or utcnow()
     h = half_life.total_seconds()
     horizon = now - half_life * 20  # older usage weighs less than a millionth
-    rows = session.execute(
-        select(
-            Job.owner_id,
-            Attempt.device_count,
-            Job.devices_requested,
-            Attempt.claimed_at,
-            Attempt.finished_at,
-        )
-        .join(Job, Job.id == Attempt.job_id)
-        .where(
-            Attempt.claimed_at.is_not(None),
-            (Attempt.finished_at.is_(None)) | (Attempt.finished_at >= horizon),
-        )
-    ).all()
     usage: dict[int, float] = {}
-    for owner, counted, requested, start, end in rows:
-        assert start is not None  # the query asks for claimed attempts
+    for owner, devices, start, end in _claimed_spans(session, ended_after=horizon):
         older = (now - as_utc(start)).total_seconds()
         newer = max(0.0, (now - as_utc(end)).total_seconds()) if end else 0.0
         weight = h / math.log(2) * (2 ** (-newer / h) - 2 ** (-max(older, newer) / h))
-        usage[owner] = usage.get(owner, 0.0) + (counted or requested) * weight
+        usage[owner] = usage.get(owner, 0.0) + devices * weight
     return usage
 
 
@@ -194,7 +179,21 @@ def device_hours_since(
     now = now or utcnow()
     if not owners:
         return {}
-    rows = session.execute(
+    hours: dict[int, float] = {}
+    for owner, devices, start, end in _claimed_spans(session, ended_after=since, owners=owners):
+        seconds = allocated_seconds(
+            devices=devices, start=max(as_utc(start), since), end=end, now=now
+        )
+        hours[owner] = hours.get(owner, 0.0) + seconds / 3600
+    return hours
+
+
+def _claimed_spans(
+    session: Session, *, ended_after: datetime, owners: Sequence[int] | None = None
+) -> list[tuple[int, int, datetime, datetime | None]]:
+    """(owner, devices, claimed at, finished at or None) of every claimed attempt that was
+    still running at `ended_after` or later, of `owners` (None: everyone's)."""
+    query = (
         select(
             Job.owner_id,
             Attempt.device_count,
@@ -204,16 +203,14 @@ def device_hours_since(
         )
         .join(Job, Job.id == Attempt.job_id)
         .where(
-            Job.owner_id.in_(owners),
             Attempt.claimed_at.is_not(None),
-            (Attempt.finished_at.is_(None)) | (Attempt.finished_at >= since),
+            (Attempt.finished_at.is_(None)) | (Attempt.finished_at >= ended_after),
         )
-    ).all()
-    hours: dict[int, float] = {}
-    for owner, counted, requested, start, end in rows:
-        assert start is not None
-        seconds = allocated_seconds(
-            devices=counted or requested, start=max(as_utc(start), since), end=end, now=now
-        )
-        hours[owner] = hours.get(owner, 0.0) + seconds / 3600
-    return hours
+    )
+    if owners is not None:
+        query = query.where(Job.owner_id.in_(owners))
+    return [
+        (owner, counted or requested, start, end)
+        for owner, counted, requested, start, end in session.execute(query).all()
+        if start is not None  # the query asks for claimed attempts
+    ]
