@@ -1,7 +1,8 @@
 """Checkpoints as Trainboard wrote them up to d80b501: DCP's stock writer, pickles throughout.
 
 `old_save` is `workers/engine/checkpoint.py` of d80b501 (`git show d80b501:workers/engine/
-checkpoint.py`): its `_state` and the `dcp.save(state, checkpoint_id=tmp)` of its `save`,
+checkpoint.py`): its state (the same dict the engine saves today, `state_to_save`) and the
+`dcp.save(state, checkpoint_id=tmp)` of its `save`,
 with DCP's default `FileSystemWriter` (a pickled `.metadata`, every shard item a `torch.save`
 archive). Only the pruning is left out.
 """
@@ -13,7 +14,6 @@ import pickle
 import shutil
 import zipfile
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -21,29 +21,12 @@ import torch.distributed.checkpoint as dcp
 from torch import nn
 from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.checkpoint.metadata import Metadata
-from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+from torch.distributed.checkpoint.state_dict import StateDictOptions
 
 from workers.contract.checkpoints import checkpoint_path
+from workers.rank.engine.checkpoint import state_to_save
 
 _OPTIONS = StateDictOptions(flatten_optimizer_state_dict=True)
-
-
-def _state(
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    progress: dict[str, float],
-    options: StateDictOptions,
-) -> dict:
-    model_state, optim_state = get_state_dict(model, optimizer, options=options)
-    state: dict[str, Any] = {
-        "model": model_state,
-        "optim": optim_state,
-        "progress": {k: torch.tensor(float(v), dtype=torch.float64) for k, v in progress.items()},
-        "rng": {"cpu": torch.get_rng_state()},
-    }
-    if torch.cuda.is_available():
-        state["rng"]["cuda"] = torch.cuda.get_rng_state()
-    return state
 
 
 def old_save(
@@ -67,7 +50,7 @@ def old_save(
         shutil.rmtree(tmp, ignore_errors=True)
     if dist.is_initialized():
         dist.barrier()
-    dcp.save(_state(model, optimizer, progress, options), checkpoint_id=tmp)
+    dcp.save(state_to_save(model, optimizer, progress, options), checkpoint_id=tmp)
     if dist.is_initialized():
         dist.barrier()
     if leader:

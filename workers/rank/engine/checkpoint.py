@@ -42,7 +42,7 @@ _OPTIONS = StateDictOptions(flatten_optimizer_state_dict=True)
 _LIST_OPTIONS, _LIST_KEY = StateDictOptions(), "optim.param_groups.0.params"
 
 
-def _state(
+def state_to_save(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     progress: Progress,
@@ -83,7 +83,7 @@ def save(
     _barrier()
     writer = JsonWriter(tmp)
     try:
-        state = _state(model, optimizer, progress)
+        state = state_to_save(model, optimizer, progress)
         dcp.save(state, storage_writer=writer, planner=JsonSavePlanner())
     except BaseException as error:
         if not _no_space(error):
@@ -155,7 +155,7 @@ def load(path: Path, *, model: nn.Module, optimizer: torch.optim.Optimizer) -> P
     saved = reader.read_metadata().state_dict_metadata
     progress = {k.removeprefix("progress."): 0.0 for k in saved if k.startswith("progress.")}
     options = _LIST_OPTIONS if reader.legacy and _LIST_KEY in saved else _OPTIONS
-    state = _state(model, optimizer, progress, options)
+    state = state_to_save(model, optimizer, progress, options)
     if "rng.cuda" not in saved:
         state["rng"].pop("cuda", None)
     _load(state, reader)
