@@ -29,11 +29,12 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import psutil
+
+from benchmarks.submit_latency import submit_latencies
 
 #: gives every Python thread its name as the OS thread name (15 bytes), for /proc
 SITECUSTOMIZE = """
@@ -46,13 +47,6 @@ def _named(self):
     _start(self)
 threading.Thread._bootstrap_inner = _named
 """
-
-SPEC = {
-    "name": "latency",
-    "template": "mlp",
-    "parallelism": {"strategy": "data", "devices": 1},
-    "hyperparameters": {"steps": 1, "batch_size": 8},
-}
 
 
 @dataclass
@@ -170,35 +164,6 @@ def idle_round(tree: Path, *, seconds: float, settle: float, jobs: int) -> dict[
         "cpu_pct_up_api_worker": 100 * core,
         "threads": threads,
         "submit_to_running": latencies,
-    }
-
-
-def submit_latencies(stack: Any, jobs: int) -> dict[str, float]:
-    from tests.stack import wait_for
-
-    values = []
-    with stack.client() as client:
-        for _ in range(jobs):
-            job_id = client.post("/api/jobs", json=SPEC).json()["id"]
-            job = wait_for(
-                lambda j=job_id: (
-                    (v := client.get(f"/api/jobs/{j}").json())["state"] in ("succeeded", "failed")
-                    and v
-                ),
-                timeout=120,
-                what=f"job {job_id} to finish",
-            )
-            started = datetime.fromisoformat(job["started_at"])
-            created = datetime.fromisoformat(job["created_at"])
-            values.append((started - created).total_seconds())
-    if not values:
-        return {}
-    values.sort()
-    return {
-        "n": len(values),
-        "p50_ms": 1000 * statistics.median(values),
-        "p99_ms": 1000 * values[min(len(values) - 1, round(0.99 * (len(values) - 1)))],
-        "max_ms": 1000 * values[-1],
     }
 
 
