@@ -21,7 +21,9 @@ function elements(node: unknown): VNode<Record<string, unknown>>[] {
   return [vnode, ...kids.flatMap(elements)];
 }
 
-const byTestId = (tree: unknown, id: string) => elements(tree).find((e) => e.props["data-testid"] === id);
+// an element rendered with data-testid, or a form input component given its testId
+const byTestId = (tree: unknown, id: string) =>
+  elements(tree).find((e) => e.props["data-testid"] === id || e.props.testId === id);
 
 function text(node: unknown): string {
   if (typeof node === "string" || typeof node === "number") return String(node);

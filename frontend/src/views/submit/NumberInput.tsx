@@ -10,6 +10,7 @@ export function NumberInput({
   set,
   testId,
   disabled = false,
+  placeholder,
 }: {
   id: string;
   field: keyof SpecForm;
@@ -17,6 +18,7 @@ export function NumberInput({
   set: SetField;
   testId?: string;
   disabled?: boolean;
+  placeholder?: string;
 }) {
   return (
     <input
@@ -28,6 +30,7 @@ export function NumberInput({
       data-testid={testId}
       value={form[field] as string}
       disabled={disabled}
+      placeholder={placeholder}
       onInput={(e) => set(field, e.currentTarget.value as never)}
     />
   );

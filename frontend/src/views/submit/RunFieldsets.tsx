@@ -79,14 +79,13 @@ function UpdateModeFields({ form, set, errors }: Props) {
       {form.update === "async" && (
         <>
           <label for="f-max-staleness">Max staleness (updates)</label>
-          <input
+          <NumberInput
             id="f-max-staleness"
-            type="number"
-            min="1"
+            field="maxStaleness"
+            form={form}
+            set={set}
             placeholder="no bound"
-            data-testid="submit-max-staleness"
-            value={form.maxStaleness}
-            onInput={(e) => set("maxStaleness", e.currentTarget.value)}
+            testId="submit-max-staleness"
           />
           <div class="muted small">{MAX_STALENESS_TRADE}</div>
           <FieldError field="parallelism.max_staleness" errors={errors} />
@@ -111,14 +110,13 @@ export function TrainingFields({ form, set, errors }: Props) {
       <NumberInput id="f-accum" field="gradAccum" form={form} set={set} testId="submit-grad-accum" />
       <FieldError field="grad_accum" errors={errors} />
       <label for="f-ckpt">Checkpoint every (steps)</label>
-      <input
+      <NumberInput
         id="f-ckpt"
-        type="number"
-        min="1"
+        field="checkpointEvery"
+        form={form}
+        set={set}
         placeholder="no periodic checkpoint"
-        data-testid="submit-checkpoint-every"
-        value={form.checkpointEvery}
-        onInput={(e) => set("checkpointEvery", e.currentTarget.value)}
+        testId="submit-checkpoint-every"
       />
       <FieldError field="checkpoint.every_steps" errors={errors} />
       <FieldError field="checkpoint" errors={errors} />
