@@ -15,7 +15,6 @@ from celery.utils.nodenames import host_format
 from workers.contract.heap import settle_heap
 from workers.contract.keys import Keys
 from workers.contract.protocol import DEVICES_STREAM
-from workers.contract.run_layout import job_dir
 from workers.devices import DeviceProbe
 from workers.devices.host import HostProbe
 from workers.devices.nvml import NvmlProbe
@@ -29,7 +28,7 @@ from workers.node.redis_access import HOW_TO_FIX, OpenRedis, is_private, refuse_
 from workers.node.registration import node_registration
 from workers.node.settings import WorkerSettings
 from workers.node.tasks import ActiveAttempts, register_tasks
-from workers.supervisor.job_user import IsolationError, prepare_isolation
+from workers.supervisor.job_user import IsolationError
 from workers.telemetry import StreamPublisher, producer_name
 
 log = logging.getLogger(__name__)
@@ -76,13 +75,7 @@ def run_node_agent(settings: WorkerSettings) -> int:
         print(f"trainboard worker: refusing to start: {problem}", file=sys.stderr, flush=True)
         return 2
     try:
-        isolation = prepare_isolation(
-            account=settings.job_user,
-            uid_base=settings.job_uid_base,
-            allow_same_user=settings.allow_same_user,
-            runs_dir=job_dir(settings.data_dir, 0).parent,
-            uid_registry=settings.uid_registry,
-        )
+        isolation = settings.prepare_isolation()
     except IsolationError as err:
         log.error("%s", err)
         print(f"trainboard worker: {err}", file=sys.stderr, flush=True)

@@ -9,7 +9,8 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from workers.supervisor.job_user import Isolation, same_user
+from workers.contract.run_layout import job_dir
+from workers.supervisor.job_user import Isolation, prepare_isolation, same_user
 from workers.supervisor.settings import SupervisorSettings
 from workers.supervisor.stdout_metrics import DEFAULT_PATTERNS, DEFAULT_STEP_PATTERN
 
@@ -84,6 +85,16 @@ class WorkerSettings(BaseSettings):
     run_dir_quota_interval: float = Field(
         5.0, gt=0, description="seconds between two measures of a running job's run directory"
     )
+
+    def prepare_isolation(self) -> Isolation:
+        """Set up the job user these settings name (IsolationError says why it cannot)."""
+        return prepare_isolation(
+            account=self.job_user,
+            uid_base=self.job_uid_base,
+            allow_same_user=self.allow_same_user,
+            runs_dir=job_dir(self.data_dir, 0).parent,
+            uid_registry=self.uid_registry,
+        )
 
     def for_supervisor(
         self, isolation: Isolation | None = None, *, interface: str | None = None

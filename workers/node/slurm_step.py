@@ -35,7 +35,6 @@ from typing import Any
 
 from workers.contract.keys import Keys
 from workers.contract.protocol import DEVICES_STREAM
-from workers.contract.run_layout import job_dir
 from workers.devices import DeviceProbe
 from workers.devices.host import HostProbe
 from workers.devices.nvml import NvmlProbe
@@ -44,7 +43,7 @@ from workers.devices.sampler import DeviceSampler
 from workers.node.api_client import NodeApiClient
 from workers.node.settings import WorkerSettings
 from workers.node.tasks import ActiveAttempts, run_attempt
-from workers.supervisor.job_user import IsolationError, prepare_isolation
+from workers.supervisor.job_user import IsolationError
 from workers.telemetry import StreamPublisher, producer_name
 
 log = logging.getLogger("workers.node.slurm_step")
@@ -106,13 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["TRAINBOARD_NODE_TOKEN"] = Path(step["tokens"][order["node"]]).read_text().strip()
     settings = WorkerSettings()
     try:
-        isolation = prepare_isolation(
-            account=settings.job_user,
-            uid_base=settings.job_uid_base,
-            allow_same_user=settings.allow_same_user,
-            runs_dir=job_dir(settings.data_dir, 0).parent,
-            uid_registry=settings.uid_registry,
-        )
+        isolation = settings.prepare_isolation()
     except IsolationError as err:
         log.error("%s", err)
         return 2
