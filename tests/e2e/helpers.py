@@ -6,7 +6,7 @@ import contextlib
 from typing import Any
 
 import httpx
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 from tests.stack import RunningStack, wait_for
 
@@ -19,6 +19,15 @@ def log_in(page: Page, stack: RunningStack) -> None:
     page.get_by_test_id("login-token").fill(stack.token)
     page.get_by_test_id("login-submit").click()
     expect(page.get_by_test_id("nav-board")).to_be_visible()
+
+
+def open_running_job(page: Page, stack: RunningStack, job_id: int) -> Locator:
+    """Log in, open the job's page and wait until it reads running; its state badge."""
+    log_in(page, stack)
+    page.goto(f"{stack.url}/jobs/{job_id}")
+    state = page.get_by_test_id("job-state")
+    expect(state).to_have_attribute("data-state", "running", timeout=120_000)
+    return state
 
 
 def submit_job(

@@ -8,7 +8,15 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.e2e.conftest import SCREENSHOTS
-from tests.e2e.helpers import cancel_quietly, count, get_job, log_in, submit_job, wait_state
+from tests.e2e.helpers import (
+    cancel_quietly,
+    count,
+    get_job,
+    log_in,
+    open_running_job,
+    submit_job,
+    wait_state,
+)
 from tests.stack import RunningStack, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -55,10 +63,7 @@ def test_pause_then_resume_on_a_different_number_of_devices(
 ) -> None:
     job_id = submit_job(stack, "browser-pause", steps=1_000_000, devices=2, checkpoint_every=20)
     try:
-        log_in(page, stack)
-        page.goto(f"{stack.url}/jobs/{job_id}")
-        state = page.get_by_test_id("job-state")
-        expect(state).to_have_attribute("data-state", "running", timeout=120_000)
+        state = open_running_job(page, stack, job_id)
         wait_for(lambda: count(page, "loss-chart") > 3, timeout=90, what="the loss to be drawn")
 
         page.get_by_test_id("pause-button").click()

@@ -7,7 +7,7 @@ import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, Response, expect
 
 from tests.e2e.conftest import SCREENSHOTS
-from tests.e2e.helpers import cancel_quietly, get_job, log_in, submit_job
+from tests.e2e.helpers import cancel_quietly, get_job, log_in, open_running_job, submit_job
 from tests.stack import RunningStack, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -20,10 +20,7 @@ def test_after_an_elastic_resume_the_page_shows_the_global_batch_the_engine_keep
     # (2 accumulation steps) where the spec's arithmetic on 1 device says 32
     job_id = submit_job(stack, "browser-facts", steps=1_000_000, devices=2, checkpoint_every=20)
     try:
-        log_in(page, stack)
-        page.goto(f"{stack.url}/jobs/{job_id}")
-        state = page.get_by_test_id("job-state")
-        expect(state).to_have_attribute("data-state", "running", timeout=120_000)
+        state = open_running_job(page, stack, job_id)
         batch = page.get_by_test_id("job-global-batch")
         strategy = page.get_by_test_id("job-strategy")
         expect(batch).to_have_text("64 = 32 × 1 accumulation × 2 replicas", timeout=60_000)
