@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from backend.auth.models import User
-from backend.auth.service import issue_token
 from backend.db import Database
 from backend.jobs.models import JobEvent
 from tests.backend.conftest import bearer, job_row
+from tests.telemetry.helpers import user_token
 
 STACK = (
     'Thread 0x00007f0a (most recent call first):\n  File "/scripts/hang.py", line 21 in <module>\n'
@@ -27,11 +26,7 @@ def _hung_job(database: Database) -> int:
 
 
 def _bob(database: Database) -> str:
-    with database.session() as session:
-        bob = User(username="bob", role="user")
-        session.add(bob)
-        session.flush()
-        return issue_token(session, user=bob, scopes="read,submit")[1]
+    return user_token(database, "bob", scopes="read,submit")
 
 
 def test_the_owner_reads_each_ranks_stack_and_the_timeline_stays_short(

@@ -15,7 +15,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from backend.app import create_app
 from backend.auth.models import User
-from backend.auth.service import bootstrap_admin_token, ensure_admin
+from backend.auth.service import bootstrap_admin_token, ensure_admin, issue_token
 from backend.config import Settings
 from backend.db import Database
 from backend.jobs.models import Attempt, Job
@@ -28,6 +28,15 @@ from tests.workers.worker_helpers import free_port, wait_for
 from workers.contract.keys import Keys
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+
+
+def user_token(db: Database, username: str, *, scopes: str = "read") -> str:
+    """A new plain user and a token of theirs with these scopes; the token's secret."""
+    with db.session() as session:
+        user = User(username=username, role="user")
+        session.add(user)
+        session.flush()
+        return issue_token(session, user=user, scopes=scopes)[1]
 
 
 def add_attempt(db: Database, *, owner: str = "alice", state: str = "running") -> tuple[int, int]:

@@ -8,12 +8,10 @@ from datetime import UTC, datetime
 from fastapi.testclient import TestClient
 from sqlalchemy import insert, update
 
-from backend.auth.models import User
-from backend.auth.service import issue_token
 from backend.db import Database
 from backend.jobs.models import Attempt, AttemptSlice
 from backend.telemetry.models import DeviceSample
-from tests.telemetry.helpers import ADMIN, add_attempt
+from tests.telemetry.helpers import ADMIN, add_attempt, user_token
 
 
 def at(unix: float) -> datetime:
@@ -99,11 +97,7 @@ def test_an_attempt_that_never_ran_has_no_samples(api: tuple[TestClient, Databas
 def test_another_users_job_devices_are_not_found(api: tuple[TestClient, Database]) -> None:
     client, db = api
     job, _ = add_attempt(db, owner="alice")
-    with db.session() as session:
-        bob = User(username="bob", role="user")
-        session.add(bob)
-        session.flush()
-        _, secret = issue_token(session, user=bob, scopes="read")
+    secret = user_token(db, "bob")
     path = f"/api/series/devices/{job}"
     assert client.get(path, headers={"Authorization": f"Bearer {secret}"}).status_code == 404
     assert client.get(path).status_code == 401

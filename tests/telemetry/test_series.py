@@ -9,12 +9,10 @@ import math
 import pytest
 from fastapi.testclient import TestClient
 
-from backend.auth.models import User
-from backend.auth.service import issue_token
 from backend.db import Database
 from backend.jobs.models import Attempt
 from backend.telemetry.models import MetricPoint
-from tests.telemetry.helpers import ADMIN, add_attempt, insert_points
+from tests.telemetry.helpers import ADMIN, add_attempt, insert_points, user_token
 
 
 def add_points(
@@ -92,11 +90,7 @@ def test_csv_export_holds_every_raw_point(api: tuple[TestClient, Database]) -> N
 def test_another_users_job_is_not_found(api: tuple[TestClient, Database]) -> None:
     client, db = api
     job, _ = add_attempt(db, owner="alice")
-    with db.session() as session:
-        bob = User(username="bob", role="user")
-        session.add(bob)
-        session.flush()
-        _, secret = issue_token(session, user=bob, scopes="read")
+    secret = user_token(db, "bob")
     bob_headers = {"Authorization": f"Bearer {secret}"}
     for path in (f"/api/series/jobs/{job}/loss", f"/api/series/jobs/{job}.csv",
                  f"/api/series/compare?job={job}&metric=loss",
