@@ -13,16 +13,8 @@ from backend.telemetry.ingest.consumer import Ingest
 from backend.telemetry.live.feed import LIVE_STREAM
 from tests.telemetry.helpers import point, stored_steps
 from tests.telemetry.test_ingest import NewAttempt, add_batch, client, ingest  # noqa: F401
+from tests.workers.test_start_facts import FACTS
 from workers.contract.protocol import EVENTS_STREAM, METRICS_STREAM
-
-FACTS = {
-    "world_size": 1,
-    "data_parallel": 1,
-    "pipeline_stages": 1,
-    "batch_size": 32,
-    "accumulation": 2,
-    "global_batch": 64,
-}
 
 
 def test_a_start_events_facts_are_stored_on_its_attempt_and_sent_live(
