@@ -61,17 +61,22 @@ class MetricPoint(Base):
     mark: Mapped[bool] = mapped_column(server_default=true())
 
 
-class DeviceSample(Base):
+class _OneDevice:
+    """The columns naming one device of one node: device samples and their rollups."""
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    node: Mapped[str] = mapped_column(String(64))
+    device: Mapped[int]
+    kind: Mapped[str] = mapped_column(String(8))
+
+
+class DeviceSample(_OneDevice, Base):
     __tablename__ = "device_samples"
     __table_args__ = (
         UniqueConstraint("node", "device", "time"),
         Index("ix_device_samples_time", "time"),
     )
 
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    node: Mapped[str] = mapped_column(String(64))
-    device: Mapped[int]
-    kind: Mapped[str] = mapped_column(String(8))
     time: Mapped[float] = mapped_column(Float)
     util: Mapped[float | None] = mapped_column(Float)
     mem_used: Mapped[int | None] = mapped_column(BigInteger)
@@ -99,7 +104,7 @@ class LogLine(Base):
     time: Mapped[float] = mapped_column(Float)
 
 
-class DeviceRollup(Base):
+class DeviceRollup(_OneDevice, Base):
     """Device samples older than the raw retention, summarised per device and minute."""
 
     __tablename__ = "device_rollups"
@@ -108,10 +113,6 @@ class DeviceRollup(Base):
         Index("ix_device_rollups_start", "start"),
     )
 
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    node: Mapped[str] = mapped_column(String(64))
-    device: Mapped[int]
-    kind: Mapped[str] = mapped_column(String(8))
     start: Mapped[float] = mapped_column(Float, comment="bucket start, unix seconds")
     seconds: Mapped[int] = mapped_column(comment="bucket width")
     samples: Mapped[int]

@@ -29,6 +29,16 @@ from workers.contract.keys import Keys
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
+#: what an engine's start event says of a 1-rank run with 2 accumulation steps
+FACTS = {
+    "world_size": 1,
+    "data_parallel": 1,
+    "pipeline_stages": 1,
+    "batch_size": 32,
+    "accumulation": 2,
+    "global_batch": 64,
+}
+
 
 def user_token(db: Database, username: str, *, scopes: str = "read") -> str:
     """A new plain user and a token of theirs with these scopes; the token's secret."""

@@ -11,9 +11,8 @@ from backend.db import Database
 from backend.jobs.models import Attempt
 from backend.telemetry.ingest.consumer import Ingest
 from backend.telemetry.live.feed import LIVE_STREAM
-from tests.telemetry.helpers import point, stored_steps
+from tests.telemetry.helpers import FACTS, point, stored_steps
 from tests.telemetry.test_ingest import NewAttempt, add_batch, client, ingest  # noqa: F401
-from tests.workers.test_start_facts import FACTS
 from workers.contract.protocol import EVENTS_STREAM, METRICS_STREAM
 
 

@@ -8,17 +8,9 @@ from pathlib import Path
 from test_relay import relay_lines
 from worker_helpers import read_items
 
+from tests.telemetry.helpers import FACTS
 from workers.contract.protocol import EVENTS_STREAM
 from workers.contract.telemetry_channel import event_message
-
-FACTS = {
-    "world_size": 1,
-    "data_parallel": 1,
-    "pipeline_stages": 1,
-    "batch_size": 32,
-    "accumulation": 2,
-    "global_batch": 64,
-}
 
 
 def test_a_start_event_carries_its_facts_and_facts_that_do_not_fit_are_dropped(
