@@ -11,6 +11,8 @@ from backend.scheduler.loop import Scheduler
 from tests.backend.conftest import bearer
 from tests.backend.test_jobs_api import GOOD_SPEC, queued_orders
 
+pytestmark = pytest.mark.usefixtures("node_n1")
+
 
 def _spec(priority: str, devices: int, **extra: Any) -> dict[str, Any]:
     parallelism = {"strategy": "data", "devices": devices}
@@ -33,7 +35,6 @@ def _start(
     return job["id"], order["attempt_id"]
 
 
-@pytest.mark.usefixtures("node_n1")
 def test_victims_checkpoint_requeue_at_their_place_and_resume_without_spending_restarts(
     api: TestClient,
     tokens: dict[str, str],
@@ -94,7 +95,6 @@ def test_victims_checkpoint_requeue_at_their_place_and_resume_without_spending_r
         assert resumed[job_id]["resume_from"] == f"/runs/job-{job_id}/checkpoints/attempt-1/step-70"
 
 
-@pytest.mark.usefixtures("node_n1")
 def test_no_victim_that_is_not_preemptible_or_was_preempted_a_moment_ago(
     api: TestClient,
     tokens: dict[str, str],
