@@ -7,10 +7,11 @@ from backend.nodes.deployment import Deployment
 from backend.nodes.models import Device, Node
 from backend.sweeps.models import Sweep
 from backend.telemetry.models import DeviceRollup, DeviceSample, LogLine, MetricPoint
-from backend.usage.models import SlurmUsage, UserLimits
+from backend.usage.models import AllocationStart, SlurmUsage, UserLimits
 from backend.webhooks.models import Webhook, WebhookCursor, WebhookDelivery
 
 __all__ = [
+    "AllocationStart",
     "ApiToken",
     "Attempt",
     "AttemptSlice",

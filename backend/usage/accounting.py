@@ -1,8 +1,12 @@
-"""Device-seconds per attempt: allocated (devices x time from claim to end) and busy.
+"""Device-seconds per attempt: allocated (devices x time from allocation to end) and busy.
 
-Busy is utilization-weighted from the device samples: each device's allocated seconds
-times the mean utilization (0-100 %, capped) of its samples during the attempt. An
-attempt records both when it has ended (`settle`); a running one is counted up to now.
+An attempt's devices are allocated from its claim, or, where a cluster manager allocated
+them before (Slurm: the job's allocation starts before its batch shell, srun and the
+supervisor that claims), from that allocation's start (`AllocationStart`), as the manager
+bills it. Busy is utilization-weighted from the device samples, which exist from the claim
+on: each device's seconds from claim to end times the mean utilization (0-100 %, capped)
+of its samples during the attempt (a start-up before the claim is allocated, not busy).
+An attempt records both when it has ended (`settle`); a running one is counted up to now.
 Reused by per-job efficiency views: `attempt_usage` is the one place that computes them.
 """
 
@@ -19,6 +23,7 @@ from sqlalchemy.orm import Session
 from backend.db import as_utc, utcnow
 from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.telemetry.models import DeviceSample
+from backend.usage.models import AllocationStart
 
 #: an ended attempt is settled this long after its end, when its last samples are in
 SETTLE_AFTER = timedelta(seconds=10)
@@ -32,7 +37,7 @@ class AttemptUsage:
     owner_id: int
     nodes: tuple[tuple[str, int], ...]  # (node, devices there) per slice
     devices: int
-    start: datetime | None  # claimed; None: it never ran
+    start: datetime | None  # allocated (claimed, or the manager's start); None: never ran
     end: datetime | None  # None: still running
     allocated: float  # device-seconds
     busy: float | None  # device-seconds; None: no utilization samples
@@ -45,11 +50,20 @@ def device_count(slices: Iterable[AttemptSlice]) -> int:
 def allocated_seconds(
     *, devices: int, start: datetime | None, end: datetime | None, now: datetime
 ) -> float:
-    """Devices x seconds from claim to end (or now)."""
+    """Devices x seconds from start (the allocation's) to end (or now)."""
     if start is None:
         return 0.0
     stop = as_utc(end) if end is not None else now
     return devices * max(0.0, (stop - as_utc(start)).total_seconds())
+
+
+def allocation_start(claimed: datetime | None, allocated: datetime | None) -> datetime | None:
+    """When an attempt's devices became its own: the cluster manager's allocation start
+    where one is recorded, else the claim (the earlier of the two: a manager's clock a
+    little ahead of the control plane's never makes an attempt shorter than its claim)."""
+    if claimed is None or allocated is None:
+        return allocated if claimed is None else claimed
+    return min(as_utc(claimed), as_utc(allocated))
 
 
 def busy_fraction(session: Session, attempt_ids: Sequence[int]) -> dict[int, float]:
@@ -84,12 +98,13 @@ def attempt_usage(
     """Every attempt that ran in [since, until) (or of these jobs), with its device-seconds."""
     now = now or utcnow()
     query = (
-        select(Attempt, Job.owner_id, Job.devices_requested)
+        select(Attempt, Job.owner_id, Job.devices_requested, AllocationStart.started_at)
         .join(Job, Job.id == Attempt.job_id)
-        .where(Attempt.claimed_at.is_not(None))
+        .outerjoin(AllocationStart, AllocationStart.attempt_id == Attempt.id)
+        .where(Attempt.claimed_at.is_not(None) | AllocationStart.started_at.is_not(None))
     )
-    if until is not None:
-        query = query.where(Attempt.claimed_at < until)
+    if until is not None:  # its start, the earlier of the two, is before until
+        query = query.where((Attempt.claimed_at < until) | (AllocationStart.started_at < until))
     if since is not None:
         query = query.where((Attempt.finished_at.is_(None)) | (Attempt.finished_at >= since))
     if job_ids is not None:
@@ -97,7 +112,7 @@ def attempt_usage(
     if attempt_ids is not None:
         query = query.where(Attempt.id.in_(attempt_ids))
     rows = session.execute(query.order_by(Attempt.id)).all()
-    ids = [a.id for a, _, _ in rows]
+    ids = [row[0].id for row in rows]
     nodes: dict[int, list[tuple[str, int]]] = {}
     for attempt_id, node, devices in session.execute(
         select(AttemptSlice.attempt_id, AttemptSlice.node_name, AttemptSlice.devices)
@@ -105,19 +120,23 @@ def attempt_usage(
         .order_by(AttemptSlice.node_rank)
     ):
         nodes.setdefault(attempt_id, []).append((node, len(devices)))
-    unsettled = [a.id for a, _, _ in rows if a.busy_device_seconds is None]
+    unsettled = [row[0].id for row in rows if row[0].busy_device_seconds is None]
     fractions = busy_fraction(session, unsettled)
     result = []
-    for attempt, owner, requested in rows:
+    for attempt, owner, requested, allocated_at in rows:
         devices = attempt.device_count or requested
+        start = allocation_start(attempt.claimed_at, allocated_at)
         allocated = attempt.allocated_device_seconds
         if allocated is None:
             allocated = allocated_seconds(
-                devices=devices, start=attempt.claimed_at, end=attempt.finished_at, now=now
+                devices=devices, start=start, end=attempt.finished_at, now=now
             )
         busy = attempt.busy_device_seconds
-        if busy is None and attempt.id in fractions:
-            busy = allocated * fractions[attempt.id]
+        if busy is None and attempt.id in fractions:  # sampled from the claim on
+            sampled = allocated_seconds(
+                devices=devices, start=attempt.claimed_at, end=attempt.finished_at, now=now
+            )
+            busy = min(sampled, allocated) * fractions[attempt.id]
         result.append(
             AttemptUsage(
                 attempt_id=attempt.id,
@@ -125,7 +144,7 @@ def attempt_usage(
                 owner_id=attempt.owner_id or owner,
                 nodes=tuple(nodes.get(attempt.id, [(attempt.node_name, devices)])),
                 devices=devices,
-                start=attempt.claimed_at,
+                start=start,
                 end=attempt.finished_at,
                 allocated=allocated,
                 busy=busy,
@@ -191,26 +210,30 @@ def device_hours_since(
 def _claimed_spans(
     session: Session, *, ended_after: datetime, owners: Sequence[int] | None = None
 ) -> list[tuple[int, int, datetime, datetime | None]]:
-    """(owner, devices, claimed at, finished at or None) of every claimed attempt that was
-    still running at `ended_after` or later, of `owners` (None: everyone's)."""
+    """(owner, devices, allocated at, finished at or None) of every attempt allocated
+    devices (claimed, or started by the cluster manager) that was still running at
+    `ended_after` or later, of `owners` (None: everyone's)."""
     query = (
         select(
             Job.owner_id,
             Attempt.device_count,
             Job.devices_requested,
             Attempt.claimed_at,
+            AllocationStart.started_at,
             Attempt.finished_at,
         )
         .join(Job, Job.id == Attempt.job_id)
+        .outerjoin(AllocationStart, AllocationStart.attempt_id == Attempt.id)
         .where(
-            Attempt.claimed_at.is_not(None),
+            Attempt.claimed_at.is_not(None) | AllocationStart.started_at.is_not(None),
             (Attempt.finished_at.is_(None)) | (Attempt.finished_at >= ended_after),
         )
     )
     if owners is not None:
         query = query.where(Job.owner_id.in_(owners))
-    return [
-        (owner, counted or requested, start, end)
-        for owner, counted, requested, start, end in session.execute(query).all()
-        if start is not None  # the query asks for claimed attempts
-    ]
+    spans = []
+    for owner, counted, requested, claimed, allocated, end in session.execute(query).all():
+        start = allocation_start(claimed, allocated)
+        if start is not None:  # the query asks for allocated attempts
+            spans.append((owner, counted or requested, start, end))
+    return spans

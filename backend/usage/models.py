@@ -45,3 +45,22 @@ class SlurmUsage(Base):
         Float, comment="AllocTRES of the device resource x ElapsedRaw, summed over its runs"
     )
     recorded_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class AllocationStart(Base):
+    """When a cluster manager allocated an attempt's devices, where that comes before the
+    claim: under Slurm the job holds its devices from the allocation's start (squeue's
+    StartTime), while its batch shell, srun and the supervisor start; Trainboard's allocated
+    device-seconds count from here (backend.usage.accounting), as Slurm's do.
+
+    Written by the Slurm executor the first time squeue shows the attempt's job running.
+    """
+
+    __tablename__ = "allocation_starts"
+
+    attempt_id: Mapped[int] = mapped_column(
+        ForeignKey("attempts.id", ondelete="CASCADE"), primary_key=True
+    )
+    started_at: Mapped[datetime] = mapped_column(
+        comment="the allocation's start as the cluster manager records it"
+    )

@@ -14,8 +14,8 @@ from backend.config import Settings
 from backend.db import Database
 from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.telemetry.models import DeviceSample
-from backend.usage.accounting import settle
-from backend.usage.models import SlurmUsage
+from backend.usage.accounting import device_hours_since, settle
+from backend.usage.models import AllocationStart, SlurmUsage
 from tests.backend.conftest import bearer
 from tests.backend.test_jobs_api import GOOD_SPEC
 
@@ -223,3 +223,34 @@ def test_under_slurm_the_usage_view_shows_slurms_accounting_beside_trainboards(
     }
     assert slurm_days[("2026-01-01", "alice")] + slurm_days[("2026-01-02", "alice")] == 7236
     assert slurm_days[("2026-01-01", "alice")] == 7236 / 2  # 23:30-00:00 of 23:30-00:30
+
+
+def test_under_slurm_an_attempt_is_allocated_from_its_allocations_start_not_its_claim(
+    api: TestClient, database: Database, tokens: dict[str, str], two_attempts: tuple[int, int]
+) -> None:
+    """Slurm holds the job's devices from its allocation's start, while the batch shell, srun
+    and the supervisor start: allocated counts from there, busy only from the claim (the
+    device samples begin there), and quotas count the same span."""
+    alices, _ = two_attempts
+    with database.session() as session:
+        attempt = session.get_one(Attempt, alices)
+        attempt.claimed_at = T0 + timedelta(seconds=6)  # the claim, 6 s into the allocation
+        session.add(AllocationStart(attempt_id=alices, started_at=T0))
+        # an attempt Slurm allocated whose supervisor never claimed: held 4 s on 1 device
+        never = ended_attempt(session, "alice", node="n1", devices=[0], start=T0, end=T0)
+        never.claimed_at, never.finished_at = None, T0 + timedelta(seconds=4)
+        session.add(AllocationStart(attempt_id=never.id, started_at=T0))
+        session.commit()
+    window = {"from": (T0 - HOUR).isoformat(), "to": (T0 + 3 * HOUR).isoformat()}
+    alice_busy = (3600 - 6) * (0.5 + 0.75)  # sampled from the claim on
+    by_user = {r["key"]: r for r in _usage(api, tokens["admin"], by="user", **window)["rows"]}
+    assert by_user["alice"]["allocated_device_seconds"] == pytest.approx(7200 + 4)
+    assert by_user["alice"]["busy_device_seconds"] == pytest.approx(alice_busy, rel=1e-3)
+    assert by_user["alice"]["attempts"] == 2
+    with database.session() as session:
+        assert settle(session) == 3
+        session.commit()
+        assert session.get_one(Attempt, alices).allocated_device_seconds == pytest.approx(7200)
+        alice = session.scalars(select(User).where(User.username == "alice")).one()
+        hours = device_hours_since(session, [alice.id], since=T0 - HOUR, now=T0 + 3 * HOUR)
+        assert hours[alice.id] == pytest.approx((7200 + 4) / 3600)

@@ -3,7 +3,7 @@ slurm-wlm, recorded by tests/slurm_cluster.py's cluster) and hand-checked edge c
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -18,6 +18,7 @@ from backend.executors.slurm.cli import (
     parse_scontrol_jobs,
     parse_scontrol_nodes,
     parse_squeue,
+    parse_time,
     parse_tres,
 )
 from backend.executors.slurm.executor import manager_nodes
@@ -39,6 +40,22 @@ def test_squeue_2205_pending_reasons_running_nodes_and_tres() -> None:
     assert wait_reason(waiting.reason).startswith("waiting for Slurm to free")
     assert held.reason == "JobHeldUser"
     assert all(job.restarts == 0 and job.partition == "main" for job in jobs.values())
+    # StartTime as Unix seconds (SLURM_TIME_FORMAT=%s): the allocation's start, UTC
+    assert running.start == datetime(2026, 11, 28, 22, 8, 28, tzinfo=UTC)
+    assert held.start is None
+    assert waiting.start is not None and waiting.start > running.start  # Slurm's estimate
+
+
+def test_squeue_start_time_in_slurms_default_format_is_read_as_local_time() -> None:
+    """Without SLURM_TIME_FORMAT (a wrapper that drops it), squeue prints the controller's
+    local time; read as this machine's (recorded on a machine in UTC)."""
+    by_epoch = {j.job_id: j.start for j in parse_squeue(recorded("22.05", "squeue.txt"))}
+    local = parse_squeue(recorded("22.05", "squeue_local_time.txt"))
+    running = next(j for j in local if j.state == "RUNNING")
+    assert running.start is not None
+    offset = running.start.astimezone().utcoffset() or timedelta()
+    assert running.start + offset == by_epoch[running.job_id]
+    assert parse_time("N/A") is None and parse_time("Unknown") is None
 
 
 def test_scontrol_jobs_2205_terminal_states_map_to_outcomes() -> None:

@@ -15,7 +15,7 @@ import os
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 #: the squeue fields read, in order (`squeue -O`, each `:|` so that '|' ends every field)
@@ -29,6 +29,7 @@ SQUEUE_FIELDS = (
     "RestartCnt",
     "Partition",
     "tres-alloc",
+    "StartTime",
 )
 #: the sacct fields read (`sacct --parsable2`), in order
 SACCT_FIELDS = (
@@ -43,6 +44,8 @@ SACCT_FIELDS = (
     "Partition",
 )
 DEFAULT_TIMEOUT = 30.0
+#: SLURM_TIME_FORMAT that makes Slurm's commands print times as Unix seconds
+EPOCH = "%s"
 
 
 class SlurmError(RuntimeError):
@@ -66,6 +69,8 @@ class QueuedJob:
     restarts: int
     partition: str
     tres: Mapping[str, str] = field(default_factory=dict)
+    #: when its allocation started (UTC); for a pending job Slurm's expected start, if any
+    start: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -191,7 +196,17 @@ class SlurmCli:
     def queue(self, name_prefix: str) -> dict[str, QueuedJob]:
         """Every queued or running job whose name starts with name_prefix, by job id."""
         fmt = ",".join(f"{name}:|" for name in SQUEUE_FIELDS)
-        out = self._run(["squeue", "--noheader", "--all", f"--Format={fmt}"])
+        # times as Unix seconds (SLURM_TIME_FORMAT), not the controller's local time
+        out = self._run(
+            [
+                "env",
+                f"SLURM_TIME_FORMAT={EPOCH}",
+                "squeue",
+                "--noheader",
+                "--all",
+                f"--Format={fmt}",
+            ]
+        )
         return {job.job_id: job for job in parse_squeue(out) if job.name.startswith(name_prefix)}
 
     def cancel(self, job_id: str, *, signal: str | None = None, batch_only: bool = False) -> None:
@@ -295,7 +310,9 @@ def parse_squeue(text: str) -> list[QueuedJob]:
         cells = [cell.strip() for cell in line.split("|")]
         if len(cells) < len(SQUEUE_FIELDS):
             raise SlurmError(f"squeue line with {len(cells)} fields: {line!r}")
-        job_id, name, state, reason, nodelist, count, restarts, partition, tres = cells[:9]
+        job_id, name, state, reason, nodelist, count, restarts, partition, tres, start = cells[
+            : len(SQUEUE_FIELDS)
+        ]
         jobs.append(
             QueuedJob(
                 job_id=job_id,
@@ -307,9 +324,24 @@ def parse_squeue(text: str) -> list[QueuedJob]:
                 restarts=_int(restarts),
                 partition=partition,
                 tres=parse_tres(tres),
+                start=parse_time(start),
             )
         )
     return jobs
+
+
+def parse_time(text: str) -> datetime | None:
+    """A Slurm time as UTC: Unix seconds (SLURM_TIME_FORMAT=%s, as the queue asks for), or
+    the default `2026-11-28T22:06:43`, which is the controller's local time, read here as
+    this machine's; None for `N/A`, `Unknown`, `None` and empty."""
+    text = text.strip()
+    if text.isdigit():
+        return datetime.fromtimestamp(int(text), tz=UTC)
+    try:
+        local = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return local.astimezone(UTC)  # naive: this machine's local time
 
 
 def parse_sacct(text: str) -> list[AccountedJob]:

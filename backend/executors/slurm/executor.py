@@ -52,7 +52,7 @@ from backend.placement.policy import NodeCapacity, Placement, Plan, Quota, plan
 from backend.placement.policy import QueuedJob as QueuedForPlacement
 from backend.placement.preemption import RunningJob
 from backend.signals import request_stops
-from backend.usage.models import SlurmUsage
+from backend.usage.models import AllocationStart, SlurmUsage
 from workers.contract.protocol import AttemptOrder, StopRequest
 
 log = logging.getLogger(__name__)
@@ -150,6 +150,7 @@ class SlurmExecutor:
         self.accounting_off: str | None = None
         self._accounted_at = float("-inf")
         self._unaccounted: set[int] = set()  # attempt ids accounting never recorded
+        self._started: set[int] = set()  # live attempt ids whose allocation start is stored
 
     # -- the Executor protocol -------------------------------------------------------------
 
@@ -180,6 +181,7 @@ class SlurmExecutor:
         if now - self._nodes_at >= NODES_SECONDS:
             self._nodes_at = now
             self._read_nodes(session, now, live, by_attempt)
+        self._record_starts(session, live, by_attempt)
         changed: set[int] = set()
         for attempt in live:
             if self._observe_attempt(session, attempt, by_attempt.get(attempt.id), now):
@@ -411,6 +413,32 @@ exec srun --nodes={len(gang)} --ntasks-per-node=1 --cpus-per-task={cpus}{gpus} \
             attempt = session.get(Attempt, attempt_id)
             if attempt is not None and attempt.slurm_job_id is None:
                 attempt.slurm_job_id = slurm_id
+
+    def _record_starts(
+        self, session: Session, live: Sequence[Attempt], by_attempt: Mapping[int | None, QueuedJob]
+    ) -> None:
+        """Each live attempt's allocation start, the first time squeue shows its Slurm job
+        holding its allocation: its devices are the user's from then (usage counts from it,
+        as sacct does), a few seconds before the supervisor's claim."""
+        found = {
+            a.id: queued.start
+            for a in live
+            if a.id not in self._started
+            and (queued := by_attempt.get(a.id)) is not None
+            and queued.state in ACTIVE
+            and queued.start is not None
+            and queued.job_id == a.slurm_job_id
+        }
+        self._started &= {a.id for a in live}
+        if not found:
+            return
+        known = session.scalars(
+            select(AllocationStart.attempt_id).where(AllocationStart.attempt_id.in_(found))
+        ).all()
+        for attempt_id, start in found.items():
+            if attempt_id not in known:
+                session.add(AllocationStart(attempt_id=attempt_id, started_at=start))
+        self._started |= set(found)
 
     def _observe_attempt(
         self, session: Session, attempt: Attempt, queued: QueuedJob | None, now: float
