@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 from backend import meta_router
 from backend.auth import router as auth_router
-from backend.background import named_client, stop_loops
+from backend.background import News, named_client, stop_loops
 from backend.checkpoint import router as checkpoints_router
 from backend.config import Settings, get_settings
 from backend.db import Database
@@ -87,13 +87,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.db, app.state.redis, app.state.hub = db, client, hub
         app.state.session_watch = watch = SessionWatch(db)
         watching = asyncio.create_task(watch.run())
-        stop = threading.Event()
-        threads = _start_loops(settings, db, client, hub, stop)
+        stop, news = threading.Event(), News()
+        threads = _start_loops(settings, db, client, hub, stop, news)
         settle_heap()  # start-up's objects out of the collector's full passes
         try:
             yield
         finally:
             watching.cancel()
+            stop.set()
+            news.announce()  # the loops sleeping on news end at once
             await asyncio.to_thread(stop_loops, threads, stop, client, timeout=5)
             client.close()
             db.dispose()
@@ -139,10 +141,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 def _start_loops(
-    settings: Settings, db: Database, client: redis.Redis, hub: Hub, stop: threading.Event
+    settings: Settings,
+    db: Database,
+    client: redis.Redis,
+    hub: Hub,
+    stop: threading.Event,
+    news: News,
 ) -> list[threading.Thread]:
     loops: list[tuple[str, Callable[[], None]]] = [
-        ("relay", lambda: relay_announcements(db=db, client=client, hub=hub, stop=stop)),
+        (
+            "relay",
+            lambda: relay_announcements(db=db, client=client, hub=hub, stop=stop, news=news),
+        ),
         ("live", lambda: feed.tail(client, hub.publish_raw, stop)),
     ]
     if settings.run_scheduler:
@@ -160,7 +170,10 @@ def _start_loops(
         )
         loops.append(("scheduler", lambda: scheduler.run(stop)))
         roots = settings.script_root_paths
-        loops.append(("sweeps", lambda: run_sweeps(db, client, stop, script_roots=roots)))
+        heard = news.listen()
+        loops.append(
+            ("sweeps", lambda: run_sweeps(db, client, stop, script_roots=roots, news=heard))
+        )
     if settings.run_ingest:
         cap = settings.log_lines_per_attempt
         ingest = Ingest(
@@ -182,7 +195,13 @@ def _start_loops(
         loops.append(("rollups", lambda: run_rollups(db=db, grace=grace, stop=stop)))
         # its own cache: it reads the series that change, which the pages' cache holds too
         summary_cache = SeriesCache(settings.series_cache_points // 4)
-        loops.append(("summaries", lambda: run_summaries(db=db, cache=summary_cache, stop=stop)))
+        told = news.listen()
+        loops.append(
+            (
+                "summaries",
+                lambda: run_summaries(db=db, cache=summary_cache, stop=stop, news=told),
+            )
+        )
         loops.append(("stragglers", lambda: run_stragglers(db=db, client=client, stop=stop)))
         allow = AllowList.parse(settings.webhook_allowed_hosts)
         loops.append(("webhooks", lambda: run_webhooks(db=db, stop=stop, allow=allow)))

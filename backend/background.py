@@ -98,22 +98,61 @@ def keep_running(
             stop.wait(pause)
 
 
+class News:
+    """Something the idle loops wait for happened: a job changed (the relay hears every
+    process's announcements) or this process's ingest stored points. A loop with nothing to
+    do sleeps on its listener instead of asking the database again each second."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._listeners: list[threading.Event] = []
+
+    def listen(self) -> threading.Event:
+        """A new listener: set by every announcement from now on (the loop clears it)."""
+        listener = threading.Event()
+        with self._lock:
+            self._listeners.append(listener)
+        return listener
+
+    def announce(self) -> None:
+        with self._lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener.set()
+
+
 def every(
     seconds: float,
     name: str,
-    step: Callable[[], None],
+    step: Callable[[], bool | None],
     stop: threading.Event,
     *,
     log: logging.Logger,
     wait_first: bool = False,
+    news: threading.Event | None = None,
+    idle_seconds: float = 0.0,
 ) -> None:
     """Call step every `seconds` until stop is set; a failure is logged and the next call
-    comes on time."""
+    comes on time.
+
+    With a `news` listener, a step that returns False (it found nothing to do) is called
+    again only once news comes or `idle_seconds` passed, and never sooner than `seconds`
+    after it last ran: no sooner than without news, and not at all while nothing happens.
+    Whoever sets stop announces news too, so a sleeping loop ends at once.
+    """
     if wait_first and stop.wait(seconds):
         return
     while not stop.is_set():
+        if news is not None:
+            news.clear()  # what comes during the step wakes the next wait
         try:
-            step()
+            busy = step()
         except Exception:
             log.exception("%s failed; again in %.0f s", name, seconds)
-        stop.wait(seconds)
+            busy = None
+        if busy is False and news is not None and idle_seconds > seconds:
+            ended = time.monotonic()
+            news.wait(idle_seconds)
+            stop.wait(max(0.0, ended + seconds - time.monotonic()))
+        else:
+            stop.wait(seconds)

@@ -24,6 +24,8 @@ from backend.sweeps.stopping import judge_rungs
 
 log = logging.getLogger(__name__)
 INTERVAL_SECONDS = 1.0
+#: the longest the loop sleeps while no sweep runs and no job changed
+IDLE_SECONDS = 30.0
 #: one judging step at a time in this process: the sweeps loop and the ingest's judging both
 #: take a sweep (SQLite ignores FOR UPDATE; two judges at once each wrote the rung's verdict,
 #: and a second stop of the same trial cleared its early-stop reason)
@@ -48,8 +50,9 @@ def _each_running(
     return total
 
 
-def pass_once(db: Database, client: redis.Redis, *, script_roots: Sequence[Path]) -> None:
-    """One pass over the running sweeps: judge their trials at rungs, launch the next ones."""
+def pass_once(db: Database, client: redis.Redis, *, script_roots: Sequence[Path]) -> bool:
+    """One pass over the running sweeps: judge their trials at rungs, launch the next ones;
+    whether any sweep was running."""
     with db.session() as session:
         running = session.scalars(select(Sweep.id).where(Sweep.state == "running")).all()
 
@@ -59,6 +62,7 @@ def pass_once(db: Database, client: redis.Redis, *, script_roots: Sequence[Path]
         return stopped
 
     _each_running(db, running, step)
+    return bool(running)
 
 
 def judge_moved(db: Database, client: redis.Redis, job_ids: set[int]) -> int:
@@ -81,13 +85,24 @@ def judge_moved(db: Database, client: redis.Redis, job_ids: set[int]) -> int:
 
 
 def run_sweeps(
-    db: Database, client: redis.Redis, stop: threading.Event, *, script_roots: Sequence[Path]
+    db: Database,
+    client: redis.Redis,
+    stop: threading.Event,
+    *,
+    script_roots: Sequence[Path],
+    news: threading.Event | None = None,
 ) -> None:
-    """Run passes until stop is set (a failed pass is logged; the next one comes on time)."""
+    """Run passes until stop is set (a failed pass is logged; the next one comes on time).
+
+    While no sweep runs, the loop waits for `news` (a job changed: a sweep's trials are jobs,
+    so a new sweep's first trials announce it) or IDLE_SECONDS, instead of asking each second.
+    """
     every(
         INTERVAL_SECONDS,
         "sweeps",
         lambda: pass_once(db, client, script_roots=script_roots),
         stop,
         log=log,
+        news=news,
+        idle_seconds=IDLE_SECONDS,
     )

@@ -9,7 +9,7 @@ import threading
 import redis
 from sqlalchemy import select
 
-from backend.background import POLL_SECONDS, keep_running, wake_channel
+from backend.background import POLL_SECONDS, News, keep_running, wake_channel
 from backend.db import Database
 from backend.deployment_keys import keys_of
 from backend.jobs.attempt_states import LIVE_SLICE_VALUES
@@ -23,12 +23,13 @@ log = logging.getLogger(__name__)
 
 
 def relay_announcements(
-    *, db: Database, client: redis.Redis, hub: Hub, stop: threading.Event
+    *, db: Database, client: redis.Redis, hub: Hub, stop: threading.Event, news: News | None = None
 ) -> None:
     """Turn announced job ids into fresh job views on topics `jobs` and `job:<id>`, and the
     nodes into a fresh cluster view on `cluster` when they change or a job's changes moved
     which devices are booked (a placed, ended or withdrawn attempt): the browser shows who
-    holds each device from this view only, never from job states."""
+    holds each device from this view only, never from job states. Every job announcement
+    is `news` to this process's idle loops."""
 
     def relay_until_stopped() -> None:
         booked: frozenset[tuple[str, int, int]] | None = None
@@ -46,6 +47,8 @@ def relay_announcements(
                     continue
                 channel = message["channel"].decode()
                 if channel == jobs_channel:
+                    if news is not None:
+                        news.announce()
                     _send_jobs(db, hub, json.loads(message["data"]))
                 if channel in (nodes_channel, jobs_channel):
                     now = _booking(db)

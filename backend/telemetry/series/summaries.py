@@ -29,6 +29,8 @@ from workers.contract.telemetry_channel import DIRECTION_EVENT, parse_direction
 log = logging.getLogger(__name__)
 
 SUMMARIZE_EVERY_SECONDS = 2.0
+#: the longest an idle summarizer sleeps without news
+IDLE_SECONDS = 30.0
 #: curve points a summary reads at most (long curves come from their rollup blocks)
 POINTS = 1000
 CHANGED = text(
@@ -109,11 +111,24 @@ def write(
     return row
 
 
-def run_summaries(*, db: Database, cache: SeriesCache, stop: threading.Event) -> None:
-    """Keep metric summaries current until stop is set."""
+def run_summaries(
+    *, db: Database, cache: SeriesCache, stop: threading.Event, news: threading.Event | None = None
+) -> None:
+    """Keep metric summaries current until stop is set. A pass that found nothing changed
+    sleeps until `news` (a job's points move it: the ingest announces the job) or
+    IDLE_SECONDS."""
     summarizer = Summarizer(db, cache)
 
-    def pass_once() -> None:
-        summarizer.run_once()
+    def pass_once() -> bool:
+        return summarizer.run_once() > 0
 
-    every(SUMMARIZE_EVERY_SECONDS, "metric summaries", pass_once, stop, log=log, wait_first=True)
+    every(
+        SUMMARIZE_EVERY_SECONDS,
+        "metric summaries",
+        pass_once,
+        stop,
+        log=log,
+        wait_first=True,
+        news=news,
+        idle_seconds=IDLE_SECONDS,
+    )
