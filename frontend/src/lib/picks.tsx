@@ -4,6 +4,7 @@
  * run silently (issue #33).
  */
 import { useState } from "preact/hooks";
+import { navigate } from "../router";
 
 /** The picks after ticking (on) or unticking id; null when a tick would exceed max. */
 export function nextPicks(held: readonly number[], id: number, on: boolean, max: number): number[] | null {
@@ -41,5 +42,30 @@ export function PickLimit({ refused, max }: { refused: number | null; max: numbe
     <span class="warning small" role="status" data-testid="pick-limit">
       Compare takes at most {max} runs: untick one to add #{refused}.
     </span>
+  );
+}
+
+/** The refusal, if any, and the button that opens Compare on the picked runs (shown once
+ * one is picked, enabled from two). */
+export function ComparePicked({
+  picked,
+  refused,
+  max,
+  testId,
+}: {
+  picked: readonly number[];
+  refused: number | null;
+  max: number;
+  testId: string;
+}) {
+  return (
+    <>
+      <PickLimit refused={refused} max={max} />
+      {picked.length > 0 && (
+        <button type="button" class="secondary" data-testid={testId} disabled={picked.length < 2} onClick={() => navigate(`/compare?jobs=${picked.join(",")}`)}>
+          Compare {picked.length} selected
+        </button>
+      )}
+    </>
   );
 }

@@ -9,12 +9,12 @@ import { JobDevices, Progress, StateBadge } from "../components/bits";
 import { BulkActions, useArchivedJobs } from "../components/BulkActions";
 import { ClusterSummary } from "../components/ClusterSummary";
 import { Sparkline } from "../components/Sparkline";
-import { PickLimit, usePicks } from "../lib/picks";
+import { ComparePicked, usePicks } from "../lib/picks";
 import { etaSeconds, filtersFromQuery, filtersToQuery, matches, NO_FILTERS, sections, type Filters } from "../lib/board";
 import { formatDuration, formatTime } from "../lib/format";
 import { sortedJobs } from "../lib/stores";
 import { MAX_COMPARE, useCluster, useJobs } from "../data";
-import { Link, navigate } from "../router";
+import { Link } from "../router";
 
 export function BoardView() {
   const jobs = useJobs();
@@ -48,12 +48,7 @@ export function BoardView() {
           <input type="checkbox" data-testid="show-archived" checked={showArchived} onChange={(e) => setShowArchived(e.currentTarget.checked)} /> show archived
         </label>
         <BulkActions picked={picked} jobs={all} onDone={() => (clear(), setBulkVersion((v) => v + 1))} />
-        <PickLimit refused={refused} max={MAX_COMPARE} />
-        {picked.length > 0 && (
-          <button type="button" class="secondary" data-testid="compare-selected" disabled={picked.length < 2} onClick={() => navigate(`/compare?jobs=${picked.join(",")}`)}>
-            Compare {picked.length} selected
-          </button>
-        )}
+        <ComparePicked picked={picked} refused={refused} max={MAX_COMPARE} testId="compare-selected" />
         <Link href="/submit" class="button">
           Submit a job
         </Link>

@@ -8,10 +8,10 @@ import { client, ok } from "../api/http";
 import type { components } from "../api/schema";
 import { StateBadge } from "../components/bits";
 import { MAX_COMPARE } from "../data";
-import { PickLimit, usePicks } from "../lib/picks";
+import { ComparePicked, usePicks } from "../lib/picks";
 import { formatMetric } from "../lib/format";
 import { runsFromQuery, runsToQuery, toggleSort, type RunsQuery } from "../lib/runs";
-import { Link, navigate } from "../router";
+import { Link } from "../router";
 
 type RunTable = components["schemas"]["RunTable"];
 type Spread = components["schemas"]["Spread"];
@@ -72,12 +72,7 @@ export function RunsView() {
       <div class="view-head">
         <h1>Runs</h1>
         <span class="spacer" />
-        <PickLimit refused={refused} max={MAX_COMPARE} />
-        {picked.length > 0 && (
-          <button type="button" class="secondary" data-testid="runs-compare" disabled={picked.length < 2} onClick={() => navigate(`/compare?jobs=${picked.join(",")}`)}>
-            Compare {picked.length} selected
-          </button>
-        )}
+        <ComparePicked picked={picked} refused={refused} max={MAX_COMPARE} testId="runs-compare" />
         <Link href="/" class="button ghost">
           Board
         </Link>
