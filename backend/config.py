@@ -56,8 +56,10 @@ class Settings(BaseSettings):
     slurm_partition: str | None = Field(
         None, description="the Slurm partition jobs go to (default: the cluster's default)"
     )
-    slurm_gpus: bool = Field(
-        False, description="ask Slurm for GPUs (--gpus-per-node), not CPUs, per device"
+    slurm_gpus: bool | None = Field(
+        None,
+        description="ask Slurm for GPUs (--gres=gpu:N), not CPUs, per device; unset: GPUs "
+        "when the partition's nodes have any (their Gres/CfgTRES)",
     )
     slurm_api_url: str | None = Field(
         None,

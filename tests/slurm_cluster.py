@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.executors.slurm.cli import SlurmCli
+from backend.executors.slurm.cli import BatchRequest, SlurmCli
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
 
@@ -113,6 +113,19 @@ class SlurmCluster:
         command = self.hosts[0].command(self.root, ["slurmctld", "-D", "-f", str(self.conf)])
         self.processes["slurmctld"] = _daemon(self.root, "slurmctld-again", command, self.env)
 
+    def occupy(self, *, partition: str, cpus: int, seconds: int, name: str = "other-team") -> str:
+        """Another team's job straight to Slurm: `cpus` CPUs of one node for `seconds` (on
+        a higher tier's partition, it preempts what holds them); its Slurm job id."""
+        return self.cli.submit(
+            BatchRequest(
+                name=name,
+                script=f"#!/bin/sh\nsleep {seconds}\n",
+                nodes=1,
+                cpus_per_task=cpus,
+                partition=partition,
+            )
+        )
+
     def cut(self, host: str) -> None:
         """Take one host's link down (a partition: peers get 'network unreachable')."""
         found = next(h for h in self.hosts if h.name == host)
@@ -135,6 +148,24 @@ def _free_ports(count: int) -> list[int]:
     finally:
         for sock in sockets:
             sock.close()
+
+
+def _gres_conf(root: Path, gpus: dict[str, int]) -> str:
+    """gres.conf (beside slurm.conf, where slurmd reads it) for `gpus` (type: count per
+    node). slurmd drops a GPU without `File=` ("Ignoring file-less GPU"), so each names a
+    plain file `dev/nvidiaN` in the cluster's folder: slurmd logs that it is "not a valid
+    character or block device" and keeps it (nothing constrains devices here, task/none),
+    and nothing on the machine looks like a GPU. With accounting, AccountingStorageTRES
+    adds gres/gpu, so CfgTRES, squeue's tres-alloc and sacct's AllocTRES count them."""
+    lines, first = [], 0
+    (root / "dev").mkdir(exist_ok=True)
+    for kind, count in gpus.items():
+        for index in range(first, first + count):
+            (root / "dev" / f"nvidia{index}").touch()
+        typed = f" Type={kind}" if kind else ""
+        lines.append(f"Name=gpu{typed} File={root}/dev/nvidia[{first}-{first + count - 1}]\n")
+        first += count
+    return "".join(lines)
 
 
 def _dbd_config(root: Path, *, port: int, database: str) -> str:
@@ -162,6 +193,7 @@ def _config(
     ports: list[int],
     dbd_port: int | None,
     grace_time: int | None = None,
+    gres: str = "",
 ) -> str:
     accounting = (
         f"AccountingStorageType=accounting_storage/slurmdbd\n"
@@ -173,14 +205,15 @@ def _config(
         else "AccountingStorageType=accounting_storage/none"
     )
     machine = socket.gethostname().split(".")[0]
+    node_gres = f" Gres={gres}" if gres else ""
     if len(hosts) == 1:
         controller = machine
-        nodes = f"NodeName={machine} CPUs={cpus} State=UNKNOWN"
+        nodes = f"NodeName={machine} CPUs={cpus}{node_gres} State=UNKNOWN"
     else:  # every slurmd on this machine, each in its namespace under its own node name
         controller = f"{machine}({hosts[0].address})"
         nodes = "\n".join(
-            f"NodeName={h.name} NodeHostname={machine} NodeAddr={h.address} CPUs={cpus} "
-            "State=UNKNOWN"
+            f"NodeName={h.name} NodeHostname={machine} NodeAddr={h.address} CPUs={cpus}"
+            f"{node_gres} State=UNKNOWN"
             for h in hosts
         )
     if grace_time is None:
@@ -217,6 +250,8 @@ SchedulerType=sched/backfill
 ReturnToService=2
 MpiDefault=none
 JobCompType=jobcomp/none
+{"GresTypes=gpu" if gres else ""}
+{"AccountingStorageTRES=gres/gpu" if gres and dbd_port else ""}
 {accounting}
 KillWait={kill_wait}
 SlurmdTimeout=10
@@ -236,12 +271,17 @@ def slurm_cluster(
     accounting: bool = False,
     hosts: int = 1,
     grace_time: int | None = None,
+    gpus: dict[str, int] | None = None,
 ) -> Iterator[SlurmCluster]:
     """Start munged, (slurmdbd,) slurmctld and slurmd in root; yield it once every node is idle.
 
     With grace_time, Slurm preempts: two partitions, `low` (the default) and `high` of a
     higher PriorityTier, `PreemptType=preempt/partition_prio`, `PreemptMode=REQUEUE` and
     `GraceTime=grace_time` on `low` (else one partition, `main`).
+
+    With gpus (GPU type: count per node, "" for untyped), every node declares that many
+    GPUs as GRES, each a plain file standing for its device (Debian's build has no NVML and
+    this machine no GPU), so Slurm allocates and accounts them as it would real ones.
 
     With accounting, slurmdbd stores jobs in a MariaDB database of its own on the machine's
     server (root over 127.0.0.1, as every machine here has it), dropped afterwards. With two
@@ -268,6 +308,10 @@ def slurm_cluster(
             if hosts == 1
             else cleanup.enter_context(_namespaces(root))
         )
+        gres = ",".join(
+            f"gpu:{kind}:{n}" if kind else f"gpu:{n}" for kind, n in (gpus or {}).items()
+        )
+        (root / "gres.conf").write_text(_gres_conf(root, gpus or {}))
         conf.write_text(
             _config(
                 root,
@@ -277,6 +321,7 @@ def slurm_cluster(
                 ports=ports,
                 dbd_port=dbd_port,
                 grace_time=grace_time,
+                gres=gres,
             )
         )
         cleanup.callback(_stop, processes)

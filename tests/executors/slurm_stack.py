@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+import sqlalchemy as sa
 
 from tests.integration.netns import Host as NetnsHost
 from tests.integration.netns import InHost
@@ -46,6 +47,48 @@ class SlurmStack(RunningStack):
             what=f"job {job_id} to become {' or '.join(states)}",
         )
 
+    def attempts(self, client: httpx.Client, job_id: int) -> list[dict[str, Any]]:
+        return list(self.get(client, f"/api/jobs/{job_id}/attempts"))
+
+    def wait_step(
+        self, client: httpx.Client, job_id: int, step: int, *, timeout: float, what: str
+    ) -> None:
+        """Until the job's newest step is at least `step`."""
+        wait_for(
+            lambda: (self.get(client, f"/api/jobs/{job_id}")["step"] or 0) >= step,
+            timeout=timeout,
+            what=what,
+        )
+
+    def loss_series(self, *attempt_ids: int) -> dict[int, dict[int, tuple[int, int, int, int]]]:
+        """attempt id: rank: (first step, last step, points, distinct steps) of its loss."""
+        engine = sa.create_engine(self.database_url)
+        with engine.connect() as db:
+            rows = db.execute(
+                sa.text(
+                    "SELECT attempt_id, rank, min(step), max(step), count(*),"
+                    " count(DISTINCT step) FROM metric_points"
+                    " WHERE name = 'loss' AND attempt_id IN :ids GROUP BY attempt_id, rank"
+                ).bindparams(sa.bindparam("ids", expanding=True)),
+                {"ids": list(attempt_ids)},
+            ).all()
+        engine.dispose()
+        found: dict[int, dict[int, tuple[int, int, int, int]]] = {}
+        for attempt_id, rank, low, high, count, distinct in rows:
+            found.setdefault(attempt_id, {})[rank] = (low, high, count, distinct)
+        return found
+
+    def assert_resumed_at(self, before: int, after: int, saved: int, *, ranks: int) -> None:
+        """Attempt `after` continued `before` from its checkpoint at step `saved`: every rank
+        of `before` stopped there (no step counted twice), each of `after`'s `ranks` ranks
+        began right after (none missing), and no series holds a step twice."""
+        series = self.loss_series(before, after)
+        assert series[before] and all(s[1] == saved for s in series[before].values()), series
+        assert {rank: s[0] for rank, s in series[after].items()} == {
+            rank: saved + 1 for rank in range(ranks)
+        }, series
+        assert all(s[2] == s[3] for a in (before, after) for s in series[a].values()), series
+
 
 @contextlib.contextmanager
 def slurm_stack(
@@ -67,7 +110,9 @@ def slurm_stack(
             "TRAINBOARD_DATA_DIR": str(data_dir),
             "TRAINBOARD_ADMIN_TOKEN": ADMIN_TOKEN,
             "TRAINBOARD_REDIS_URL": redis_url,
-            "TRAINBOARD_STOP_GRACE_SECONDS": "5",
+            # a pause's checkpoint must fit in it: a 2-rank job's first save (DCP's imports,
+            # gloo) is not always done within 5 s on a loaded 2-core machine
+            "TRAINBOARD_STOP_GRACE_SECONDS": "30",
             **(extra_env or {}),
         }
         if in_host is not None:

@@ -20,7 +20,9 @@ pytestmark = SLURM_TESTS
 
 @pytest.fixture(scope="module")
 def two_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
-    with slurm_cluster(tmp_path_factory.mktemp("slurm"), cpus=2, kill_wait=2, hosts=2) as running:
+    # Trainboard's jobs go to `low` (the default partition); one of `high` preempts them
+    root = tmp_path_factory.mktemp("slurm")
+    with slurm_cluster(root, cpus=2, kill_wait=2, hosts=2, grace_time=30) as running:
         yield running
 
 
@@ -123,3 +125,45 @@ def test_a_host_lost_mid_gang_gives_exactly_one_new_attempt_from_the_newest_chec
         assert len(attempts()) == 2
         assert stack.post(client, f"/api/jobs/{job_id}/cancel").status_code == 200
         stack.wait_job(client, job_id, "cancelled", timeout=60)
+
+
+def test_a_gang_slurm_preempts_checkpoints_on_both_hosts_and_resumes_at_its_step(
+    stack: SlurmStack, two_hosts: SlurmCluster
+) -> None:
+    """#32 item 5 on two hosts: a job of a higher tier needs one host's CPUs, Slurm preempts
+    the whole 2-node gang; both supervisors learn it from the controller, the ranks save one
+    checkpoint together, the attempt ends without spending a restart, and a new gang, held
+    by Slurm meanwhile, resumes at the checkpointed step on both hosts again."""
+    spec = {
+        "name": "preempted-gang",
+        "template": "mlp",
+        "parallelism": {"strategy": "data", "devices": 2, "nodes": 2},  # 1 CPU on each host
+        "hyperparameters": {"steps": 100_000, "batch_size": 16},
+        "checkpoint": {"every_steps": 100_000},  # only the one the preemption asks for
+        "max_restarts": 0,  # a restart spent would fail it
+    }
+    with stack.client() as client:
+        job_id = stack.post(client, "/api/jobs", spec).json()["id"]
+        stack.wait_step(client, job_id, 30, timeout=180, what="the gang training")
+        other = two_hosts.occupy(partition="high", cpus=2, seconds=15)
+        attempts = wait_for(
+            lambda: len(a := stack.attempts(client, job_id)) > 1 and a[1]["slurm_job_id"] and a,
+            timeout=120,
+            what="a new attempt after the preemption",
+        )
+        first = attempts[0]
+        saved = int(first["last_checkpoint"].rsplit("-", 1)[1])
+        stack.wait_step(client, job_id, saved + 6, timeout=180, what="the resumed gang")
+        job = stack.get(client, f"/api/jobs/{job_id}")
+        second = stack.attempts(client, job_id)[1]
+        record = two_hosts.cli.job(second["slurm_job_id"])
+        other_record = two_hosts.cli.job(other)
+        assert stack.post(client, f"/api/jobs/{job_id}/cancel").status_code == 200
+        stack.wait_job(client, job_id, "cancelled", timeout=60)
+    assert "preempted by Slurm" in first["exit_reason"], first["exit_reason"]
+    assert job["restarts"] == 0 and job["state"] == "running"
+    assert other_record is not None and other_record.state in ("RUNNING", "COMPLETED")
+    assert record is not None and record.nodes == ("h1", "h2")  # both hosts again
+    assert second["resume_from"] == first["last_checkpoint"]
+    assert (first["facts"]["world_size"], second["facts"]["world_size"]) == (2, 2)
+    stack.assert_resumed_at(first["id"], second["id"], saved, ranks=2)

@@ -7,11 +7,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import redis
 
 from backend.executors.slurm.cli import (
     SACCT_FIELDS,
     BatchRequest,
+    SlurmCli,
     expand_hostlist,
+    gres_gpus,
     parse_duration,
     parse_sacct,
     parse_sacct_runs,
@@ -21,8 +24,10 @@ from backend.executors.slurm.cli import (
     parse_time,
     parse_tres,
 )
-from backend.executors.slurm.executor import manager_nodes
+from backend.executors.slurm.executor import SlurmExecutor, manager_nodes
 from backend.executors.slurm.states import TERMINAL, ended, wait_reason
+from workers.contract.protocol import AttemptOrder
+from workers.contract.spec import JobSpec
 
 RECORDED = Path(__file__).parent / "slurm_recorded"
 
@@ -278,5 +283,104 @@ def test_every_terminal_state_has_an_outcome_with_slurms_reason() -> None:
 
 def test_batch_request_never_lets_slurm_requeue_unless_asked() -> None:
     args = BatchRequest(name="tb-d-1-1", script="#!/bin/sh\n", nodes=2, gpus_per_node=4).arguments()
-    assert "--no-requeue" in args and "--gpus-per-node=4" in args and "--nodes=2" in args
+    assert "--no-requeue" in args and "--gres=gpu:4" in args and "--nodes=2" in args
     assert not any(a.startswith("--partition") for a in args)  # the cluster's default partition
+
+
+# -- GPU mode (#32): recorded on 22.05 with GPUs declared as GRES (tests/slurm_cluster.py's
+# `gpus`, each a plain file: there is no GPU on this machine); typed a100 x2 + v100 x2 with
+# accounting (AccountingStorageTRES=gres/gpu), untyped x4 without
+
+
+def test_a_nodes_gpus_from_gres_typed_or_not_and_from_cfgtres() -> None:
+    [typed] = parse_scontrol_nodes(recorded("22.05", "scontrol_nodes_gpus_typed.txt"))
+    [untyped] = parse_scontrol_nodes(recorded("22.05", "scontrol_nodes_gpus_untyped.txt"))
+    assert (typed.gres, typed.gpus, typed.tres["gres/gpu"]) == ("gpu:a100:2,gpu:v100:2", 4, "4")
+    assert (untyped.gres, untyped.gpus, untyped.tres.get("gres/gpu")) == ("gpu:4", 4, None)
+    assert all(n.gpus == 0 for n in parse_scontrol_nodes(recorded("22.05", "scontrol_nodes.txt")))
+    # a node whose Gres is not shown, CfgTRES only (hand-made)
+    [bare] = parse_scontrol_nodes("NodeName=g1 CPUTot=8 Gres=(null) CfgTRES=cpu=8,gres/gpu=8")
+    assert bare.gpus == 8
+    assert [m.gpus for m in manager_nodes([typed, untyped, bare], {})] == [4, 4, 8]
+
+
+@pytest.mark.parametrize(
+    ("gres", "count"),
+    [
+        ("gpu:8", 8),
+        ("gpu:a100:4(S:0-1)", 4),
+        ("gpu:a100:2(S:0,1),gpu:v100:2(S:1)", 4),  # a comma inside the socket list
+        ("gpu:2,shard:8", 2),
+        ("mps:100,gpu:1", 1),
+        ("(null)", 0),
+        ("", 0),
+    ],
+)
+def test_gres_gpu_counts(gres: str, count: int) -> None:
+    assert gres_gpus(gres) == count
+
+
+def test_a_gpu_jobs_allocation_in_squeue_and_sacct() -> None:
+    jobs = parse_squeue(recorded("22.05", "squeue_gpus.txt"))
+    # one asked --gres=gpu:2, the other --gpus-per-node=2: the same allocation
+    assert [(j.tres["cpu"], j.tres["gres/gpu"]) for j in jobs] == [("1", "2"), ("1", "2")]
+    runs = parse_sacct_runs(recorded("22.05", "sacct_gpus.txt"))
+    assert [r.allocated("gres/gpu") for r in runs] == [2 * 2 / 3600] * 2  # 2 GPUs x 2 s
+
+
+def test_gpu_mode_follows_the_partitions_nodes_unless_the_operator_said(
+    redis_url: str, tmp_path: Path
+) -> None:
+    gpu_nodes = parse_scontrol_nodes(recorded("22.05", "scontrol_nodes_gpus_typed.txt"))
+    cpu_nodes = parse_scontrol_nodes(recorded("22.05", "scontrol_nodes.txt"))
+    client = redis.Redis.from_url(redis_url)
+
+    def executor(gpus: bool | None, partition: str | None = None) -> SlurmExecutor:
+        return SlurmExecutor(
+            client=client,
+            cli=SlurmCli(),
+            data_dir=tmp_path,
+            api_url="http://127.0.0.1:1",
+            partition=partition,
+            gpus=gpus,
+        )
+
+    auto = executor(None)
+    assert not auto.gpus  # until Slurm's nodes are read
+    auto._decide_gpus(gpu_nodes)
+    assert auto.gpus
+    auto._decide_gpus(cpu_nodes)
+    assert not auto.gpus
+    elsewhere = executor(None, partition="cpu-only")  # the GPU node is not in it
+    elsewhere._decide_gpus(gpu_nodes)
+    assert not elsewhere.gpus
+    forced = executor(False)
+    forced._decide_gpus(gpu_nodes)
+    assert not forced.gpus
+    # in GPU mode an attempt asks each node for its devices as GPUs, sbatch and srun alike
+    auto._decide_gpus(gpu_nodes)
+    spec = JobSpec.model_validate(
+        {
+            "name": "g",
+            "template": "mlp",
+            "parallelism": {"strategy": "data", "devices": 4, "nodes": 2},
+        }
+    )
+    gang = [
+        AttemptOrder(
+            attempt_id=5,
+            job_id=3,
+            number=1,
+            node=f"slurm-{r}",
+            devices=[0, 1],
+            node_rank=r,
+            nnodes=2,
+            spec=spec,
+        )
+        for r in (0, 1)
+    ]
+    request = auto._request(gang)
+    args = request.arguments()
+    assert {"--nodes=2", "--cpus-per-task=1", "--gres=gpu:2"} <= set(args)
+    assert "--gres=gpu:2" in request.script.split("srun", 1)[1]
+    assert not any("gpus-per-node" in a for a in [*args, request.script])

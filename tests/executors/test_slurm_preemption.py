@@ -11,19 +11,21 @@ other one runs, resumes at the checkpointed step.
 
 from __future__ import annotations
 
+import subprocess
+import textwrap
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import sqlalchemy as sa
 
-from backend.executors.slurm.cli import BatchRequest
 from tests.executors.conftest import SLURM_TESTS
 from tests.executors.slurm_stack import SlurmStack, slurm_stack
-from tests.job_users import open_scratch
+from tests.job_users import open_scratch, reachable
 from tests.slurm_cluster import SlurmCluster, slurm_cluster
 from tests.stack import wait_for
+from workers.contract.checkpoints import step_of
 
 pytestmark = SLURM_TESTS
 
@@ -40,11 +42,51 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
 
 @pytest.fixture(scope="module")
 def stack(cluster: SlurmCluster) -> Iterator[SlurmStack]:
-    with (
-        open_scratch("tb-slurm-preempt-") as scratch,
-        slurm_stack(scratch, cluster, {"TRAINBOARD_SLURM_PARTITION": "low"}) as running,
-    ):
-        yield running
+    with open_scratch("tb-slurm-preempt-") as scratch:
+        scripts = reachable(scratch / "scripts")
+        (scripts / "torn.py").write_text(TORN_SAVE)
+        env = {
+            "TRAINBOARD_SLURM_PARTITION": "low",
+            "TRAINBOARD_SCRIPT_ROOTS": str(scripts),
+            # the supervisor's own kill of ranks that do not stop comes after Slurm's (the
+            # grace overrun below is Slurm's to end); cooperative ranks stop at once anyway
+            "TRAINBOARD_STOP_GRACE_SECONDS": "90",
+        }
+        with slurm_stack(scratch, cluster, env) as running:
+            yield running
+
+
+#: a program that saves a complete checkpoint every 10 steps (its metadata written last,
+#: then the checkpoint event) and, once asked to stop on its first run, starts a save it
+#: never finishes: killed by Slurm in it, it leaves a torn `step-N` without metadata (a
+#: resumed run stops at once)
+TORN_SAVE = textwrap.dedent(
+    """
+    import time
+    from workers import sdk
+
+    folder = sdk.checkpoint_dir()
+    step = resumed = sdk.resume_step() or 0
+    while True:
+        step += 1
+        time.sleep(0.05)
+        sdk.report(step, loss=1.0 / step)
+        if sdk.should_stop() and resumed:
+            break
+        if sdk.should_stop():
+            torn = folder / f"step-{step}"
+            torn.mkdir()
+            (torn / "weights").write_text("half of them")
+            sdk.flush()
+            time.sleep(3600)  # a save that overruns the partition's GraceTime
+        if step % 10 == 0:
+            done = folder / f"step-{step}"
+            done.mkdir()
+            (done / "weights").write_text(str(step))
+            (done / ".metadata").write_text("{}")
+            sdk.event("checkpoint", message=str(done), step=step)
+    """
+)
 
 
 def _attempts(client: httpx.Client, job_id: int) -> list[dict[str, Any]]:
@@ -73,15 +115,7 @@ def test_a_job_slurm_preempts_checkpoints_waits_in_slurm_and_resumes_at_its_step
         first = _attempts(client, job_id)[0]
         assert cluster.cli.queue("tb-")[first["slurm_job_id"]].partition == "low"
         # another team's job on the higher tier needs the whole node
-        other = cluster.cli.submit(
-            BatchRequest(
-                name="other-team",
-                script="#!/bin/sh\nsleep 25\n",
-                nodes=1,
-                cpus_per_task=2,
-                partition="high",
-            )
-        )
+        other = cluster.occupy(partition="high", cpus=2, seconds=25)
         # the preempted attempt checkpoints and ends; a second one waits in Slurm
         second = wait_for(
             lambda: (a := _attempts(client, job_id)) and len(a) > 1 and a[1]["slurm_job_id"] and a,
@@ -110,20 +144,56 @@ def test_a_job_slurm_preempts_checkpoints_waits_in_slurm_and_resumes_at_its_step
     saved = int(first["last_checkpoint"].rsplit("-", 1)[1])
     assert second["resume_from"] == first["last_checkpoint"]
     assert second["slurm_job_id"] != first["slurm_job_id"]
-    engine = sa.create_engine(stack.database_url)
-    with engine.connect() as db:
-        steps = db.execute(
-            sa.text(
-                # each of the 2 ranks reports its loss: (rank, step) is one point
-                "SELECT attempt_id, min(step), max(step), count(*),"
-                " count(DISTINCT rank * 1000000 + step)"
-                " FROM metric_points WHERE name = 'loss' AND attempt_id IN (:a, :b)"
-                " GROUP BY attempt_id ORDER BY attempt_id"
-            ),
-            {"a": first["id"], "b": second["id"]},
-        ).all()
-    engine.dispose()
-    (_, _, first_last, first_n, first_distinct), (_, resumed_at, _, n, distinct) = steps
-    assert first_last == saved  # nothing past the checkpoint: no step counted twice
-    assert resumed_at == saved + 1  # nothing missing
-    assert (first_n, n) == (first_distinct, distinct)
+    stack.assert_resumed_at(first["id"], second["id"], saved, ranks=2)
+
+
+@pytest.mark.timeout(300)
+def test_a_save_that_overruns_gracetime_is_killed_and_the_job_resumes_from_the_last_good_one(
+    stack: SlurmStack, cluster: SlurmCluster
+) -> None:
+    """#32 item 5: Slurm kills a preempted job whose checkpoint is still being written when
+    GraceTime ends. The attempt ends with Slurm's state (no report came), spends no restart,
+    and the next one resumes from the newest complete checkpoint, never the torn one."""
+    grace = ["scontrol", "update", "PartitionName=low"]
+    subprocess.run([*grace, "GraceTime=2"], env=cluster.env, check=True, capture_output=True)
+    try:
+        spec = {
+            "name": "torn-save",
+            "entrypoint": {"script": "torn.py"},
+            "parallelism": {"strategy": "data", "devices": 1},
+            "max_restarts": 0,  # a restart spent would fail it
+        }
+        with stack.client() as client:
+            posted = client.post("/api/jobs", json=spec)
+            assert posted.status_code == 201, posted.text
+            job_id = posted.json()["id"]
+            stack.wait_step(client, job_id, 25, timeout=120, what="two complete checkpoints")
+            cluster.occupy(partition="high", cpus=2, seconds=10)
+            attempts = wait_for(
+                lambda: (a := stack.attempts(client, job_id)) and len(a) > 1 and a,
+                timeout=150,
+                what="a new attempt after Slurm killed the first",
+            )
+            first = attempts[0]
+            good = first["last_checkpoint"]
+            saved = int(good.rsplit("-", 1)[1])
+            stack.wait_step(client, job_id, saved + 15, timeout=120, what="the resumed run")
+            job = client.get(f"/api/jobs/{job_id}").json()
+            second = stack.attempts(client, job_id)[1]
+            assert client.post(f"/api/jobs/{job_id}/cancel").status_code == 200
+            stack.wait_job(client, job_id, "cancelled", timeout=60)
+    finally:
+        subprocess.run([*grace, f"GraceTime={GRACE_TIME}"], env=cluster.env, check=True)
+    # killed by Slurm, not stopped by its supervisor: the executor read Slurm's end
+    assert first["exit_reason"].startswith(
+        f"Slurm job {first['slurm_job_id']} ended without its supervisors' report: Slurm: PREEMPTED"
+    ), first["exit_reason"]
+    assert first["state"] == "stopped" and job["restarts"] == 0
+    # the save Slurm cut short: a step-N past the good one, without its metadata
+    [torn] = [p for p in Path(good).parent.iterdir() if (step_of(p) or 0) > saved]
+    assert (torn / "weights").exists() and not (torn / ".metadata").exists()
+    assert saved % 10 == 0 and (step_of(torn) or 0) < saved + 10
+    assert second["resume_from"] == good  # the newest complete checkpoint
+    series = stack.loss_series(first["id"], second["id"])
+    assert series[second["id"]][0][0] == saved + 1
+    assert all(s[2] == s[3] for a in series.values() for s in a.values())

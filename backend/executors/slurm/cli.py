@@ -106,6 +106,14 @@ class SlurmNode:
     gres: str | None
     partitions: tuple[str, ...]
     reason: str | None
+    #: CfgTRES: what the node offers as trackable resources (`cpu=8,mem=...,gres/gpu=4`)
+    tres: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def gpus(self) -> int:
+        """Its GPUs: every `gpu` item of its Gres summed (`gpu:4`, `gpu:a100:2(S:0-1),gpu:v100:2`,
+        `gpu:2,shard:8`), else CfgTRES's `gres/gpu`."""
+        return gres_gpus(self.gres) or int(_tres_count(self.tres.get("gres/gpu")))
 
     @property
     def flags(self) -> set[str]:
@@ -160,8 +168,8 @@ class BatchRequest:
             f"--output={self.output}",
             "--requeue" if self.requeue else "--no-requeue",
         ]
-        if self.gpus_per_node:
-            args.append(f"--gpus-per-node={self.gpus_per_node}")
+        if self.gpus_per_node:  # --gres works under select/cons_res too (--gpus-per-node
+            args.append(gpu_option(self.gpus_per_node))  # needs cons_tres)
         if self.partition:
             args.append(f"--partition={self.partition}")
         if self.signal:
@@ -299,6 +307,23 @@ _UNREACHABLE = (
 def _unreachable(message: str) -> bool:
     lowered = message.lower()
     return any(marker in lowered for marker in _UNREACHABLE)
+
+
+def gpu_option(count: int) -> str:
+    """The sbatch/srun option for `count` GPUs on each node: `--gres=gpu:N` (any GPU type),
+    which every select plugin takes, where `--gpus-per-node` needs select/cons_tres."""
+    return f"--gres=gpu:{count}"
+
+
+def gres_gpus(gres: str | None) -> int:
+    """The GPU count of a Gres string: every `gpu` item summed (`gpu:8`, `gpu:a100:4(S:0-1)`,
+    `gpu:a100:2(S:0),gpu:v100:2(S:1)`, `gpu:2,shard:8`); 0 for none."""
+    total = 0
+    for item in _split_top_level(gres or ""):
+        parts = item.split("(")[0].split(":")
+        if parts[0] == "gpu" and len(parts) > 1 and parts[-1].isdigit():
+            total += int(parts[-1])
+    return total
 
 
 def parse_squeue(text: str) -> list[QueuedJob]:
@@ -444,6 +469,7 @@ def parse_scontrol_nodes(text: str) -> list[SlurmNode]:
                 gres=_none(fields.get("Gres", "")),
                 partitions=tuple(p for p in fields.get("Partitions", "").split(",") if p),
                 reason=_none(fields.get("Reason", "")),
+                tres=parse_tres(fields.get("CfgTRES", "")),
             )
         )
     return nodes
@@ -498,10 +524,11 @@ def expand_hostlist(text: str) -> tuple[str, ...]:
 
 
 def _split_top_level(text: str) -> list[str]:
+    """Split at commas outside brackets and parentheses (`h[1,3],h5`; `gpu:2(S:0,1),mps:4`)."""
     parts, depth, start = [], 0, 0
     for i, char in enumerate(text):
-        depth += char == "["
-        depth -= char == "]"
+        depth += char in "[("
+        depth -= char in "])"
         if char == "," and depth == 0:
             parts.append(text[start:i])
             start = i + 1

@@ -40,6 +40,7 @@ from backend.executors.slurm.cli import (
     SlurmError,
     SlurmNode,
     SlurmUnreachable,
+    gpu_option,
 )
 from backend.executors.slurm.states import ACTIVE, PENDING, TERMINAL, ended, wait_reason
 from backend.jobs.attempt_end import end_attempt
@@ -111,7 +112,7 @@ class SlurmExecutor:
         data_dir: Path,
         api_url: str,
         partition: str | None = None,
-        gpus: bool = False,
+        gpus: bool | None = None,
         step_env: Mapping[str, str] | None = None,
         stop_grace: float = 30.0,
         submit_timeout: float = 60.0,
@@ -122,7 +123,10 @@ class SlurmExecutor:
         self.data_dir = data_dir.resolve()
         self.api_url = api_url
         self.partition = partition or None
-        self.gpus = gpus
+        #: what the operator asked: GPUs (True), CPUs (False), or None: GPUs when the
+        #: partition's nodes have any (Gres/CfgTRES), decided at each read of the nodes
+        self.gpus_asked = gpus
+        self.gpus = bool(gpus)
         self.stop_grace = stop_grace
         self.submit_timeout = timedelta(seconds=submit_timeout)
         self.python = python
@@ -156,6 +160,9 @@ class SlurmExecutor:
 
     def observe(self, session: Session) -> set[int]:
         """Slurm's wait reasons onto the board; attempts whose Slurm job ended unreported end."""
+        # the ids sbatch gave, at the first pass after it (not only once a second): a job
+        # Slurm starts at once is claimed within a second, and its attempt shows its id
+        self._store_ids(session)
         now = time.monotonic()
         if now - self._polled_at < POLL_SECONDS:
             return set()
@@ -171,7 +178,6 @@ class SlurmExecutor:
                 self._publish_nodes({})
             return self._say_unreachable(session)
         self.unreachable = None
-        self._store_ids(session)
         by_attempt = {_attempt_of(job.name): job for job in queue.values()}
         live = session.scalars(
             select(Attempt).where(
@@ -282,7 +288,7 @@ class SlurmExecutor:
         _write_private(folder / "step.json", json.dumps(step))
         per_node = len(first.devices)
         cpus = 1 if self.gpus else per_node
-        gpus = f" --gpus-per-node={per_node}" if self.gpus else ""
+        gpus = f" {gpu_option(per_node)}" if self.gpus else ""
         # the batch shell runs on the allocation's first node: rank 0's host is its own name
         script = f"""#!/bin/bash
 export TRAINBOARD_SLURM_MASTER="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"
@@ -316,6 +322,7 @@ exec srun --nodes={len(gang)} --ntasks-per-node=1 --cpus-per-task={cpus}{gpus} \
         except SlurmError as err:
             log.warning("Slurm's nodes unknown: %s", err)
             return
+        self._decide_gpus(self._nodes)
         jobs_on: dict[str, set[int]] = {}
         for attempt in live:
             queued = by_attempt.get(attempt.id)
@@ -326,6 +333,22 @@ exec srun --nodes={len(gang)} --ntasks-per-node=1 --cpus-per-task={cpus}{gpus} \
         if now - self._synced_at >= SYNC_SECONDS:
             self._sync_slots(session, self._nodes)
             self._synced_at = now
+
+    def _decide_gpus(self, nodes: Sequence[SlurmNode]) -> None:
+        """Unless the operator said, GPUs are the devices when the partition has any."""
+        if self.gpus_asked is not None:
+            return
+        found = any(n.gpus for n in nodes if self.partition in (None, *n.partitions))
+        if found != self.gpus:
+            log.info(
+                "Slurm's partition has %s: each device is a %s",
+                *(
+                    ("GPUs", "GPU (--gres=gpu:N)")
+                    if found
+                    else ("no GPUs", "CPU (--cpus-per-task)")
+                ),
+            )
+            self.gpus = found
 
     def _publish_nodes(self, jobs_on: Mapping[str, set[int]]) -> None:
         view = ManagerOut(
@@ -338,10 +361,10 @@ exec srun --nodes={len(gang)} --ntasks-per-node=1 --cpus-per-task={cpus}{gpus} \
 
     def _sync_slots(self, session: Session, found: Sequence[SlurmNode]) -> None:
         """One slot node per Slurm node of the partition, largest first, with its devices
-        (CPUs, or GPUs with `slurm_gpus`): the submission's could-ever-fit check reads them."""
+        (CPUs, or GPUs in GPU mode): the submission's could-ever-fit check reads them."""
         sizes = sorted(
             (
-                _gpus(n.gres) if self.gpus else n.cpus
+                n.gpus if self.gpus else n.cpus
                 for n in found
                 if self.partition is None or self.partition in n.partitions
             ),
@@ -613,7 +636,7 @@ def manager_nodes(
             reason=n.reason,
             cpus=n.cpus,
             cpus_allocated=n.cpus_allocated,
-            gpus=_gpus(n.gres),
+            gpus=n.gpus,
             partitions=list(n.partitions),
             jobs=sorted(jobs_on.get(n.name, ())),
         )
@@ -626,15 +649,6 @@ def _attempt_of(name: str) -> int | None:
     """The attempt id at the end of a job name `tb-<deployment>-<job>-<attempt>`."""
     tail = name.rsplit("-", 1)[-1]
     return int(tail) if tail.isdigit() else None
-
-
-def _gpus(gres: str | None) -> int:
-    """The GPU count of a node's Gres (`gpu:8`, `gpu:a100:4(S:0-1)`, `gpu:2,shard:8`)."""
-    for item in (gres or "").split(","):
-        parts = item.split("(")[0].split(":")
-        if parts[0] == "gpu" and parts[-1].isdigit():
-            return int(parts[-1])
-    return 0
 
 
 def _forgotten(slurm_id: str) -> AccountedJob:
