@@ -69,7 +69,7 @@ export function UsageView() {
       <p class="muted small">
         Device-hours each user's attempts held (allocated) and kept busy (weighted by sampled utilization), per UTC day.
         Non-admins see their own.
-        {slurm && " Slurm allocated: what Slurm's accounting (sacct, AllocTRES × Elapsed) says the same attempts were allocated; it counts from the allocation's start, Trainboard from the supervisor's claim."}
+        {slurm && " Slurm allocated: what Slurm's accounting (sacct, AllocTRES × Elapsed) says the same attempts were allocated; both count from the Slurm job's start; they differ by the end (Trainboard's is the supervisors' report, a second or so earlier)."}
       </p>
       {error && <p class="error">{error}</p>}
       {rows === null && !error && <p class="muted">Loading usage…</p>}
