@@ -8,6 +8,7 @@ the node routes as a worker node's would.
 from __future__ import annotations
 
 import contextlib
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import httpx
 import psutil
 import sqlalchemy as sa
 
+from backend.executors.slurm.states import TERMINAL
 from tests.executors.conftest import SLURM_TESTS
 from tests.executors.slurm_stack import SlurmStack
 from tests.slurm_cluster import SlurmCluster
@@ -268,3 +270,57 @@ def test_a_paused_two_rank_job_resumes_on_one_cpu_in_a_smaller_slurm_job(
     assert second["facts"]["global_batch"] == first["facts"]["global_batch"]
     assert set(stack.loss_series(first["id"])[first["id"]]) == {0, 1}  # both ranks reported
     stack.assert_resumed_at(first["id"], second["id"], saved, ranks=1)
+
+
+def test_a_slurm_job_requeued_behind_trainboards_back_never_runs_its_attempt_twice(
+    stack: SlurmStack, cluster: SlurmCluster
+) -> None:
+    """#32 item 5's fence: an operator's `scontrol requeue` of a running Trainboard job (made
+    requeueable by hand first: 22.05 refuses it for a --no-requeue job) stops its run (the
+    attempt ends as any SIGTERM'd one) and puts the same Slurm job id back in the queue,
+    restart count 1. That is not the attempt's: the executor scancels it, so it never runs
+    (were it started, its step would exit before reading its orders, test_slurm_step.py);
+    a restart is a new attempt in a new Slurm job."""
+    spec = {**_spec("requeued", steps=100_000), "max_restarts": 1}
+    with stack.client() as client:
+        job_id = client.post("/api/jobs", json=spec).json()["id"]
+        stack.wait_step(client, job_id, 10, timeout=120, what="some training")
+        first = wait_for(
+            lambda: (a := _attempts(client, job_id)[0])["slurm_job_id"] and a,
+            timeout=30,
+            what="the attempt's Slurm job id",
+        )
+        slurm_id = first["slurm_job_id"]
+        scontrol = [*cluster.hosts[0].command(cluster.root, []), "scontrol"]
+
+        def run(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [*scontrol, *args], env=cluster.env, capture_output=True, text=True
+            )
+
+        # 22.05 refuses to requeue a --no-requeue job ...
+        refused = run("requeue", slurm_id)
+        assert "presently disabled" in refused.stderr, refused
+        # ... unless an operator makes it requeueable first
+        assert run("update", f"JobId={slurm_id}", "Requeue=1").returncode == 0
+        done = run("requeue", slurm_id)
+        assert done.returncode == 0, done.stderr
+        # the second run of that Slurm job ends, cancelled by the executor
+        record = wait_for(
+            lambda: (j := cluster.cli.job(slurm_id)) and j.state in TERMINAL and j,
+            timeout=90,
+            what=f"the requeued Slurm job {slurm_id} to end",
+        )
+        attempts = _attempts(client, job_id)
+        assert client.post(f"/api/jobs/{job_id}/cancel").status_code == 200
+        stack.wait_job(client, job_id, "cancelled", "failed", timeout=60)
+    assert (record.state, record.restarts) == ("CANCELLED", 1), record
+    # scancelled (the test cancels nothing in Slurm: the executor did)
+    assert f"REQUEST_KILL_JOB JobId={slurm_id} " in cluster.log("slurmctld")
+    assert attempts[0]["id"] == first["id"] and attempts[0]["state"] != "running", attempts
+    # a later attempt, if any, is a new Slurm job, never the requeued one
+    assert all(a["slurm_job_id"] != slurm_id for a in attempts[1:]), attempts
+    out = (stack.data_dir / "slurm" / f"attempt-{first['id']}").glob("slurm-*.out")
+    said = "".join(path.read_text(errors="replace") for path in out)
+    assert said.count(f"attempt {first['id']}: started") == 1, said[-3000:]  # one run only
+    assert "DUE TO JOB REQUEUE" in said, said[-3000:]
