@@ -71,6 +71,7 @@ class Scheduler:
         self.sharing = sharing or SharingSettings()
         self._usage = UsageCache()  # fair share's decayed usage, re-read every 10 s
         self._preempting: list[int] = []  # attempts to ask to stop once this pass commits
+        self._placed: list[Attempt] = []  # attempts this pass writes (their claim clocks)
         self.client = client
         self.interval = interval
         ttl = max(5.0, interval * 10)
@@ -104,15 +105,28 @@ class Scheduler:
             changed = self.executor.observe(session) | release_restarts(session)
             self._reassert_stops(session)
             settle(session)  # ended attempts' device-seconds (backend.usage)
-            self._preempting = []
+            self._preempting, self._placed = [], []
             placements, orders, waiting = self._place(session)
             self._idle = not (changed or placements or waiting) and not self._in_flight(session)
+            self._start_claim_clocks(session)
             session.commit()
         # after the commit: a victim's end report must find why it stopped
         self.executor.stop(self._preempting, StopRequest.preempt)
         self.executor.start(orders)
         announce_jobs(self.client, changed | waiting | {p.job_id for p in placements})
         return placements
+
+    def _start_claim_clocks(self, session: Session) -> None:
+        """Date this pass's attempts at its commit, when nodes can first see them: a slice is
+        withdrawn `claim_timeout` after that (`NodePool`), and a pass over a long queue can
+        run longer than that after writing them (#34: 147 s against 60 s; dated at the
+        write, every pass withdrew the placements of the one before)."""
+        if not self._placed:
+            return
+        session.flush()  # every other write of the pass first, so that only the commit is left
+        now = utcnow()
+        for attempt in self._placed:
+            attempt.created_at = now
 
     @staticmethod
     def _in_flight(session: Session) -> bool:
@@ -189,6 +203,7 @@ class Scheduler:
         ]
         session.add_all(attempts)
         session.flush()  # one round trip assigns every attempt id
+        self._placed = attempts
         orders = []
         for placement, attempt in zip(placements, attempts, strict=True):
             job = jobs[placement.job_id]
