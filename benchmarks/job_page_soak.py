@@ -2,8 +2,9 @@
 
     python -m benchmarks.job_page_soak [--minutes 30] [--rate 1000] [--ranks 8] [--window 3]
 
-Unlike `benchmarks.job_page_frames` (a feeder publishing what relays publish, a job row made
-by hand), everything here is the real stack: `trainboard up` (API, scheduler, ingest, live
+Everything here is the real stack (an earlier `benchmarks.job_page_frames` fed the page from a
+process publishing what relays publish, every rank the same steps in one message: it read
+1.00 while the real page was janky, and is gone): `trainboard up` (API, scheduler, ingest, live
 tail, a worker node with `--ranks` CPU slots) on a private Redis and its own SQLite, and a
 real job submitted through the API: a script entrypoint on `--ranks` ranks, each reporting
 through the SDK (`sdk.report`, the supervisor's relay, the ingest) six metrics a step and
@@ -32,6 +33,7 @@ import contextlib
 import json
 import os
 import platform
+import statistics
 import tempfile
 import textwrap
 import time
@@ -39,13 +41,26 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmarks.job_page_frames import PROBE, READ, heap_mib, profile, summary
 from tests.job_users import reachable
 from tests.stack import RunningStack, trainboard_up, wait_for
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 NAMES = ("loss", "lr", "step_time", "data_time", "compute_time", "optim_time")
+
+# injected before the app's own scripts: frames and long tasks with their page times
+PROBE = """
+window.__probe = { frames: 0, long: [] };
+const tick = () => { window.__probe.frames += 1; requestAnimationFrame(tick); };
+requestAnimationFrame(tick);
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) window.__probe.long.push([e.startTime, e.duration]);
+}).observe({ type: "longtask", buffered: true });
+"""
+READ = (
+    "() => ({ frames: window.__probe.frames, now: performance.now(),"
+    " long: window.__probe.long.splice(0) })"
+)
 
 #: one rank: `per_s` points a second (six names a step) for `seconds`, a log line a step
 REPORTER = textwrap.dedent(
@@ -68,6 +83,44 @@ REPORTER = textwrap.dedent(
         time.sleep(0.01)
     """
 )
+
+
+def heap_mib(cdp: Any) -> float:
+    cdp.send("HeapProfiler.collectGarbage")
+    return float(cdp.send("Runtime.getHeapUsage")["usedSize"]) / 2**20
+
+
+def profile(cdp: Any, seconds: float) -> list[dict[str, Any]]:
+    """CPU profile of the page for seconds: the 15 functions with the most self time."""
+    cdp.send("Profiler.enable")
+    cdp.send("Profiler.setSamplingInterval", {"interval": 500})
+    cdp.send("Profiler.start")
+    time.sleep(seconds)
+    result = cdp.send("Profiler.stop")["profile"]
+    nodes = {n["id"]: n for n in result["nodes"]}
+    deltas = dict.fromkeys(nodes, 0.0)
+    for sample, delta in zip(result["samples"], result["timeDeltas"], strict=True):
+        deltas[sample] += delta / 1000
+    by_function: dict[str, float] = {}
+    for node_id, ms in deltas.items():
+        frame = nodes[node_id]["callFrame"]
+        name = frame["functionName"] or "(anonymous)"
+        where = f"{name} {Path(frame['url']).name}:{frame['lineNumber']}:{frame['columnNumber']}"
+        by_function[where] = by_function.get(where, 0.0) + ms
+    top = sorted(by_function.items(), key=lambda kv: -kv[1])[:15]
+    return [{"function": f, "self_ms": round(ms)} for f, ms in top]
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    if not ordered:
+        return {}
+    return {
+        "median": statistics.median(ordered),
+        "p10": ordered[int(0.1 * (len(ordered) - 1))],
+        "min": ordered[0],
+        "max": ordered[-1],
+    }
 
 
 def submit(stack: RunningStack, name: str, ranks: int, per_rank: float, seconds: float) -> int:
@@ -138,7 +191,12 @@ def measure(pages: dict[str, tuple[Any, Any]], minutes: float, window: float) ->
 
 
 def run(
-    minutes: float, rate: float, ranks: int, window: float, profile_s: float = 0
+    minutes: float,
+    rate: float,
+    ranks: int,
+    window: float,
+    profile_s: float = 0,
+    frontend: Path | None = None,
 ) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
@@ -148,6 +206,8 @@ def run(
         scripts = reachable(tmp / "scripts")
         (scripts / "reporter.py").write_text(REPORTER)
         env = {"TRAINBOARD_SCRIPT_ROOTS": str(scripts)}
+        if frontend is not None:  # a `vite build --outDir` of the code measured
+            env["TRAINBOARD_FRONTEND_DIR"] = str(frontend.resolve())
         with trainboard_up(tmp, cpu_slots=ranks, extra_env=env) as stack, sync_playwright() as pw:
             static_id = submit(stack, "static-page", ranks, per_rank, seconds=20)
             with stack.client() as client:
@@ -197,9 +257,12 @@ def main() -> None:
     parser.add_argument(
         "--profile", type=float, default=0, help="then CPU-profile the live page for N seconds"
     )
+    parser.add_argument(
+        "--frontend-dir", type=Path, default=None, help="the built frontend (default frontend/dist)"
+    )
     a = parser.parse_args()
     load_before = os.getloadavg()
-    result = run(a.minutes, a.rate, a.ranks, a.window, a.profile)
+    result = run(a.minutes, a.rate, a.ranks, a.window, a.profile, a.frontend_dir)
     result["load_before"] = load_before
     if not a.windows:
         result["windows"] = result["windows"][:3] + result["windows"][-3:]

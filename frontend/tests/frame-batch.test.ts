@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { FrameBatch, mergeJobChanges, type JobChanges } from "../src/lib/frameBatch";
+import { FrameBatch, mergeJobChanges, RedrawQueue, throttle, type JobChanges } from "../src/lib/frameBatch";
 import { MetricStore } from "../src/lib/series";
 import { rankTimes } from "../src/lib/steptimes";
 
@@ -91,5 +91,129 @@ describe("step times read each rank's newest values without copying the series",
     ]);
     expect(store.newest("step_time", 2, 1)).toEqual([9]); // x order: step 5 is the newest
     expect(store.newest("step_time", 0, 3)).toEqual([2, 2, 2]);
+  });
+});
+
+describe("RedrawQueue: every chart of a page in one paced queue", () => {
+  /** Frames, timers and microtasks run by hand; `now` moves only when told. */
+  function rig(spacing = 8) {
+    let now = 0;
+    let frames: (() => void)[] = [];
+    let timers: { at: number; run: () => void }[] = [];
+    let micro: (() => void)[] = [];
+    const queue = new RedrawQueue(
+      spacing,
+      () => now,
+      (run) => {
+        frames.push(run);
+        return frames.length;
+      },
+      () => (frames = []),
+      (run, ms) => {
+        timers.push({ at: now + ms, run });
+        return 0 as unknown as ReturnType<typeof setTimeout>;
+      },
+      (run) => micro.push(run),
+    );
+    const frame = () => {
+      const run = frames;
+      frames = [];
+      run.forEach((fn) => fn());
+      const tasks = micro;
+      micro = [];
+      tasks.forEach((fn) => fn());
+    };
+    const advance = (ms: number) => {
+      now += ms;
+      const due = timers.filter((t) => t.at <= now);
+      timers = timers.filter((t) => t.at > now);
+      due.forEach((t) => t.run());
+    };
+    return {
+      queue,
+      frame,
+      advance,
+      spend: (ms: number) => (now += ms),
+      get frames() {
+        return frames.length;
+      },
+    };
+  }
+
+  it("redraws one chart per frame, in the order they asked, each once however often asked", () => {
+    const r = rig();
+    const drawn: string[] = [];
+    const a = () => drawn.push("a");
+    const b = () => drawn.push("b");
+    r.queue.request(a);
+    r.queue.request(b);
+    r.queue.request(a);
+    expect(r.frames).toBe(1);
+    r.frame();
+    expect(drawn).toEqual(["a"]);
+    r.frame();
+    expect(drawn).toEqual(["a", "b"]);
+    expect(r.queue.pending).toBe(0);
+    r.frame();
+    expect(drawn).toEqual(["a", "b"]);
+  });
+
+  it("after a redraw that cost c ms, the next of any chart waits spacing x c from its start", () => {
+    const r = rig(8);
+    const drawn: string[] = [];
+    r.queue.request(() => {
+      drawn.push("a");
+      r.spend(5); // 5 ms, draw included
+    });
+    r.queue.request(() => drawn.push("b"));
+    r.frame();
+    expect(drawn).toEqual(["a"]);
+    expect(r.frames).toBe(0); // b waits 8 x 5 = 40 ms after a began
+    r.advance(34);
+    expect(r.frames).toBe(0);
+    r.advance(1);
+    expect(r.frames).toBe(1);
+    r.frame();
+    expect(drawn).toEqual(["a", "b"]);
+  });
+
+  it("a cancelled chart is not drawn", () => {
+    const r = rig();
+    const drawn: string[] = [];
+    const a = () => drawn.push("a");
+    r.queue.request(a);
+    r.queue.cancel(a);
+    r.frame();
+    expect(drawn).toEqual([]);
+  });
+});
+
+describe("throttle", () => {
+  it("runs at once, then folds the calls within ms into one at the end of it", () => {
+    let now = 0;
+    const timers: { at: number; run: () => void }[] = [];
+    let calls = 0;
+    const t = throttle(
+      () => (calls += 1),
+      250,
+      () => now,
+      (run, ms) => {
+        timers.push({ at: now + ms, run });
+        return 0 as unknown as ReturnType<typeof setTimeout>;
+      },
+    );
+    t.run();
+    expect(calls).toBe(1);
+    now = 100;
+    t.run();
+    t.run();
+    expect(calls).toBe(1);
+    expect(timers.map((x) => x.at)).toEqual([250]);
+    now = 250;
+    timers.shift()!.run();
+    expect(calls).toBe(2); // the last call is never lost
+    now = 600;
+    t.run();
+    expect(calls).toBe(3);
   });
 });

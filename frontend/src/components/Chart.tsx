@@ -1,20 +1,25 @@
 /**
- * A uPlot chart fed from a live store. The store signals changes; the chart marks itself
- * dirty and redraws at most once per animation frame (all deltas of a frame in one setData),
- * less often when its redraws are costly or it is out of view (see `request` below).
+ * A uPlot chart fed from a live store. The store signals changes; the chart asks the page's
+ * redraw queue for a redraw (all deltas since its last one in one setData): one chart per
+ * animation frame, paced by what the redraws cost (`RedrawQueue`), and a chart out of view at
+ * most once a second (see `request` below).
  */
 import { useEffect, useRef } from "preact/hooks";
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
+import { RedrawQueue } from "../lib/frameBatch";
 import type { AlignedData } from "../lib/series";
 import { countPoints } from "../lib/series";
 import { PALETTE } from "../lib/palette";
 import { cssVar, effectiveTheme, useTheme } from "../lib/theme";
 
-/** A redraw that cost c ms is followed by the next no sooner than this many c later. */
+/** A redraw that cost c ms is followed by the next, of any chart on the page, no sooner than this many c later. */
 export const REDRAW_SPACING = 8;
 /** The least time between two redraws of a chart out of view, ms. */
 export const OFFSCREEN_MS = 1000;
+
+/** Every live chart's redraws, one queue for the page (lib/frameBatch.ts). */
+const redraws = new RedrawQueue(REDRAW_SPACING);
 
 export interface ChartProps {
   testId: string;
@@ -147,17 +152,11 @@ export function Chart({ testId, title, options, data, subscribe, countAttr, coun
     const initial = latest.current.data();
     let plot = build(initial);
     record(plot, initial);
-    let frame = 0;
     let timer: ReturnType<typeof setTimeout> | null = null;
     let lastAt = 0; // when the last redraw began (performance.now())
-    let lastCost = 0; // what it cost, ms: copying the store's columns, setData and uPlot's draw
     let visible = true;
     const redraw = () => {
-      frame = 0;
-      const began = performance.now();
-      lastAt = began;
-      // uPlot draws in a microtask queued by setData: one queued after it ends after the draw
-      queueMicrotask(() => (lastCost = performance.now() - began));
+      lastAt = performance.now();
       const next = latest.current.data();
       if (next.length !== plot.series.length) {
         // A new series appeared (e.g. another rank): the options describe it, so rebuild.
@@ -168,17 +167,17 @@ export function Chart({ testId, title, options, data, subscribe, countAttr, coun
       }
       record(plot, next);
     };
-    // At most one redraw per frame, and a chart whose redraw cost c ms waits REDRAW_SPACING × c
-    // after the last one began: a long series over many ranks redraws less often instead of
-    // filling every frame (issue #33). A chart out of view redraws at most once a second.
+    // The page's charts redraw one per frame, the next no sooner than REDRAW_SPACING × the last
+    // one's cost after it began (RedrawQueue): long series over many ranks redraw a few times a
+    // second instead of filling every frame (issue #33). A chart out of view waits a second.
     const request = () => {
-      if (frame !== 0 || timer !== null) return;
-      const wait = lastAt + Math.max(lastCost * REDRAW_SPACING, visible ? 0 : OFFSCREEN_MS) - performance.now();
-      if (wait <= 0) frame = requestAnimationFrame(redraw);
+      if (timer !== null) return;
+      const wait = visible ? 0 : lastAt + OFFSCREEN_MS - performance.now();
+      if (wait <= 0) redraws.request(redraw);
       else
         timer = setTimeout(() => {
           timer = null;
-          frame = requestAnimationFrame(redraw);
+          redraws.request(redraw);
         }, wait);
     };
     const unsubscribe = latest.current.subscribe(request);
@@ -194,7 +193,7 @@ export function Chart({ testId, title, options, data, subscribe, countAttr, coun
       seen.disconnect();
       if (timer !== null) clearTimeout(timer);
       if (describing !== null) clearTimeout(describing);
-      if (frame) cancelAnimationFrame(frame);
+      redraws.cancel(redraw);
       plot.destroy();
     };
   }, [theme, height, countAttr, title]);

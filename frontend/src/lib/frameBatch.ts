@@ -55,3 +55,118 @@ export function mergeJobChanges(held: JobChanges | undefined, incoming: JobChang
   held.events ||= incoming.events;
   return held;
 }
+
+/**
+ * One queue for the redraws of every live chart on a page (issue #33): at most one chart
+ * redraws per animation frame, in the order they asked (a chart asking again while it waits
+ * keeps its place), and after a redraw that cost c ms the next one, of any chart, begins no
+ * sooner than `spacing` × c after it began. The charts together then keep the main thread busy
+ * at most 1/`spacing` of the time however many there are and however fast the job reports;
+ * each was paced alone before, so six charts of a job page could take 6/8 of it.
+ *
+ * A redraw's cost is measured when a microtask queued after it runs: uPlot draws in a
+ * microtask that `setData` queues, so the cost includes the draw.
+ */
+export class RedrawQueue {
+  private readonly waiting = new Set<() => void>();
+  private handle: number | null = null;
+  private timer: ReturnType<typeof setTimeout> | null = null;
+  /** The earliest time (`now()`) the next redraw may begin. */
+  private nextAt = 0;
+  /** A redraw began and its cost is not measured yet. */
+  private drawing = false;
+
+  constructor(
+    readonly spacing: number,
+    private readonly now: () => number = () => performance.now(),
+    private readonly schedule: Schedule = (run) => requestAnimationFrame(run),
+    private readonly cancelFrame: (handle: number) => void = (handle) => cancelAnimationFrame(handle),
+    private readonly later: (run: () => void, ms: number) => ReturnType<typeof setTimeout> = (run, ms) => setTimeout(run, ms),
+    private readonly afterTask: (run: () => void) => void = (run) => queueMicrotask(run),
+  ) {}
+
+  /** Ask for one redraw by `draw` (once, however often asked before it runs). */
+  request(draw: () => void): void {
+    this.waiting.add(draw);
+    this.pump();
+  }
+
+  /** Forget `draw`'s pending redraw (its chart went away). */
+  cancel(draw: () => void): void {
+    this.waiting.delete(draw);
+    if (this.waiting.size === 0) this.stop();
+  }
+
+  get pending(): number {
+    return this.waiting.size;
+  }
+
+  /** Ask for the frame (or the timer before it) that runs the next redraw, unless one is asked. */
+  private pump(): void {
+    if (this.drawing || this.handle !== null || this.timer !== null || this.waiting.size === 0) return;
+    const wait = this.nextAt - this.now();
+    if (wait <= 0) this.handle = this.schedule(() => this.frame());
+    else
+      this.timer = this.later(() => {
+        this.timer = null;
+        this.pump();
+      }, wait);
+  }
+
+  private frame(): void {
+    this.handle = null;
+    const [draw] = this.waiting;
+    if (!draw) return;
+    this.waiting.delete(draw);
+    this.drawing = true;
+    const began = this.now();
+    try {
+      draw();
+    } finally {
+      this.afterTask(() => {
+        this.drawing = false;
+        this.nextAt = began + (this.now() - began) * this.spacing;
+        this.pump();
+      });
+    }
+  }
+
+  private stop(): void {
+    if (this.handle !== null) this.cancelFrame(this.handle);
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.handle = null;
+    this.timer = null;
+  }
+}
+
+/**
+ * A trailing throttle: `run()` calls `fn` at once when it last ran `ms` ago or more, else once
+ * when that much time has passed (calls in between fold into that one). The job page's log pane
+ * and progress re-render this way, a few times a second, instead of on every frame.
+ */
+export function throttle(
+  fn: () => void,
+  ms: number,
+  now: () => number = () => performance.now(),
+  later: (run: () => void, ms: number) => ReturnType<typeof setTimeout> = (run, wait) => setTimeout(run, wait),
+): { run: () => void; dispose: () => void } {
+  let last = -Infinity;
+  let timer: ReturnType<typeof setTimeout> | null = null;
+  const fire = () => {
+    timer = null;
+    last = now();
+    fn();
+  };
+  return {
+    run: () => {
+      if (timer !== null) return;
+      const wait = last + ms - now();
+      if (wait <= 0) fire();
+      else timer = later(fire, wait);
+    },
+    dispose: () => {
+      if (timer !== null) clearTimeout(timer);
+      timer = null;
+    },
+  };
+}

@@ -13,9 +13,13 @@ class KeyedSeries {
   readonly buffer: RingBuffer;
   private readonly seen = new Set<number>();
 
-  constructor(capacity: number, width: number) {
+  /** `evicted`: told of each x a full buffer pushes out. */
+  constructor(capacity: number, width: number, evicted?: (x: number) => void) {
     this.buffer = new RingBuffer(capacity, width);
-    this.buffer.onEvict = (x) => this.seen.delete(x);
+    this.buffer.onEvict = (x) => {
+      this.seen.delete(x);
+      evicted?.(x);
+    };
   }
 
   /** True when the point was new and stored. */
@@ -88,6 +92,91 @@ function sameXs(a: number[], b: number[]): boolean {
   return true;
 }
 
+/**
+ * One metric's ranks aligned on their steps and kept between redraws (issue #33): each point is
+ * placed as it arrives (appended when its step is the newest, the usual case; a late or
+ * out-of-order one goes to its row, a row inserted for a step no rank had), each point a full
+ * ring buffer evicts is taken out again, and `data()` hands the same columns to every redraw.
+ * What it holds always equals `alignSeries` over the ranks' buffers (vitest `series`); copying
+ * and re-aligning every rank's whole series on each redraw was the live page's largest cost.
+ */
+export class AlignedSteps {
+  private readonly xs: number[] = [];
+  private readonly cols: (number | null)[][] = [];
+  /** Ranks in ascending order, one column each. */
+  private readonly rankList: number[] = [];
+  /** Per row, how many ranks hold a point at its x (a null value counts: its x is held). */
+  private readonly holders: number[] = [];
+  /** Rows no rank holds any more, dropped by the next `data()`. */
+  private dead = 0;
+
+  add(rank: number, x: number, y: number | null): void {
+    const col = this.column(rank);
+    let row = this.xs.length - 1;
+    if (row < 0 || x > this.xs[row]!) {
+      this.xs.push(x);
+      this.holders.push(0);
+      for (const c of this.cols) c.push(null);
+      row += 1;
+    } else {
+      row = lowerBound(this.xs, x);
+      if (this.xs[row] !== x) {
+        this.xs.splice(row, 0, x);
+        this.holders.splice(row, 0, 0);
+        for (const c of this.cols) c.splice(row, 0, null);
+      } else if (this.holders[row] === 0) this.dead -= 1; // a dead row held again
+    }
+    col[row] = y;
+    this.holders[row]! += 1;
+  }
+
+  /** A full buffer of `rank` pushed out its point at `x`. */
+  evict(rank: number, x: number): void {
+    const row = lowerBound(this.xs, x);
+    const at = lowerBound(this.rankList, rank);
+    if (this.xs[row] !== x || this.rankList[at] !== rank) return;
+    this.cols[at]![row] = null;
+    this.holders[row]! -= 1;
+    if (this.holders[row] === 0) this.dead += 1;
+  }
+
+  /** `[xs, one column per rank]`: the held arrays themselves, not copies (valid until the next add). */
+  data(): AlignedData {
+    if (this.dead > 0) this.compact();
+    return [this.xs, ...this.cols];
+  }
+
+  private column(rank: number): (number | null)[] {
+    const at = lowerBound(this.rankList, rank);
+    if (this.rankList[at] === rank) return this.cols[at]!;
+    // a rank joining late: a column of gaps for the steps before it
+    const col: (number | null)[] = new Array<number | null>(this.xs.length).fill(null);
+    this.rankList.splice(at, 0, rank);
+    this.cols.splice(at, 0, col);
+    return col;
+  }
+
+  /** Drop the rows no rank holds: the oldest ones at once (what a full buffer evicts), else by filtering. */
+  private compact(): void {
+    let lead = 0;
+    while (lead < this.holders.length && this.holders[lead] === 0) lead += 1;
+    if (lead === this.dead) {
+      for (const a of [this.xs, this.holders, ...this.cols]) a.splice(0, lead);
+    } else {
+      let w = 0;
+      for (let r = 0; r < this.holders.length; r += 1) {
+        if (this.holders[r] === 0) continue;
+        this.xs[w] = this.xs[r]!;
+        this.holders[w] = this.holders[r]!;
+        for (const c of this.cols) c[w] = c[r]!;
+        w += 1;
+      }
+      for (const a of [this.xs, this.holders, ...this.cols]) a.length = w;
+    }
+    this.dead = 0;
+  }
+}
+
 /** Count the drawn points (non-null y values) of aligned data. */
 export function countPoints(data: AlignedData): number {
   // no copies: this runs on every redraw of a live chart
@@ -102,6 +191,8 @@ export function countPoints(data: AlignedData): number {
 /** All metrics of one job: name → rank → step-indexed series. */
 export class MetricStore {
   private readonly series = new Map<string, Map<number, KeyedSeries>>();
+  /** Each name's ranks aligned on their steps, kept up to date point by point. */
+  private readonly aligned = new Map<string, AlignedSteps>();
   /** The highest step of any point held: the job's live progress between its job updates. */
   newestStep = 0;
   /** The time of the earliest point held (unix seconds), or null: "relative" time's origin. */
@@ -120,19 +211,25 @@ export class MetricStore {
   /** Add one point (`time`: unix seconds, when known); false when (name, rank, step) is already held. */
   add(name: string, rank: number, step: number, value: number, time: number | null = null): boolean {
     let byRank = this.series.get(name);
-    if (!byRank) {
+    let aligned = this.aligned.get(name);
+    if (!byRank || !aligned) {
       byRank = new Map();
+      aligned = new AlignedSteps();
       this.series.set(name, byRank);
+      this.aligned.set(name, aligned);
     }
     let s = byRank.get(rank);
     if (!s) {
-      s = new KeyedSeries(this.capacity, 2);
+      const steps = aligned;
+      s = new KeyedSeries(this.capacity, 2, (x) => steps.evict(rank, x));
       byRank.set(rank, s);
     }
     if (step > this.newestStep) this.newestStep = step;
     const added = s.add(step, value, time);
-    if (added && time !== null && (this.firstTime === null || time < this.firstTime)) this.firstTime = time;
-    return added;
+    if (!added) return false;
+    aligned.add(rank, step, value);
+    if (time !== null && (this.firstTime === null || time < this.firstTime)) this.firstTime = time;
+    return true;
   }
 
   /** A `job:<id>` snapshot's metrics; returns the names that changed. */
@@ -166,10 +263,10 @@ export class MetricStore {
   data(name: string, x: "step" | "wall" | "relative" = "step", origin = 0): AlignedData {
     const byRank = this.series.get(name);
     if (!byRank) return [[]];
-    // by step, the times are not copied: this runs on every redraw of a live chart
-    const columns = this.ranks(name).map((rank) => byRank.get(rank)!.buffer.columns(x === "step" ? 1 : 2));
+    // by step: the columns kept aligned as points arrived (the same arrays on every redraw)
+    if (x === "step") return this.aligned.get(name)!.data();
+    const columns = this.columns(name);
     const aligned = alignSeries(columns.map(([xs, ys]) => [xs, ys!]));
-    if (x === "step") return aligned;
     const times = alignSeries(columns.map(([xs, , ts]) => [xs, ts!]));
     const shift = x === "relative" ? origin : 0;
     const rows: number[] = [];
@@ -186,7 +283,11 @@ export class MetricStore {
     return [order.map((k) => at[k]!), ...aligned.slice(1).map((col) => order.map((k) => col[rows[k]!] ?? null))] as AlignedData;
   }
 
-
+  /** Copies of each rank's buffer (ascending rank): `[steps, values, times]`, ascending by step. */
+  columns(name: string): [number[], ...(number | null)[][]][] {
+    const byRank = this.series.get(name);
+    return this.ranks(name).map((rank) => byRank!.get(rank)!.buffer.columns());
+  }
 }
 
 /** Device samples per (node, device): time → [util %, memory used bytes, temperature °C, power W]. */

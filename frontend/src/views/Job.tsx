@@ -15,7 +15,7 @@ import { attemptRanks, globalBatchText, runShape, strategyText } from "../lib/ru
 import { MetricStore } from "../lib/series";
 import { LogTail, upsertJob } from "../lib/stores";
 import { LogView } from "../components/LogView";
-import { FrameBatch, mergeJobChanges, type JobChanges } from "../lib/frameBatch";
+import { FrameBatch, mergeJobChanges, throttle, type JobChanges } from "../lib/frameBatch";
 import { StepTimes } from "../components/StepTimes";
 import { JobAttempts } from "./JobAttempts";
 import { WaitFacts } from "../components/WaitFacts";
@@ -193,10 +193,29 @@ function unixSeconds(value: string | null | undefined): number | null {
   return date ? date.getTime() / 1000 : null;
 }
 
-/** The log pane, re-rendered when lines arrive (at most once per frame), not with the page. */
+/**
+ * How often the log pane and the progress re-render while a job reports, at most, ms: each
+ * render of 500 log lines (and the layout its following reads) on every frame was, after the
+ * charts, the live page's largest cost (issue #33, benchmarks.job_page_soak).
+ */
+const LIVE_TEXT_MS = 250;
+
+/** Call `fn` when `signal` fires, at most once per LIVE_TEXT_MS (the last call never lost). */
+function usePaced<T>(signal: Signal<T>, fn: () => void): void {
+  useEffect(() => {
+    const paced = throttle(fn, LIVE_TEXT_MS);
+    const off = signal.on(paced.run);
+    return () => {
+      off();
+      paced.dispose();
+    };
+  }, [signal]);
+}
+
+/** The log pane, re-rendered when lines arrive (a few times a second), not with the page. */
 function LiveLog({ jobId, tail, changed, ranks }: { jobId: number; tail: LogTail; changed: Signal<void>; ranks: number[] }) {
   const [, setVersion] = useState(0);
-  useEffect(() => changed.on(() => setVersion((v) => v + 1)), [changed]);
+  usePaced(changed, () => setVersion((v) => v + 1));
   return <LogView jobId={jobId} tail={tail} ranks={ranks} />;
 }
 
@@ -206,7 +225,7 @@ function LiveLog({ jobId, tail, changed, ranks }: { jobId: number; tail: LogTail
  */
 function LiveProgress({ job, store, changed }: { job: Job; store: MetricStore; changed: Signal<Set<string>> }) {
   const [live, setLive] = useState(store.newestStep);
-  useEffect(() => changed.on(() => setLive(store.newestStep)), [store, changed]);
+  usePaced(changed, () => setLive(store.newestStep));
   return <Progress job={{ ...job, step: Math.max(job.step ?? 0, live) }} />;
 }
 
