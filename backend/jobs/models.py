@@ -13,8 +13,9 @@ from workers.contract.protocol import StopRequest
 from workers.contract.spec import JobSpec
 
 #: job id -> (stored spec, its JobSpec), shared by sessions: the scheduler reads the spec of
-#: every queued job each pass, and validating 10,000 costs ~0.3 s of CPU where comparing
-#: them with the stored values costs ~10 ms. Equal dicts validate to equal models, so a
+#: every running job each pass (a queued job's only once placed: backend.scheduler.inputs),
+#: and validating 10,000 costs ~0.3 s of CPU where comparing them with the stored values
+#: costs ~10 ms. Equal dicts validate to equal models, so a
 #: stale or reused id (another database, a test) only costs a validation.
 _TYPED_SPECS: dict[int, tuple[dict[str, Any], JobSpec]] = {}
 #: entries kept at most (about 11 KB each: ~180 MB when full); the cache starts over when full

@@ -27,7 +27,9 @@ from backend.scheduler.inputs import (
     UsageCache,
     explain_preempted,
     fair_shares,
+    load_specs,
     number_queue,
+    queued_jobs,
     quotas,
     running_jobs,
 )
@@ -146,23 +148,23 @@ class Scheduler:
                 request_stop(self.client, attempt_id=attempt_id, action=action)
 
     def _place(self, session: Session) -> tuple[list[Placement], list[AttemptOrder], set[int]]:
-        queued = session.scalars(select(Job).where(Job.state == JobState.queued.value)).all()
+        queued = queued_jobs(session)
         if not queued:
             return [], [], set()
-        jobs = {job.id: job for job in queued}
-        owners = {j.owner_id for j in queued}
+        jobs = {job.id: job for job, _ in queued}
+        owners = {j.owner_id for j in jobs.values()}
         fair = fair_shares(session, owners, settings=self.sharing, cache=self._usage)
         queue = [
             QueuedJob(
                 id=job.id,
                 devices=job.devices_requested,
-                nodes=job.spec_model.parallelism.nodes,
+                nodes=nodes,
                 priority=job.priority_rank,
                 order=job.id,
                 owner=job.owner_id,
                 fair_share=fair.get(job.owner_id, 1.0),
             )
-            for job in queued
+            for job, nodes in queued
         ]
         running = running_jobs(session, settings=self.sharing)
         limits = quotas(session, running, now=utcnow())
@@ -186,6 +188,7 @@ class Scheduler:
         if not placements:
             return []
         resume = newest_checkpoints(session, [p.job_id for p in placements])
+        load_specs(session, [p.job_id for p in placements])
         attempts = [
             Attempt(
                 job_id=p.job_id,
@@ -205,6 +208,7 @@ class Scheduler:
         session.flush()  # one round trip assigns every attempt id
         self._placed = attempts
         orders = []
+        addresses: dict[str, str] = {}  # rank 0's node's, asked once per node and pass
         for placement, attempt in zip(placements, attempts, strict=True):
             job = jobs[placement.job_id]
             job.attempt, job.wait_reason = attempt.number, None
@@ -238,10 +242,18 @@ class Scheduler:
                         devices=list(devices),
                         node_rank=rank,
                         nnodes=len(placement.slices),
-                        master_addr=self.executor.address_of(session, placement.slices[0][0]),
+                        master_addr=self._address(session, placement.slices[0][0], addresses),
                         spec=spec,
                         resume_from=attempt.resume_from,
                         deployment=self.keys.deployment,
                     )
                 )
         return orders
+
+    def _address(self, session: Session, node: str, known: dict[str, str]) -> str:
+        """The executor's address of `node`, read once per pass and without a flush (a
+        flush per placement was 2.9 of a 10k pass's 13 s)."""
+        if node not in known:
+            with session.no_autoflush:
+                known[node] = self.executor.address_of(session, node)
+        return known[node]
