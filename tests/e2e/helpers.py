@@ -39,12 +39,15 @@ def submit_job(
     lr: float = 0.01,
     priority: str = "normal",
     checkpoint_every: int | None = 20,
+    parallelism: dict[str, Any] | None = None,
 ) -> int:
-    """Submit an mlp job over REST (setup the test is not about) and return its id."""
+    """Submit an mlp job over REST (setup the test is not about) and return its id.
+
+    `parallelism`: more fields of it (an update mode)."""
     spec: dict[str, Any] = {
         "name": name,
         "template": "mlp",
-        "parallelism": {"strategy": "data", "devices": devices},
+        "parallelism": {"strategy": "data", "devices": devices, **(parallelism or {})},
         "hyperparameters": {"steps": steps, "batch_size": 32, "lr": lr},
         "priority": priority,
     }

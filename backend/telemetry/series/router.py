@@ -19,6 +19,7 @@ from backend.runtable import compare
 from backend.runtable.schemas import Comparison
 from backend.telemetry.series import queries
 from backend.telemetry.series.cache import SeriesCache
+from backend.telemetry.series.costs import UpdateCosts, update_costs
 from backend.telemetry.series.curves import XAxis, downsample
 from backend.telemetry.series.devices import job_devices
 from backend.telemetry.series.schemas import AttemptDevices, AttemptSeries, Curve
@@ -112,6 +113,16 @@ def compare_jobs(
     names = metric or compare.metric_names(session, jobs=chosen)
     found = compare.compare(session, cache, jobs=chosen, metrics=names, points=points, x=x)
     return {"jobs": describe_jobs(session, chosen), **found}
+
+
+@router.get("/costs", response_model=list[UpdateCosts])
+def costs_of_jobs(
+    principal: ReaderDep, session: SessionDep, cache: CacheDep, job: CompareJobs
+) -> list[UpdateCosts]:
+    """What each job's update mode costs: per rank step time and bytes, rank 0's server queue
+    and staleness (#35)."""
+    chosen = [_job(session, principal, job_id) for job_id in dict.fromkeys(job)]
+    return [update_costs(session, cache, job_id=j.id) for j in chosen]
 
 
 @router.get("/compare.csv", response_class=StreamingResponse)

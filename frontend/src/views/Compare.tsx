@@ -11,6 +11,7 @@ import { useTheme } from "../lib/theme";
 import { Link } from "../router";
 import { ComparePicker } from "./ComparePicker";
 import { ChartTools } from "../components/ChartTools";
+import { showsUpdateCosts, UpdateCosts } from "../components/UpdateCosts";
 import { DEFAULT_VIEW, type ChartView } from "../lib/chartView";
 import { CompareChart, csvHref } from "./compare/CompareChart";
 import { JobsTable } from "./compare/JobsTable";
@@ -128,6 +129,9 @@ function JobsComparison({ ids }: { ids: number[] }) {
       </div>
 
       <JobsTable comparison={comparison} theme={theme} />
+      {jobs.some((job) => showsUpdateCosts(job.spec)) && (
+        <UpdateCosts runs={jobs.map((job, i) => ({ ...job, color: runColor(i, theme) }))} version={jobs.map((j) => `${j.state}:${j.step}`).join(",")} />
+      )}
 
       <SpecDiff comparison={comparison} />
       <ProvenanceDiff ids={ids} />

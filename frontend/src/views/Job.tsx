@@ -17,6 +17,7 @@ import { LogTail, upsertJob } from "../lib/stores";
 import { LogView } from "../components/LogView";
 import { FrameBatch, mergeJobChanges, throttle, type JobChanges } from "../lib/frameBatch";
 import { StepTimes } from "../components/StepTimes";
+import { showsUpdateCosts, UpdateCosts } from "../components/UpdateCosts";
 import { JobAttempts } from "./JobAttempts";
 import { WaitFacts } from "../components/WaitFacts";
 import { Signal, useTopic } from "../live";
@@ -117,6 +118,9 @@ export function JobView({ id }: { id: number }) {
       <JobFacts job={job} store={metrics} changed={changed} />
       <EfficiencyFacts jobId={job.id} version={`${job.state}:${job.attempt}:${Math.floor((job.step ?? 0) / 50)}`} />
       <StepTimes store={metrics} changed={changed} />
+      {showsUpdateCosts(job.spec) && (
+        <UpdateCosts runs={[job]} version={`${job.state}:${job.attempt}:${Math.floor((job.step ?? 0) / 50)}`} />
+      )}
       <h2>Devices</h2>
       <JobDeviceCharts job={job} cluster={cluster} />
       <div class="two-col">
