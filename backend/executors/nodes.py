@@ -140,6 +140,8 @@ class NodePool:
                     args=[order.model_dump(mode="json")],
                     queue=direct_queue(self.keys.node_queue(order.node)),
                     producer=producer,
+                    # Celery's own repr of each order (for its logs): a third of the publish's CPU
+                    argsrepr=f"[attempt {order.attempt_id} rank-node {order.node_rank}]",
                 )
 
     def stop(self, attempt_ids: Sequence[int], action: StopRequest) -> None:
