@@ -6,13 +6,17 @@ Each mode runs as real ranks under torchrun (gloo on CPU, NCCL on GPUs: the engi
 Trainer, only the metrics go to files instead of a supervisor). Per mode and rank count:
 rank 0's training-loop seconds per job step, the bytes each rank handed to the network per
 job step (measured by the engine: `bytes_sent` + `bytes_received`), the gradients applied
-per second (async ranks take different numbers of steps) and the loss of the final weights
-over the whole dataset; then each as a ratio to sync/allreduce (DDP) of the same run.
+per second (async ranks take different numbers of steps), the seconds until rank 0's
+training loss (mean of its last SMOOTH steps) first reaches the target loss, and the loss of
+the final weights over the whole dataset; then each as a ratio to sync/allreduce (DDP) of
+the same run. The target: `--target-loss`, or by default TARGET_OVER_DDP times the loss DDP
+(run first) ended at, the same target for every mode of a rank count.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -34,6 +38,10 @@ MODES: dict[str, dict[str, object]] = {
     "local_sgd, sync_every 8": {"update": "local_sgd", "sync_every": 8},
 }
 BASELINE = "sync/allreduce"
+#: steps rank 0's training loss is averaged over before it is compared with the target
+SMOOTH = 10
+#: the default target: this times the smoothed loss the first DDP run of a rank count ended at
+TARGET_OVER_DDP = 1.1
 
 
 def spec_for(mode: dict[str, object], *, devices: int, steps: int) -> dict[str, Any]:
@@ -114,6 +122,8 @@ def summarize(spec: dict[str, Any], out: Path) -> dict[str, Any]:
         loss = float(task.loss_fn(task.model(task.inputs), task.targets))
     seconds = loop["seconds"]
     return {
+        # (seconds, smoothed loss) at each of rank 0's steps: time to a target is read off it
+        "curve": loss_curve(rows[0], seconds),
         "devices": devices,
         "seconds_per_step": seconds / steps,
         "rank0_bytes_per_step": moved(0) / steps,
@@ -126,25 +136,61 @@ def summarize(spec: dict[str, Any], out: Path) -> dict[str, Any]:
     }
 
 
+def loss_curve(rows: list[dict[str, Any]], seconds: float) -> list[tuple[float, float]]:
+    """Rank 0's loop seconds at the end of each step and its loss averaged over SMOOTH steps.
+
+    Rows are published in groups, so their arrival says little; a step's end is the running
+    sum of rank 0's own step times, scaled so the last one ends at the loop's measured seconds
+    (which also hold what happens between steps: reports and, under async, serving).
+    """
+    rows = [r for r in rows if "loss" in r and "step_time" in r]
+    times = list(itertools.accumulate(float(r["step_time"]) for r in rows))
+    scale = seconds / times[-1] if times and times[-1] > 0 else 1.0
+    losses = [float(r["loss"]) for r in rows]
+    return [
+        (t * scale, sum(losses[max(0, i + 1 - SMOOTH) : i + 1]) / min(i + 1, SMOOTH))
+        for i, t in enumerate(times)
+    ]
+
+
+def time_to(curve: list[tuple[float, float]], target: float) -> float | None:
+    """Seconds until the smoothed loss first reaches target (None: it never did)."""
+    return next((t for t, loss in curve if loss <= target), None)
+
+
+def add_time_to_target(modes: dict[str, dict[str, Any]], target: float | None) -> float:
+    """Each run's seconds to the target (default: TARGET_OVER_DDP × DDP's end); the target."""
+    if target is None:
+        target = TARGET_OVER_DDP * modes[BASELINE]["curve"][-1][1]
+    for result in modes.values():
+        result["target_loss"] = target
+        result["time_to_target"] = time_to(result.pop("curve"), target)
+    return target
+
+
 def table(results: dict[int, dict[str, dict[str, Any]]]) -> str:
     """Markdown: absolute numbers and ratios to sync/allreduce of the same rank count."""
     lines = [
         "| ranks | mode | s/step | ×DDP | rank 0 bytes/step | ×DDP | other ranks bytes/step "
-        "| gradients/s | ×DDP | final loss | ×DDP | max staleness |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| gradients/s | ×DDP | time to target loss | ×DDP | final loss | ×DDP | max staleness |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for devices, modes in results.items():
         base = modes[BASELINE]
         for name, r in modes.items():
 
             def ratio(key: str, r: dict[str, Any] = r, base: dict[str, Any] = base) -> str:
-                return f"{r[key] / base[key]:.2f}" if base[key] else "—"
+                return f"{r[key] / base[key]:.2f}" if base[key] and r[key] is not None else "—"
+
+            reached = r["time_to_target"]
 
             lines.append(
                 f"| {devices} | {name} | {r['seconds_per_step'] * 1000:.1f} ms "
                 f"| {ratio('seconds_per_step')} | {r['rank0_bytes_per_step'] / 1e6:.2f} MB "
                 f"| {ratio('rank0_bytes_per_step')} | {r['worker_bytes_per_step'] / 1e6:.2f} MB "
                 f"| {r['gradients_per_s']:.0f} | {ratio('gradients_per_s')} "
+                f"| {'not reached' if reached is None else f'{reached:.2f} s'} "
+                f"| {ratio('time_to_target')} "
                 f"| {r['final_loss']:.4f} | {ratio('final_loss')} | {r['staleness_max']:.0f} |"
             )
     return "\n".join(lines)
@@ -168,10 +214,16 @@ def main() -> None:
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
     parser.add_argument("--json", type=Path, help="write every number here too")
+    parser.add_argument(
+        "--target-loss",
+        type=float,
+        help=f"default: {TARGET_OVER_DDP} x DDP's final loss (rank 0's, mean of {SMOOTH} steps)",
+    )
     args = parser.parse_args()
     modes = [BASELINE, *(m for m in args.modes if m != BASELINE)]
     load_before = os.getloadavg()
     results: dict[int, dict[str, dict[str, Any]]] = {}
+    targets: dict[int, float] = {}
     with tempfile.TemporaryDirectory(prefix="tb-update-modes-") as scratch:
         for devices in args.devices:
             slow = f"{devices - 1}:{args.slow_ms / 1000}"
@@ -182,7 +234,9 @@ def main() -> None:
                 out = Path(scratch) / f"{devices}-{i}"
                 shown = f"{name} (again, last)" if i == len(modes) else name
                 results[devices][shown] = run_mode(spec, slow=slow, out=out, timeout_s=args.timeout)
-                print(f"{devices} ranks, {shown}: {results[devices][shown]}", file=sys.stderr)
+                shown_numbers = {k: v for k, v in results[devices][shown].items() if k != "curve"}
+                print(f"{devices} ranks, {shown}: {shown_numbers}", file=sys.stderr)
+            targets[devices] = add_time_to_target(results[devices], args.target_loss)
     load_after = os.getloadavg()
     print(f"machine: {machine()}")
     print(
@@ -190,6 +244,10 @@ def main() -> None:
         f"after {'/'.join(f'{x:.1f}' for x in load_after)}"
     )
     print(f"{args.steps} job steps, the last rank slowed {args.slow_ms:g} ms a step")
+    print(
+        "target loss (rank 0's training loss, mean of its last "
+        f"{SMOOTH} steps): " + ", ".join(f"{t:.4f} at {d} ranks" for d, t in targets.items())
+    )
     print(table(results))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
