@@ -48,6 +48,7 @@ QUERY_LOOKUPS = {
     ("GET", "/api/provenance/diff"),
     ("GET", "/api/series/compare"),
     ("GET", "/api/series/compare.csv"),
+    ("GET", "/api/series/costs"),
 }
 #: operations counted against a rate limit (429), besides those whose dependency counts
 LIMITED = {("POST", "/api/login"), ("POST", "/api/sweeps")}
