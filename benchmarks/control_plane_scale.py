@@ -132,7 +132,18 @@ class SimNode:
     attempts: tuple[int, ...] = ()
 
 
-def _serve(settings: Settings, pool: int, ready: Any, stop: Any) -> None:
+def _serve(settings: Settings, pool: int, release: bool, ready: Any, stop: Any) -> None:
+    if release:  # an experiment: a request gives its connection back once authenticated
+        import backend.auth.deps
+
+        authenticate = backend.auth.deps.authenticate
+
+        def released(session: Any, secret: str) -> Any:
+            principal = authenticate(session, secret)
+            session.rollback()  # nothing written yet: ends the read, returns the connection
+            return principal
+
+        backend.auth.deps.authenticate = released
     if pool:  # an experiment: the API's SQLite engine with a pool of `pool` connections
         import backend.db
 
@@ -150,7 +161,9 @@ def _serve(settings: Settings, pool: int, ready: Any, stop: Any) -> None:
 
 
 @contextlib.contextmanager
-def control_plane(tmp: Path, redis_url: str, pool: int) -> Iterator[tuple[int, int, Database]]:
+def control_plane(
+    tmp: Path, redis_url: str, pool: int, release: bool = False
+) -> Iterator[tuple[int, int, Database]]:
     """One API process (ingest and scheduler in it) on a fresh SQLite; (port, pid, database).
 
     pool > 0: its SQLite engine gets a pool of that many connections instead of
@@ -169,7 +182,9 @@ def control_plane(tmp: Path, redis_url: str, pool: int) -> Iterator[tuple[int, i
     )
     context = mp.get_context("spawn")
     ready, stop = context.Queue(), context.Event()
-    process = context.Process(target=_serve, args=(settings, pool, ready, stop), daemon=True)
+    process = context.Process(
+        target=_serve, args=(settings, pool, release, ready, stop), daemon=True
+    )
     process.start()
     db = Database(url)
     try:
@@ -274,6 +289,7 @@ class BeatLog:
     latencies: list[float]
     late: list[float]
     errors: int = 0
+    refused: int = 0  # 503 answers (a worker retries these)
     unexpected: int = 0  # replies that said stop or reregister
 
 
@@ -302,6 +318,11 @@ async def heartbeats(url: str, nodes: list[SimNode], warmup: float, seconds: flo
                     )
                     answer.raise_for_status()
                     reply = answer.json()
+                except httpx.HTTPStatusError as err:
+                    if err.response.status_code == 503:
+                        log.refused += measured
+                    else:
+                        log.errors += measured
                 except httpx.HTTPError:
                     log.errors += measured
                 else:
@@ -422,7 +443,7 @@ def run_round(nodes_count: int, args: argparse.Namespace) -> dict[str, Any]:
     with (
         tempfile.TemporaryDirectory() as tmp,
         own_redis() as redis_url,
-        control_plane(Path(tmp), redis_url, args.pool) as (port, pid, db),
+        control_plane(Path(tmp), redis_url, args.pool, args.release_after_auth) as (port, pid, db),
     ):
         url = f"http://127.0.0.1:{port}"
         nodes = make_nodes(db, nodes_count)
@@ -482,15 +503,17 @@ def run_round(nodes_count: int, args: argparse.Namespace) -> dict[str, Any]:
     return {
         "nodes": nodes_count,
         "pool": args.pool or "default (5 + 10)",
+        "release_after_auth": args.release_after_auth,
         "jobs": len(attempts),
         "heartbeats_per_s": len(log.latencies) / args.seconds,
         "heartbeats_expected_per_s": nodes_count / HEARTBEAT_INTERVAL,
-        "metric_points_per_s": args.jobs * args.ranks * len(NAMES) * args.steps_per_s,
+        "metric_points_per_s": len(attempts) * args.ranks * len(NAMES) * args.steps_per_s,
         "device_samples_per_s": nodes_count * args.device_samples / SAMPLE_INTERVAL,
         "register_all_s": round(registered_s, 2),
         "heartbeat": percentiles(log.latencies) if log.latencies else {},
         "heartbeat_event_loop_lag": percentiles(log.late) if log.late else {},
         "heartbeat_errors": log.errors,
+        "heartbeat_refused_503": log.refused,
         "heartbeat_unexpected_replies": log.unexpected,
         "ingest_lag": percentiles(lags) if lags else {},
         "metric_entries_written": steps_total,
@@ -518,6 +541,11 @@ def main() -> None:
     parser.add_argument("--device-samples", type=int, default=DEVICES_PER_NODE)
     parser.add_argument(
         "--pool", type=int, default=0, help="the API's SQLite pool size (0: the product's)"
+    )
+    parser.add_argument(
+        "--release-after-auth",
+        action="store_true",
+        help="experiment: the API's requests end their read transaction after authenticating",
     )
     args = parser.parse_args()
     rounds = []
