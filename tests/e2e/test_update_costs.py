@@ -53,7 +53,9 @@ def test_compare_shows_what_each_update_mode_costs_per_rank(
                 assert measured(page, f"cost-bytes-{job_id}-{rank}", "data-sent") > 0, name
 
         ps, ddp, local = jobs["sync-parameter-server"], jobs["sync-allreduce"], jobs["local-sgd"]
-        expect(page.get_by_test_id(f"cost-mode-{ps}")).to_have_text("sync, parameter server, 2 ranks")
+        expect(page.get_by_test_id(f"cost-mode-{ps}")).to_have_text(
+            "sync, parameter server, 2 ranks"
+        )
         # the worker's gradient is what rank 0 receives, rank 0's weights what the worker does
         assert measured(page, f"cost-bytes-{ps}-0", "data-received") == measured(
             page, f"cost-bytes-{ps}-1", "data-sent"
