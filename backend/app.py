@@ -36,6 +36,7 @@ from backend.nodes import router as nodes_router
 from backend.nodes.deployment import deployment_id, mark_broker
 from backend.openapi import install as install_openapi
 from backend.provenance import router as provenance_router
+from backend.request_slots import RequestSlots
 from backend.runtable import router as runs_router
 from backend.scheduler.inputs import SharingSettings
 from backend.scheduler.loop import IDLE_SECONDS, Scheduler
@@ -137,6 +138,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_security(app, settings)
     install_db_health(app)
     install_errors(app)
+    app.add_middleware(RequestSlots)  # outermost: a request waits here holding nothing
     return app
 
 

@@ -77,10 +77,25 @@ class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON, datetime: UtcDateTime()}
 
 
+#: connections one engine keeps open, and the most it opens at once (the API's request slots
+#: and its background loops fit in them: backend/request_slots.py)
+POOL_SIZE = 10
+POOL_CONNECTIONS = 40
+POOL_TIMEOUT_SECONDS = 30
+POOL_ARGUMENTS: dict[str, Any] = {
+    "pool_size": POOL_SIZE,
+    "max_overflow": POOL_CONNECTIONS - POOL_SIZE,
+    "pool_timeout": POOL_TIMEOUT_SECONDS,
+}
+
+
 def make_engine(url: str) -> Engine:
     """An engine; SQLite gets WAL, foreign keys and a busy timeout for concurrent writers."""
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        in_memory = url in ("sqlite://", "sqlite:///:memory:")  # one connection, no pool
+        pool = {} if in_memory else POOL_ARGUMENTS
+        connect = {"check_same_thread": False, "timeout": 30}
+        engine = create_engine(url, connect_args=connect, **pool)
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -92,7 +107,7 @@ def make_engine(url: str) -> Engine:
             cur.close()
 
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    return create_engine(url, pool_pre_ping=True, **POOL_ARGUMENTS)
 
 
 class Database:
