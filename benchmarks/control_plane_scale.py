@@ -63,7 +63,7 @@ from sqlalchemy import update
 
 from backend.auth.service import ensure_admin, issue_token
 from backend.config import Settings
-from backend.db import Database
+from backend.db import POOL_CONNECTIONS, POOL_SIZE, Database
 from backend.jobs.models import Attempt, AttemptSlice
 from backend.migrate import upgrade
 from benchmarks.latency_stats import percentiles
@@ -166,8 +166,8 @@ def control_plane(
 ) -> Iterator[tuple[int, int, Database]]:
     """One API process (ingest and scheduler in it) on a fresh SQLite; (port, pid, database).
 
-    pool > 0: its SQLite engine gets a pool of that many connections instead of
-    SQLAlchemy's default (5 + 10 overflow), which `backend.db.make_engine` keeps."""
+    pool > 0: its SQLite engine gets a pool of that many connections (no overflow) instead
+    of `backend.db.make_engine`'s."""
     url = f"sqlite:///{tmp / 'control.db'}"
     upgrade(url)
     settings = Settings(
@@ -502,7 +502,7 @@ def run_round(nodes_count: int, args: argparse.Namespace) -> dict[str, Any]:
     steps_total = sum(1 for _, wrote in produced["written"] if window[0] <= wrote <= window[1])
     return {
         "nodes": nodes_count,
-        "pool": args.pool or "default (5 + 10)",
+        "pool": args.pool or f"default ({POOL_SIZE} + {POOL_CONNECTIONS - POOL_SIZE})",
         "release_after_auth": args.release_after_auth,
         "jobs": len(attempts),
         "heartbeats_per_s": len(log.latencies) / args.seconds,

@@ -59,14 +59,17 @@ def recent_stragglers(
     return found
 
 
-def describe_nodes(session: Session) -> list[NodeOut]:
-    """Nodes with their devices and which job holds each device."""
+def describe_nodes(session: Session, *, name: str | None = None) -> list[NodeOut]:
+    """Nodes (or the one named) with their devices and which job holds each device."""
     holders: dict[tuple[str, int], tuple[int, int]] = {}
-    live = session.execute(
+    live_slices = (
         select(AttemptSlice, Attempt.job_id)
         .join(Attempt, Attempt.id == AttemptSlice.attempt_id)
         .where(AttemptSlice.state.in_(LIVE_SLICE_VALUES))
-    ).all()
+    )
+    if name is not None:
+        live_slices = live_slices.where(AttemptSlice.node_name == name)
+    live = session.execute(live_slices).all()
     for part, job_id in live:
         for local_rank, index in enumerate(part.devices):
             holders[(part.node_name, int(index))] = (
@@ -91,7 +94,7 @@ def describe_nodes(session: Session) -> list[NodeOut]:
             ],
             **fields_of(n, NODE_FIELDS),
         )
-        for n in all_nodes(session)
+        for n in all_nodes(session, name=name)
     ]
 
 

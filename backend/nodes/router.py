@@ -46,7 +46,7 @@ def _set_drained(session: SessionDep, request: Request, name: str, *, drained: b
     control.set_drained(session, name=name, drained=drained)
     announce_nodes(request.app.state.redis)
     wake_scheduler(request.app.state.redis)
-    return next(n for n in cluster.describe_nodes(session) if n.name == name)
+    return cluster.describe_nodes(session, name=name)[0]
 
 
 @router.post("/nodes/register", response_model=RegisteredOut)
@@ -60,7 +60,7 @@ def register_node(
     announce_nodes(client)
     announce_jobs(client, changed)
     wake_scheduler(client)
-    view = next(n for n in cluster.describe_nodes(session) if n.name == node.name)
+    view = cluster.describe_nodes(session, name=node.name)[0]
     return RegisteredOut(**view.model_dump(), deployment=deployment_id(session))
 
 

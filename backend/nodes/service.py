@@ -117,10 +117,12 @@ def _check_broker(session: Session, client: redis.Redis, node: Node, seen: bool 
         node.state, node.state_reason = NodeState.up, None
 
 
-def all_nodes(session: Session) -> Sequence[Node]:
-    return session.scalars(
-        select(Node).options(selectinload(Node.devices)).order_by(Node.name)
-    ).all()
+def all_nodes(session: Session, *, name: str | None = None) -> Sequence[Node]:
+    """Every node (or only the one named), with its devices, by name."""
+    query = select(Node).options(selectinload(Node.devices)).order_by(Node.name)
+    if name is not None:
+        query = query.where(Node.name == name)
+    return session.scalars(query).all()
 
 
 def host_view(node: Node) -> HostOut | None:
