@@ -145,7 +145,11 @@ class Attempt(Base):
         String(32), comment="the Slurm job that runs it (the Slurm executor only)"
     )
     allocated_device_seconds: Mapped[float | None] = mapped_column(
-        Float, comment="devices x seconds from claim to end; set when the attempt has ended"
+        Float,
+        comment=(
+            "devices x seconds from the allocation's start (a Slurm job's StartTime, "
+            "allocation_starts; else the claim) to end; set when the attempt has ended"
+        ),
     )
     busy_device_seconds: Mapped[float | None] = mapped_column(
         Float, comment="allocated, weighted by each device's sampled utilization"
