@@ -4,6 +4,7 @@ their pipes and a relay, or a publisher of their own) and a node's cluster traff
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.relay_sink import RelayProcess
@@ -51,18 +52,52 @@ def produce_metrics(
     publisher.close()
 
 
+@dataclass(frozen=True)
+class RelayWindows:
+    """How `produce_via_relay` plays the ranks: how many, metric names a report, and the
+    relay publisher's and the pipe writers' flush intervals in ms (None: the defaults)."""
+
+    ranks: int = 8
+    names: int = 1
+    publisher_ms: float | None = None
+    pipe_ms: float | None = None
+
+
 def produce_via_relay(
-    redis_url: str, keys: Keys, attempt_id: int, rate: float, seconds: float, out: Any
+    redis_url: str,
+    keys: Keys,
+    attempt_id: int,
+    rate: float,
+    seconds: float,
+    out: Any,
+    windows: RelayWindows = RelayWindows(),
 ) -> None:
-    """8 ranks' pipes to a relay process; puts the relay's stats (a dict) on `out`."""
+    """The ranks' pipes to a relay process; puts the relay's stats (a dict) on `out`.
+
+    `rate` counts points: each report carries `windows.names` of them (loss, m1, m2...).
+    The relay records its XADDs for `benchmarks.live_hops`.
+    """
     stream = keys.stream(METRICS_STREAM)
-    relay = RelayProcess(redis_url, stream, attempt_id=attempt_id, ranks=8)
-    channels = [TelemetryChannel(fd) for fd in relay.fds]
+    ranks = windows.ranks
+    relay = RelayProcess(
+        redis_url,
+        stream,
+        attempt_id=attempt_id,
+        ranks=ranks,
+        xadds=True,
+        flush_ms=windows.publisher_ms,
+    )
+    pipe = {} if windows.pipe_ms is None else {"flush_interval": windows.pipe_ms / 1000}
+    channels = [TelemetryChannel(fd, **pipe) for fd in relay.fds]
+    names = ["loss", *(f"m{i}" for i in range(1, windows.names))]
 
-    def emit(i: int) -> None:  # sdk.report(step, loss=...) on rank i % 8, its send time as value
-        channels[i % 8].send(points_message([(i // 8, {"loss": time.time()})]))
+    def emit(
+        i: int,
+    ) -> None:  # sdk.report(step, loss=...) on rank i % ranks, its send time as value
+        now = time.time()
+        channels[i % ranks].send(points_message([(i // ranks, dict.fromkeys(names, now))]))
 
-    pace(rate, seconds, emit)
+    pace(rate / len(names), seconds, emit)
     for channel in channels:
         channel.close()
     out.put(relay.finish().__dict__)

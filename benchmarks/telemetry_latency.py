@@ -42,10 +42,12 @@ import contextlib
 import json
 import multiprocessing as mp
 import os
+import sys
 import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +56,13 @@ from backend.db import Database
 from backend.migrate import upgrade
 from backend.nodes.deployment import deployment_id
 from benchmarks.latency_stats import percentiles, stalls
-from benchmarks.live_producers import produce_cluster, produce_metrics, produce_via_relay
+from benchmarks.live_hops import HopsLink, Received, join, loopback, ratio, record_api_hops
+from benchmarks.live_producers import (
+    RelayWindows,
+    produce_cluster,
+    produce_metrics,
+    produce_via_relay,
+)
 from benchmarks.own_redis import own_redis
 from benchmarks.raw_ws import Bursts, raw_client
 from tests.app_settings import ADMIN_TOKEN, api_settings
@@ -67,21 +75,28 @@ WARMUP_SECONDS = 2.0
 HEADERS = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 
-def _serve(settings: Settings, ready: Any, stop: Any) -> None:
+def _serve(settings: Settings, ready: Any, stop: Any, link: HopsLink | None) -> None:
+    hops = record_api_hops() if link is not None else None
     with LiveServer.running(settings) as server:
         ready.put(server.port)
-        stop.wait()
+        if link is None or hops is None:
+            stop.wait()
+        else:
+            link.answer_until(stop, hops)
 
 
 @contextlib.contextmanager
-def api_server(tmp: Path, redis_url: str) -> Iterator[tuple[int, Database]]:
-    """The API in its own process on a fresh SQLite database; (port, database)."""
+def api_server(
+    tmp: Path, redis_url: str, *, link: HopsLink | None = None
+) -> Iterator[tuple[int, Database]]:
+    """The API in its own process on a fresh SQLite database; (port, database). With a
+    link, the API's process records its per-hop times (`benchmarks.live_hops`)."""
     url = f"sqlite:///{tmp / 'live.db'}"
     upgrade(url)
     settings = api_settings(tmp, database_url=url, redis_url=redis_url, hosts="127.0.0.1")
     context = mp.get_context("spawn")
     ready, stop = context.Queue(), context.Event()
-    process = context.Process(target=_serve, args=(settings, ready, stop), daemon=True)
+    process = context.Process(target=_serve, args=(settings, ready, stop, link), daemon=True)
     process.start()
     db = Database(url)
     try:
@@ -100,18 +115,86 @@ def deployment_keys(db: Database) -> Keys:
         return Keys(deployment_id(session))
 
 
-def bench_latency(rate: float, seconds: float, flush: float, via: list[str]) -> dict[str, Any]:
-    """Each path of `via` in turn (a fresh attempt each) on one API server and Redis."""
+@dataclass(frozen=True)
+class Path_:
+    """One way points travel in a latency run: `relay` or `direct`, with the windows that
+    hold them (None: the code's defaults). Written `relay`, `direct`, or `relay@P/C`:
+    the relay's publisher flushes every P ms and each rank's pipe writer every C ms."""
+
+    via: str
+    publisher_ms: float | None = None
+    pipe_ms: float | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Path_:
+        via, _, windows = text.partition("@")
+        if via not in ("relay", "direct") or (windows and via != "relay"):
+            raise ValueError(f"not a path: {text!r} (relay, direct or relay@P/C)")
+        if not windows:
+            return cls(via)
+        publisher, _, pipe = windows.partition("/")
+        return cls(via, float(publisher), float(pipe) if pipe else None)
+
+
+def bench_latency(
+    rate: float,
+    seconds: float,
+    flush: float,
+    via: list[str],
+    *,
+    rounds: int = 1,
+    ranks: int = 8,
+    names: int = 1,
+    baseline_seconds: float = 10.0,
+) -> list[dict[str, Any]]:
+    """Each path of `via` in turn (a fresh attempt each) on one API server and Redis, for
+    `rounds` rounds; each run preceded by a loopback baseline (`benchmarks.live_hops`)."""
+    paths = [Path_.parse(text) for text in via]
+    link = HopsLink(mp.get_context("spawn"))
+    results = []
     with (
         tempfile.TemporaryDirectory() as tmp,
         own_redis() as redis_url,
-        api_server(Path(tmp), redis_url) as (port, db),
+        api_server(Path(tmp), redis_url, link=link) as (port, db),
     ):
-        return {path: _latency_run(port, db, redis_url, path, rate, seconds, flush) for path in via}
+        for round_ in range(rounds):
+            for path, text in zip(paths, via, strict=True):
+                result: dict[str, Any] = {"path": text, "round": round_ + 1}
+                if baseline_seconds:
+                    result["loopback"] = loopback(redis_url, seconds=baseline_seconds)
+                run = _latency_run(
+                    port, db, redis_url, path, rate, seconds, flush, ranks=ranks, names=names
+                )
+                points, xadds = run.pop("received_points", None), run.pop("xadds", None)
+                result.update(run)
+                if points is not None and xadds is not None:
+                    result["hops"] = join(points, xadds, link.take(), warmup=WARMUP_SECONDS)
+                else:
+                    link.take()  # cleared for the next run
+                if baseline_seconds:
+                    result["ratio_to_loopback"] = ratio(result, result["loopback"])
+                results.append(result)
+                print(json.dumps(_summary(result)), file=sys.stderr, flush=True)
+    return results
+
+
+def _summary(result: dict[str, Any]) -> dict[str, Any]:
+    """One line per run while the benchmark goes on."""
+    keys = ("path", "round", "p50_ms", "p99_ms", "received", "expected", "load_after")
+    return {k: result.get(k) for k in keys} | {"loopback_p99": result["loopback"]["p99_ms"]}
 
 
 def _latency_run(
-    port: int, db: Database, redis_url: str, via: str, rate: float, seconds: float, flush: float
+    port: int,
+    db: Database,
+    redis_url: str,
+    path: Path_,
+    rate: float,
+    seconds: float,
+    flush: float,
+    *,
+    ranks: int,
+    names: int,
 ) -> dict[str, Any]:
     from websockets.sync.client import connect
 
@@ -125,10 +208,12 @@ def _latency_run(
     settle_heap()
     context = mp.get_context("spawn")
     relay_stats = context.Queue()
+    via = path.via
     if via == "relay":
+        windows = RelayWindows(ranks, names, path.publisher_ms, path.pipe_ms)
         producer = context.Process(
             target=produce_via_relay,
-            args=(redis_url, keys, attempt_id, rate, seconds, relay_stats),
+            args=(redis_url, keys, attempt_id, rate, seconds, relay_stats, windows),
         )
     else:
         producer = context.Process(
@@ -139,6 +224,7 @@ def _latency_run(
     latencies: list[float] = []
     sent_at: list[float] = []  # each counted item's publish time, for `stalls`
     hops: list[float] = []  # relay: the relay's stamp − the rank's write
+    points = Received()
     received = 0
     first: float | None = None
     expected = int(rate * seconds)
@@ -148,6 +234,8 @@ def _latency_run(
             text = ws.recv(timeout=1.0)
             now = time.time()
             message = json.loads(text)
+            if via == "relay":
+                points.add(message, now)
             for point in message.get("data", {}).get("metrics", []):
                 received += 1
                 sent = point["value"] if via == "relay" else point["time"]
@@ -161,13 +249,18 @@ def _latency_run(
     ws.close()
     result: dict[str, Any] = {**percentiles(latencies), "received": received}
     result["expected"] = expected
+    if via == "relay":
+        result["delivered"] = points.delivered()
     result["load_after"] = os.getloadavg()
     result["wall_s"] = time.time() - began
     result["stalls"] = stalls(list(zip(sent_at, latencies, strict=True)))
     if via == "relay":
         result["relay_hop"] = percentiles(hops)
         stats = relay_stats.get(timeout=30)
+        result["xadds"] = stats.pop("xadds")
+        result["received_points"] = points
         stats["cpu_us_per_point"] = stats["cpu_s"] / max(stats["points"], 1) * 1e6
+        stats["xadds_per_s"] = len(result["xadds"]) / max(stats["wall_s"], 1e-9)
         result["relay_process"] = stats
     return result
 
@@ -257,13 +350,32 @@ def main() -> None:
     parser.add_argument(
         "--via",
         default="relay,direct",
-        help="latency: the paths to measure, in order (relay: rank pipe → relay; direct)",
+        help="latency: the paths to measure, in order (relay: rank pipe → relay; direct; "
+        "relay@P/C: the relay's publisher flushing every P ms, the ranks' pipes every C ms)",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="latency: every path, N times")
+    parser.add_argument("--ranks", type=int, default=8, help="latency: ranks (relay)")
+    parser.add_argument("--names", type=int, default=1, help="latency: metrics a report (relay)")
+    parser.add_argument(
+        "--baseline-seconds",
+        type=float,
+        default=10,
+        help="latency: the loopback baseline before each run (0: none)",
     )
     args = parser.parse_args()
-    result: dict[str, Any]
+    result: Any
     if args.which == "latency":
         flush = args.flush_ms / 1000 if args.flush_ms else FLUSH_INTERVAL
-        result = bench_latency(args.rate, args.seconds, flush, args.via.split(","))
+        result = bench_latency(
+            args.rate,
+            args.seconds,
+            flush,
+            args.via.split(","),
+            rounds=args.rounds,
+            ranks=args.ranks,
+            names=args.names,
+            baseline_seconds=args.baseline_seconds,
+        )
     else:
         result = bench_fanout(args.clients, args.seconds, deflate=args.deflate, eager=args.eager)
     print(json.dumps(result, indent=1))
