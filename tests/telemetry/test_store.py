@@ -101,6 +101,7 @@ def test_binary_copy_round_trips_every_column_kind(database: Database) -> None:
 
 def test_values_the_encoder_cannot_write_are_left_to_write_row() -> None:
     assert pgcopy.encode([">f8"], [[1.0, None]], 2) is None  # None is not NaN
+    assert pgcopy.encode([">i8"], [[1, None]], 2) is None  # a NULL integer (an idle device)
     assert pgcopy.encode(["text"], [["a", None]], 2) is None
     many = [f"line {i}" for i in range(pgcopy.MAX_DISTINCT_TEXTS + 1)]
     assert pgcopy.encode(["text"], [many], len(many)) is None
@@ -114,6 +115,8 @@ def test_device_samples_with_missing_fields_are_stored_row_by_row(database: Data
         for t in range(COPY_THRESHOLD)
         for d in range(2)
     ]
+    for sample in samples:  # a rank on device 0; none on device 1 (a NULL integer)
+        sample["rank"] = None if sample["device"] else 0
     for _ in range(2):  # the second time, every row is a duplicate
         with database.session() as session:
             insert_ignoring_duplicates(session, DeviceSample, samples)

@@ -89,7 +89,10 @@ def _columns(
                 if fixed[i] is not values and not np.array_equal(fixed[i], values):
                     raise OverflowError(f"a value out of range for {fmt}")
             else:
-                fixed[i] = np.fromiter(values, dtype=native, count=count)
+                try:
+                    fixed[i] = np.fromiter(values, dtype=native, count=count)
+                except TypeError:  # None among integers (a NULL): write_row writes it
+                    return None
             if fmt == ">f8" and np.isnan(fixed[i]).any():
                 return None  # NaN or None: write_row tells them apart
             continue
