@@ -68,6 +68,7 @@ from backend.jobs.models import Attempt, AttemptSlice
 from backend.migrate import upgrade
 from benchmarks.latency_stats import percentiles
 from benchmarks.own_redis import own_redis
+from benchmarks.scheduler import scratch_postgres
 from benchmarks.telemetry_latency import deployment_keys
 from tests.app_settings import ADMIN_TOKEN
 from tests.telemetry.helpers import LiveServer, add_attempt
@@ -162,13 +163,27 @@ def _serve(settings: Settings, pool: int, release: bool, ready: Any, stop: Any) 
 
 @contextlib.contextmanager
 def control_plane(
-    tmp: Path, redis_url: str, pool: int, release: bool = False
+    tmp: Path, redis_url: str, pool: int, release: bool = False, postgres: str = ""
 ) -> Iterator[tuple[int, int, Database]]:
-    """One API process (ingest and scheduler in it) on a fresh SQLite; (port, pid, database).
+    """One API process (ingest and scheduler in it) on a fresh SQLite, or a fresh database on
+    the PostgreSQL server `postgres` names; (port, pid, database).
 
     pool > 0: its SQLite engine gets a pool of that many connections (no overflow) instead
     of `backend.db.make_engine`'s."""
-    url = f"sqlite:///{tmp / 'control.db'}"
+    with contextlib.ExitStack() as scratch:
+        url = (
+            scratch.enter_context(scratch_postgres(postgres))
+            if postgres
+            else f"sqlite:///{tmp / 'control.db'}"
+        )
+        with _api_process(tmp, url, redis_url, pool, release) as running:
+            yield running
+
+
+@contextlib.contextmanager
+def _api_process(
+    tmp: Path, url: str, redis_url: str, pool: int, release: bool
+) -> Iterator[tuple[int, int, Database]]:
     upgrade(url)
     settings = Settings(
         data_dir=tmp / "data",
@@ -443,7 +458,11 @@ def run_round(nodes_count: int, args: argparse.Namespace) -> dict[str, Any]:
     with (
         tempfile.TemporaryDirectory() as tmp,
         own_redis() as redis_url,
-        control_plane(Path(tmp), redis_url, args.pool, args.release_after_auth) as (port, pid, db),
+        control_plane(Path(tmp), redis_url, args.pool, args.release_after_auth, args.postgres) as (
+            port,
+            pid,
+            db,
+        ),
     ):
         url = f"http://127.0.0.1:{port}"
         nodes = make_nodes(db, nodes_count)
@@ -504,6 +523,7 @@ def run_round(nodes_count: int, args: argparse.Namespace) -> dict[str, Any]:
         "nodes": nodes_count,
         "pool": args.pool or f"default ({POOL_SIZE} + {POOL_CONNECTIONS - POOL_SIZE})",
         "release_after_auth": args.release_after_auth,
+        "database": "postgresql" if args.postgres else "sqlite",
         "jobs": len(attempts),
         "heartbeats_per_s": len(log.latencies) / args.seconds,
         "heartbeats_expected_per_s": nodes_count / HEARTBEAT_INTERVAL,
@@ -541,6 +561,13 @@ def main() -> None:
     parser.add_argument("--device-samples", type=int, default=DEVICES_PER_NODE)
     parser.add_argument(
         "--pool", type=int, default=0, help="the API's SQLite pool size (0: the product's)"
+    )
+    parser.add_argument(
+        "--postgres",
+        default="",
+        metavar="SERVER",
+        help="run the API on a scratch database of this PostgreSQL server "
+        "(e.g. postgresql+psycopg://postgres@127.0.0.1:5432) instead of SQLite",
     )
     parser.add_argument(
         "--release-after-auth",
