@@ -82,5 +82,7 @@ def test_a_partition_with_gpus_gets_gpu_jobs_slurm_allocates_as_gres(
         text=True,
         check=True,
     ).stdout
-    # 2 GPUs of the node's 4 (as GRES), one CPU for the supervisor
-    assert "TresPerNode=gres:gpu:2" in shown and " NumCPUs=1 " in shown, shown
+    # 2 GPUs of the node's 4 (as GRES), one CPU for the supervisor (22.05 writes gres:gpu:2,
+    # 24.11 gres/gpu:2: slurm_recorded/24.11/scontrol_jobs_gpus.txt)
+    per_node = ("TresPerNode=gres:gpu:2 ", "TresPerNode=gres/gpu:2 ")
+    assert any(form in shown for form in per_node) and " NumCPUs=1 " in shown, shown

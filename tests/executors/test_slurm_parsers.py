@@ -11,6 +11,7 @@ import redis
 
 from backend.executors.slurm.cli import (
     SACCT_FIELDS,
+    AccountedJob,
     BatchRequest,
     SlurmCli,
     expand_hostlist,
@@ -384,3 +385,156 @@ def test_gpu_mode_follows_the_partitions_nodes_unless_the_operator_said(
     assert {"--nodes=2", "--cpus-per-task=1", "--gres=gpu:2"} <= set(args)
     assert "--gres=gpu:2" in request.script.split("srun", 1)[1]
     assert not any("gpus-per-node" in a for a in [*args, request.script])
+
+
+# -- Slurm 24.11.5 (Debian 13's), recorded here in a trixie chroot by
+# slurm_recorded/24.11/record.sh with Trainboard's own commands (its README says how)
+
+
+def test_squeue_2411_running_pending_held_and_a_name_with_spaces() -> None:
+    jobs = {job.job_id: job for job in parse_squeue(recorded("24.11", "squeue.txt"))}
+    running, waiting, held = jobs["21"], jobs["22"], jobs["23"]
+    assert (running.name, running.state, running.reason) == ("tb-dep1-1-1", "RUNNING", None)
+    assert (running.nodes, running.node_count, running.tres["cpu"]) == (("vm",), 1, "2")
+    assert running.start == datetime(2026, 11, 29, 1, 51, 29, tzinfo=UTC)  # SLURM_TIME_FORMAT=%s
+    assert (waiting.state, waiting.reason, waiting.nodes) == ("PENDING", "Resources", ())
+    assert wait_reason(waiting.reason).startswith("waiting for Slurm to free")
+    assert waiting.start is not None and waiting.start > running.start  # Slurm's estimate
+    assert (held.name, held.reason, held.start) == ("other team job", "JobHeldUser", None)
+    assert all(job.restarts == 0 and job.partition == "main" for job in jobs.values())
+    # the default time format is the controller's local time, read as this machine's
+    local = {
+        job.job_id: job.start for job in parse_squeue(recorded("24.11", "squeue_local_time.txt"))
+    }
+    started = local["21"]
+    assert started is not None
+    assert started + (started.astimezone().utcoffset() or timedelta()) == running.start
+
+
+def test_squeue_2411_a_requeued_job_waits_with_its_restart_count() -> None:
+    """What the executor's fence reads (a live attempt's job with RestartCnt > 0 is
+    scancelled): `scontrol requeue` put job 32 back, held until its BeginTime."""
+    jobs = {job.job_id: job for job in parse_squeue(recorded("24.11", "squeue_requeued.txt"))}
+    requeued = jobs["32"]
+    assert (requeued.state, requeued.reason, requeued.restarts) == ("PENDING", "BeginTime", 1)
+    assert wait_reason(requeued.reason) == "waiting for its start time (BeginTime)"
+    assert jobs["31"].restarts == 0
+
+
+def test_squeue_2411_gpus_in_tres_alloc() -> None:
+    jobs = parse_squeue(recorded("24.11", "squeue_gpus.txt"))
+    # --gres=gpu:2 and --gpus-per-node=v100:1: the count under gres/gpu either way
+    assert [(j.tres["cpu"], j.tres["gres/gpu"]) for j in jobs] == [("1", "2"), ("1", "1")]
+
+
+@pytest.mark.parametrize(
+    ("name", "state", "health", "allocated"),
+    [
+        ("scontrol_nodes_allocated.txt", "ALLOCATED", "up", 2),
+        ("scontrol_nodes_planned.txt", "MIXED+PLANNED", "up", 1),  # backfill holds it for a job
+        ("scontrol_nodes_draining.txt", "ALLOCATED+DRAIN", "drained", 2),
+        ("scontrol_nodes_down.txt", "DOWN+NOT_RESPONDING", "lost", 0),
+        ("scontrol_nodes_invalid.txt", "DOWN+INVALID_REG", "lost", 0),
+    ],
+)
+def test_scontrol_nodes_2411_states_as_the_cluster_page_shows_them(
+    name: str, state: str, health: str, allocated: int
+) -> None:
+    """24.11 prints ResumeAfterTime=, an empty AllocTRES= on an idle node and no
+    ExtSensors* fields; the state flags are joined with + as in 22.05."""
+    [node] = parse_scontrol_nodes(recorded("24.11", name))
+    assert (node.name, node.state, node.health) == ("vm", state, health)
+    assert (node.cpus_allocated, node.partitions, node.gpus) == (allocated, ("main",), 4)
+    assert node.gres == "gpu:a100:2,gpu:v100:2" and node.tres["gres/gpu"] == "4"
+    assert node.lost is (health == "lost")
+
+
+def test_scontrol_nodes_2411_reasons_with_spaces_and_brackets() -> None:
+    [drained] = parse_scontrol_nodes(recorded("24.11", "scontrol_nodes_draining.txt"))
+    assert drained.reason == "bad fan [rec] [root@2026-11-29T01:51:34]"
+    [down] = parse_scontrol_nodes(recorded("24.11", "scontrol_nodes_down.txt"))
+    assert down.reason == "Not responding [root@2026-11-29T01:55:23]"
+    [invalid] = parse_scontrol_nodes(recorded("24.11", "scontrol_nodes_invalid.txt"))
+    assert invalid.cpus == 4  # as slurm.conf says; the machine registered 2
+    assert invalid.reason == "Low socket*core*thread count, Low CPUs [root@2026-11-29T01:55:47]"
+    view = manager_nodes([drained, down, invalid], {"vm": {7}})
+    assert [(n.health, n.jobs) for n in view] == [("drained", [7]), ("lost", [7]), ("lost", [7])]
+
+
+def test_scontrol_jobs_2411_every_way_a_job_ended_maps_to_an_outcome() -> None:
+    jobs = {j.job_id: j for j in parse_scontrol_jobs(recorded("24.11", "scontrol_jobs_ended.txt"))}
+    [lost] = parse_scontrol_jobs(recorded("24.11", "scontrol_jobs_node_fail.txt"))
+    done, failed, cancelled, late, requeued = (jobs[i] for i in ("28", "29", "30", "31", "32"))
+    named = {"done": done, "failed": failed, "cancelled": cancelled}
+    named |= {"late": late, "requeued": requeued, "lost": lost}
+    outcome = {
+        key: ended(j.state, exit_code=j.exit_code, signal=j.signal, reason=j.reason)
+        for key, j in named.items()
+    }
+    assert (done.state, done.elapsed, outcome["done"].outcome) == (
+        "COMPLETED",
+        timedelta(seconds=2),
+        "succeeded",
+    )
+    assert (failed.exit_code, failed.reason) == (3, "NonZeroExitCode")
+    assert outcome["failed"].reason == "Slurm: FAILED, exit code 3 (NonZeroExitCode)"
+    assert (cancelled.signal, outcome["cancelled"].outcome) == (15, "stopped")
+    assert (late.state, late.reason, late.signal) == ("TIMEOUT", "TimeLimit", 15)
+    assert outcome["late"].reason == "Slurm: TIMEOUT: the job reached its time limit (TimeLimit)"
+    assert (requeued.state, requeued.restarts, outcome["requeued"].outcome) == (
+        "COMPLETED",
+        1,
+        "succeeded",
+    )
+    assert (lost.state, lost.reason, lost.nodes) == ("NODE_FAIL", "NodeDown", ("vm",))
+    assert (
+        outcome["lost"].platform_fault and outcome["lost"].reason == "Slurm: NODE_FAIL (NodeDown)"
+    )
+    # AllocTRES= (22.05 printed TRES=) is what the job holds; ReqTRES= what it asked
+    assert cancelled.tres == {"cpu": "2", "node": "1", "billing": "2"}
+
+
+def test_scontrol_jobs_2411_queue_and_gpus() -> None:
+    queue = {j.job_id: j for j in parse_scontrol_jobs(recorded("24.11", "scontrol_jobs_queue.txt"))}
+    assert (queue["21"].state, queue["21"].tres["cpu"]) == ("RUNNING", "2")
+    assert (queue["22"].reason, queue["22"].tres) == ("Resources", {})  # AllocTRES=(null)
+    assert queue["23"].name == "other team job"
+    gpus = parse_scontrol_jobs(recorded("24.11", "scontrol_jobs_gpus.txt"))
+    assert [j.tres["gres/gpu"] for j in gpus] == ["2", "1"]
+
+
+def test_sacct_2411_runs_steps_and_a_requeued_jobs_two_runs() -> None:
+    allocations = parse_sacct_runs(recorded("24.11", "sacct.txt"))
+    assert allocations == parse_sacct_runs(recorded("24.11", "sacct_with_steps.txt"))
+    runs: dict[str, list[AccountedJob]] = {}
+    for run in allocations:
+        runs.setdefault(run.job_id, []).append(run)
+    states = {job_id: [r.state for r in each] for job_id, each in runs.items()}
+    assert states == {
+        "26": ["CANCELLED"],  # "CANCELLED by 0"
+        "27": ["CANCELLED"],
+        "28": ["COMPLETED"],
+        "29": ["FAILED"],
+        "30": ["CANCELLED"],
+        "31": ["TIMEOUT"],
+        "32": ["REQUEUED", "COMPLETED"],  # --duplicates: each run of the requeued job
+    }
+    first, second = runs["32"]
+    assert (first.restarts, second.restarts) == (0, 1)
+    # what the requeued job was allocated over both runs: 1 CPU x (3 s + 21 s)
+    assert sum(r.allocated("cpu") for r in runs["32"]) == pytest.approx(24 / 3600)
+    # sacct's Reason is the last reason it was blocked (BeginTime, after the requeue), not
+    # why the run ended: a run that got nodes has none
+    assert second.reason is None and ended(second.state).outcome == "succeeded"
+    assert runs["29"][0].exit_code == 3
+    assert [runs[g][0].allocated("gres/gpu") for g in ("26", "27")] == [2 * 2 / 3600, 2 / 3600]
+    [lost] = parse_sacct_runs(recorded("24.11", "sacct_node_fail.txt"))
+    assert (lost.state, lost.exit_code, lost.elapsed) == ("NODE_FAIL", 1, timedelta(seconds=27))
+    assert ended(lost.state, exit_code=lost.exit_code).platform_fault
+
+
+def test_sacct_keeps_the_reason_of_a_run_that_never_got_nodes() -> None:
+    """Hand-made in 22.05's form (the reason a held job was cancelled is worth showing)."""
+    text = "40|tb-d-9-1|CANCELLED by 0|0:0|JobHeldAdmin|0||None assigned|main\n"
+    [run] = parse_sacct_runs(text)
+    assert (run.state, run.reason, run.nodes) == ("CANCELLED", "JobHeldAdmin", ())

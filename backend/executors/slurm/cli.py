@@ -398,6 +398,7 @@ def parse_sacct_runs(text: str) -> list[AccountedJob]:
             continue
         runs[job_id] = runs.get(job_id, -1) + 1
         code, signal = _exit_code(exit_code)
+        hosts = expand_hostlist(nodes)
         jobs.append(
             AccountedJob(
                 job_id=job_id,
@@ -405,11 +406,15 @@ def parse_sacct_runs(text: str) -> list[AccountedJob]:
                 state=base_state(state),
                 exit_code=code,
                 signal=signal,
-                reason=_none(reason),
+                # sacct's Reason is "the last reason a job was blocked from running" (sacct(1)),
+                # kept after it ran: it says why a run that never got nodes ended (held,
+                # a dependency), not why one that ran did (a requeued job that then completed
+                # reads BeginTime: recorded/24.11/sacct.txt)
+                reason=None if hosts else _none(reason),
                 restarts=runs[job_id],
                 elapsed=timedelta(seconds=_int(elapsed)),
                 tres=parse_tres(tres),
-                nodes=expand_hostlist(nodes),
+                nodes=hosts,
                 partition=partition,
             )
         )
@@ -434,7 +439,7 @@ def parse_scontrol_jobs(text: str) -> list[AccountedJob]:
                 reason=_none(fields.get("Reason", "")),
                 restarts=_int(fields.get("Restarts", "0")),
                 elapsed=parse_duration(fields.get("RunTime", "0")),
-                # 22.05 prints TRES=; later releases ReqTRES= and AllocTRES= (recorded/24.x)
+                # 22.05 prints TRES=; later releases ReqTRES= and AllocTRES= (recorded/24.11, 24.x)
                 tres=parse_tres(fields.get("AllocTRES") or fields.get("TRES", "")),
                 nodes=expand_hostlist(fields.get("NodeList", "")),
                 partition=fields.get("Partition", ""),
