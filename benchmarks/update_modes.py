@@ -3,7 +3,9 @@
     .venv/bin/python -m benchmarks.update_modes --devices 2 4 --steps 150 --slow-ms 20
 
 Each mode runs as real ranks under torchrun (gloo on CPU, NCCL on GPUs: the engine's own
-Trainer, only the metrics go to files instead of a supervisor). Per mode and rank count:
+Trainer, only the metrics go to files instead of a supervisor), the last rank slowed by the
+spec's `straggler` (it sleeps in each step, as a slower device would take longer; with a
+dedicated server that rank is a worker). Per mode and rank count:
 rank 0's training-loop seconds per job step, the bytes each rank handed to the network per
 job step (measured by the engine: `bytes_sent` + `bytes_received`), the gradients applied
 per second (async ranks take different numbers of steps), the seconds until rank 0's
@@ -24,7 +26,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,9 @@ ROOT = Path(__file__).resolve().parents[1]
 MODES: dict[str, dict[str, object]] = {
     "sync/allreduce": {},
     "sync/parameter_server": {"reduce": "parameter_server"},
+    "sync/parameter_server, dedicated": {"reduce": "parameter_server", "server": "dedicated"},
     "async": {"update": "async"},
+    "async, dedicated": {"update": "async", "server": "dedicated"},
     "async, max_staleness N-1": {"update": "async", "max_staleness": 0},  # 0: devices - 1
     "local_sgd, sync_every 8": {"update": "local_sgd", "sync_every": 8},
 }
@@ -42,20 +45,27 @@ BASELINE = "sync/allreduce"
 SMOOTH = 10
 #: the default target: this times the smoothed loss the first DDP run of a rank count ended at
 TARGET_OVER_DDP = 1.1
+#: samples per job step in every mode: splits evenly over 1, 2, 3 or 4 training ranks
+GLOBAL_BATCH = 96
 
 
-def spec_for(mode: dict[str, object], *, devices: int, steps: int) -> dict[str, Any]:
-    """The job: the mlp template, global batch 64 whatever the rank count."""
+def spec_for(
+    mode: dict[str, object], *, devices: int, steps: int, slow_ms: float
+) -> dict[str, Any]:
+    """The job: the mlp template, GLOBAL_BATCH whatever the training ranks; the last rank
+    slowed by `slow_ms` a step (none at 0)."""
     parallelism = {"strategy": "data", "devices": devices, **mode}
     if parallelism.get("max_staleness") == 0:
         parallelism["max_staleness"] = max(devices - 1, 1)
+    training = devices - (1 if parallelism.get("server") == "dedicated" else 0)
+    straggler = {"rank": devices - 1, "delay_ms": slow_ms} if slow_ms > 0 else None
     return {
         "name": "update-modes-benchmark",
         "template": "mlp",
         "parallelism": parallelism,
         "hyperparameters": {
             "steps": steps,
-            "batch_size": 64 // devices,
+            "batch_size": GLOBAL_BATCH // training,
             "dataset_size": 4096,
             "hidden": 256,
             "layers": 4,
@@ -64,14 +74,15 @@ def spec_for(mode: dict[str, object], *, devices: int, steps: int) -> dict[str, 
         },
         "lr_schedule": {"kind": "cosine", "warmup_steps": 10},
         "checkpoint": {"every_steps": None},
+        "straggler": straggler,
     }
 
 
-def run_mode(spec: dict[str, Any], *, slow: str, out: Path, timeout_s: float) -> dict[str, Any]:
+def run_mode(spec: dict[str, Any], *, out: Path, timeout_s: float) -> dict[str, Any]:
     """Train the spec under torchrun; what rank 0 and the others measured."""
     out.mkdir(parents=True)
     (out / "spec.json").write_text(json.dumps(spec))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", SLOW_RANK: slow}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     done = subprocess.run(
         [
             sys.executable,
@@ -113,8 +124,10 @@ def summarize(spec: dict[str, Any], out: Path) -> dict[str, Any]:
             row.get("bytes_sent", 0.0) + row.get("bytes_received", 0.0) for row in rows[rank]
         )
 
-    # gradients applied: rank 0's steps, plus each worker's under async (its own pace)
-    applied = steps * (1 if job.parallelism.mode == "async" else devices)
+    # gradients applied: one per training rank a step under sync and local SGD; under async
+    # rank 0's own steps (none for a dedicated server) and the workers' it applied
+    par = job.parallelism
+    applied = steps * (1 - par.servers if par.mode == "async" else par.data_parallel_degree)
     applied += sum(row.get("updates_applied", 0.0) for row in rows[0])
     task = build_task("mlp", job.hyperparameters)
     task.model.load_state_dict(torch.load(out / "final.pt", weights_only=True))
@@ -210,7 +223,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--devices", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--steps", type=int, default=150)
-    parser.add_argument("--slow-ms", type=float, default=20.0, help="the last rank's extra ms")
+    parser.add_argument(
+        "--slow-ms", type=float, default=20.0, help="the last rank's extra ms a step (0: none)"
+    )
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
     parser.add_argument("--json", type=Path, help="write every number here too")
@@ -226,14 +241,15 @@ def main() -> None:
     targets: dict[int, float] = {}
     with tempfile.TemporaryDirectory(prefix="tb-update-modes-") as scratch:
         for devices in args.devices:
-            slow = f"{devices - 1}:{args.slow_ms / 1000}"
             results[devices] = {}
             # the baseline again at the end: how far the machine's load moved the numbers
             for i, name in enumerate([*modes, BASELINE]):
-                spec = spec_for(MODES[name], devices=devices, steps=args.steps)
+                spec = spec_for(
+                    MODES[name], devices=devices, steps=args.steps, slow_ms=args.slow_ms
+                )
                 out = Path(scratch) / f"{devices}-{i}"
                 shown = f"{name} (again, last)" if i == len(modes) else name
-                results[devices][shown] = run_mode(spec, slow=slow, out=out, timeout_s=args.timeout)
+                results[devices][shown] = run_mode(spec, out=out, timeout_s=args.timeout)
                 shown_numbers = {k: v for k, v in results[devices][shown].items() if k != "curve"}
                 print(f"{devices} ranks, {shown}: {shown_numbers}", file=sys.stderr)
             targets[devices] = add_time_to_target(results[devices], args.target_loss)
@@ -254,9 +270,6 @@ def main() -> None:
 
 
 # -- the rank program (under torchrun) -------------------------------------------------------
-
-#: "RANK:SECONDS": that rank's forward and backward take SECONDS longer (a slow device)
-SLOW_RANK = "TB_BENCH_SLOW_RANK"
 
 
 def rank_program(out: Path) -> None:
@@ -281,7 +294,9 @@ def rank_program(out: Path) -> None:
         dist.init_process_group("gloo")
         control = dist.group.WORLD
     spec = JobSpec.model_validate_json((out / "spec.json").read_text())
-    ctx = ParallelContext(rank, dist.get_world_size(), device, control)
+    ctx = ParallelContext(
+        rank, dist.get_world_size(), device, control, servers=spec.parallelism.servers
+    )
     trainer = Trainer(spec, build_task("mlp", spec.hyperparameters), ctx)
     written = out / f"rank{rank}.jsonl"
 
@@ -291,11 +306,6 @@ def rank_program(out: Path) -> None:
                 file.write(json.dumps({"step": step, **values}) + "\n")
 
     trainer.metrics = MetricBuffer(record)
-    slow = os.environ.get(SLOW_RANK, "")
-    if slow and int(slow.split(":")[0]) == rank:
-        trainer.runner.forward_backward = _slowed(  # type: ignore[method-assign]
-            trainer.runner.forward_backward, float(slow.split(":")[1])
-        )
     began = time.perf_counter()
     trainer.run()
     seconds = time.perf_counter() - began
@@ -306,14 +316,6 @@ def rank_program(out: Path) -> None:
     dist.destroy_process_group()
     sys.stdout.flush()
     os._exit(0)  # as the engine leaves (workers/rank/engine/__main__.py `_exit`)
-
-
-def _slowed(compute: Callable[..., Any], seconds: float) -> Callable[..., Any]:
-    def slow_compute(*args: Any) -> Any:
-        time.sleep(seconds)  # inside the step, as a slow device's time would be
-        return compute(*args)
-
-    return slow_compute
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { VNode } from "preact";
 import type { Comparison, JobSpec, Template } from "../src/api/types";
 import { formFromSpec, initialForm, toSpec } from "../src/lib/specForm";
-import { REDUCE_CHOICES, UPDATE_CHOICES, updateModeText } from "../src/lib/updateMode";
+import { REDUCE_CHOICES, SERVER_CHOICES, UPDATE_CHOICES, updateModeText } from "../src/lib/updateMode";
 import { JobsTable } from "../src/views/compare/JobsTable";
 import { ParallelismFields } from "../src/views/submit/RunFieldsets";
 
@@ -79,6 +79,22 @@ describe("update modes on the submit form", () => {
     expect(byTestId(asyncFields, "submit-max-staleness")).toBeDefined();
     const pipeline = ParallelismFields({ form: { ...data, strategy: "model" }, set, errors: new Map(), fit: null });
     expect(elements(pipeline).some((e) => typeof e.type === "function" && e.type.name === "UpdateModeFields")).toBe(false);
+    // the server's place, with its trade, only where there is a parameter server
+    expect(byTestId(sync, "submit-server")).toBeUndefined();
+    expect(byTestId(asyncFields, "submit-server")).toBeDefined();
+    const dedicated = fields({ ...data, reduce: "parameter_server", server: "dedicated" });
+    expect(text(byTestId(dedicated, "submit-server-trade"))).toBe(SERVER_CHOICES[1]!.trade);
+    expect(byTestId(fields({ ...data, update: "local_sgd" }), "submit-server")).toBeUndefined();
+  });
+
+  it("sends a dedicated server only with a parameter server, and reads it back", () => {
+    const ps = toSpec({ ...data, reduce: "parameter_server", server: "dedicated" }, mlp);
+    expect(ps.parallelism).toEqual({ strategy: "data", devices: 4, reduce: "parameter_server", server: "dedicated" });
+    const bounded = toSpec({ ...data, update: "async", maxStaleness: "6", server: "dedicated" }, mlp);
+    expect(bounded.parallelism).toMatchObject({ update: "async", max_staleness: 6, server: "dedicated" });
+    expect(toSpec({ ...data, server: "dedicated" }, mlp).parallelism).toEqual({ strategy: "data", devices: 4 });
+    expect(toSpec({ ...data, reduce: "parameter_server" }, mlp).parallelism).not.toHaveProperty("server");
+    expect(formFromSpec({ parallelism: { update: "async", server: "dedicated" } }, data).server).toBe("dedicated");
   });
 });
 
@@ -91,6 +107,10 @@ describe("Compare shows each run's update mode", () => {
     expect(updateModeText(spec({ strategy: "data", update: "async" }))).toBe("async");
     expect(updateModeText(spec({ strategy: "data", update: "async", max_staleness: 3 }))).toBe("async, staleness ≤ 3");
     expect(updateModeText(spec({ strategy: "data", update: "local_sgd", sync_every: 8 }))).toBe("local SGD, every 8 steps");
+    expect(updateModeText(spec({ strategy: "data", reduce: "parameter_server", server: "dedicated" }))).toBe(
+      "sync, parameter server, dedicated server",
+    );
+    expect(updateModeText(spec({ strategy: "data", update: "async", server: "dedicated" }))).toBe("async, dedicated server");
     expect(updateModeText(spec({ strategy: "hybrid", devices: 4, pipeline_stages: 2 }))).toBe("— (pipeline: all-reduce)");
   });
 

@@ -39,6 +39,7 @@ def main(
         torch.device("cpu"),
         dist.group.WORLD,
         pp_size=spec.parallelism.stages,
+        servers=spec.parallelism.servers,
     )
     task = build_task(spec.template, spec.hyperparameters)
     trainer = trainer_class(spec, task, ctx, checkpoint_dir=Path(out_dir) / "checkpoints")

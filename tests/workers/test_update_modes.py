@@ -64,14 +64,15 @@ def metrics(out: Path, rank: int) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines]
 
 
-def own_steps(out: Path, rank: int) -> int:
+def own_steps(out: Path, rank: int, *, dedicated: bool = False) -> int:
     """Steps the rank took: rank 0's are the job's; a worker's, the gradients it sent (its
-    rows are keyed by rank 0's step, two in one of rank 0's steps merged, bytes added)."""
+    rows are keyed by rank 0's step, two in one of rank 0's steps merged, bytes added; a
+    dedicated server's workers send their loss, 4 bytes, after each gradient)."""
     rows = metrics(out, rank)
     if rank == 0:
         return len(rows)
     weights = rank_weights(out, 0, max(row["step"] for row in metrics(out, 0)))
-    gradient = sum(v.numel() * v.element_size() for v in weights.values())
+    gradient = sum(v.numel() * v.element_size() for v in weights.values()) + 4 * dedicated
     sent = sum(row["bytes_sent"] for row in rows)
     assert sent % gradient == 0, (sent, gradient)
     return int(sent // gradient)
@@ -118,6 +119,91 @@ def test_sync_parameter_server_matches_allreduce_and_one_process(
         rows = metrics(ring, rank)
         assert [row["step"] for row in rows] == list(range(1, STEPS + 1))
         assert {(row["bytes_sent"], row["bytes_received"]) for row in rows} == {(size, size)}
+
+
+def test_a_dedicated_server_computes_what_allreduce_and_one_process_compute(
+    tmp_path: Path,
+) -> None:
+    """3 ranks: rank 0 only serves, ranks 1 and 2 train (the data-parallel degree of DDP on 2)."""
+    spec = spec_for(3, reduce="parameter_server", server="dedicated")
+    server = trained(spec, tmp_path / "dedicated")
+    ring = trained(spec_for(2), tmp_path / "ring")
+
+    assert spec.parallelism.data_parallel_degree == 2
+    assert_replicas_identical(server, 3)  # the server's weights and both workers'
+    reference = reference_weights(spec)
+    assert_close(rank_weights(server, 0, STEPS), reference)
+    assert_close(rank_weights(server, 0, STEPS), rank_weights(ring, 0, STEPS))
+    # the job's loss is the server's: the mean of its workers' (it trains on no batch)
+    rows = {rank: metrics(server, rank) for rank in range(3)}
+    for row, one, two in zip(rows[0], rows[1], rows[2], strict=True):
+        assert row["loss"] == pytest.approx((one["loss"] + two["loss"]) / 2, rel=1e-6)
+        assert row["compute_time"] < one["compute_time"]  # no forward or backward of its own
+    # each gradient travels with its worker's loss (4 bytes); the weights come back alone
+    size = sum(v.numel() * v.element_size() for v in reference.values())
+    assert rows[0][0]["bytes_received"] == 2 * (size + 4)
+    assert rows[0][0]["bytes_sent"] == 2 * size
+    assert (rows[1][0]["bytes_sent"], rows[1][0]["bytes_received"]) == (size + 4, size)
+
+
+def test_async_with_one_worker_and_a_dedicated_server_is_the_one_process_reference(
+    tmp_path: Path,
+) -> None:
+    spec = spec_for(2, update="async", server="dedicated")
+    out = trained(spec, tmp_path / "async")
+
+    assert_replicas_identical(out, 2)
+    assert_close(rank_weights(out, 0, STEPS), reference_weights(spec))
+    server, worker = metrics(out, 0), metrics(out, 1)
+    assert [row["updates_applied"] for row in server] == [1] * STEPS  # one update a step
+    assert [row["staleness_max"] for row in server] == [0] * STEPS  # never stale
+    assert [row["loss"] for row in server] == [row["loss"] for row in worker]
+
+
+def test_a_dedicated_async_server_applies_each_gradient_as_it_arrives(tmp_path: Path) -> None:
+    """Rank 0 serves ranks 1 and 2; rank 2 is slowed 100 ms a step and rank 1 is not held."""
+    out = trained(straggler_spec(server="dedicated"), tmp_path / "async")
+
+    server = metrics(out, 0)
+    assert [row["step"] for row in server] == list(range(1, STRAGGLER_STEPS + 1))
+    fast, slow = own_steps(out, 1, dedicated=True), own_steps(out, 2, dedicated=True)
+    assert fast >= 2 * slow, f"rank 1 took {fast} steps, the slowed rank 2 {slow}"
+    assert sum(row["updates_applied"] for row in server) == fast + slow  # every gradient once
+    assert max(row["staleness_max"] for row in server) >= 1  # rank 1 updated in between
+    assert_replicas_identical(out, 3, steps=(STRAGGLER_STEPS,))
+
+
+def test_a_dedicated_server_resumes_exactly_on_the_same_ranks_and_on_fewer(
+    tmp_path: Path,
+) -> None:
+    spec = spec_for(3, reduce="parameter_server", server="dedicated")
+    whole = trained(spec, tmp_path / "whole")
+    saved = whole / "checkpoints" / f"step-{EVERY}"
+    resume(spec, tmp_path / "same", saved)
+    # 1 server + 1 worker: the global batch of 2 workers kept by twice the accumulation
+    resume(spec_for(2, reduce="parameter_server", server="dedicated"), tmp_path / "fewer", saved)
+
+    for rank in range(3):
+        resumed, expected = (
+            rank_weights(tmp_path / "same", rank, STEPS),
+            rank_weights(whole, 0, STEPS),
+        )
+        for key, value in expected.items():
+            assert torch.equal(resumed[key], value), f"rank {rank} {key}"
+    assert_replicas_identical(tmp_path / "fewer", 2, steps=(STEPS,))
+    assert_close(rank_weights(tmp_path / "fewer", 0, STEPS), rank_weights(whole, 0, STEPS))
+
+
+def test_an_async_dedicated_server_saved_on_three_resumes_on_two(tmp_path: Path) -> None:
+    three = trained(spec_for(3, update="async", server="dedicated"), tmp_path / "three")
+    two = spec_for(2, update="async", server="dedicated")
+    resume(two, tmp_path / "two", three / "checkpoints" / f"step-{EVERY}")
+
+    assert_replicas_identical(tmp_path / "two", 2, steps=(STEPS,))
+    final = rank_weights(tmp_path / "two", 0, STEPS)
+    assert all(torch.isfinite(v).all() for v in final.values())
+    resumed_at = rank_weights(three, 0, EVERY)
+    assert any(not torch.equal(resumed_at[k], v) for k, v in final.items())  # it trained on
 
 
 def test_local_sgd_averaging_every_step_is_synchronous_sgd(tmp_path: Path) -> None:
@@ -283,18 +369,20 @@ def test_async_meeting_every_step_applies_the_stale_gradient_exactly(tmp_path: P
     assert [row["staleness_max"] for row in server] == [1] * STEPS
 
 
-STRAGGLER_STEPS, SLOW_SECONDS = 40, 0.1
+STRAGGLER_STEPS, SLOW_MS = 40, 100
 
 
-def straggler_spec(**parallelism: object) -> JobSpec:
-    """3 ranks, checkpoints only at the end: reports come at rank 0's pace (about 0.25 s)."""
+def straggler_spec(*, devices: int = 3, slow: int = 2, **parallelism: object) -> JobSpec:
+    """Rank `slow` takes SLOW_MS longer a step (spec.straggler); checkpoints only at the end:
+    reports come at rank 0's pace (about 0.25 s)."""
     return JobSpec.model_validate(
         {
-            "name": "async-straggler",
+            "name": "straggler",
             "template": "mlp",
-            "parallelism": {"devices": 3, "update": "async", **parallelism},
+            "parallelism": {"devices": devices, "update": "async", **parallelism},
             "hyperparameters": small_mlp(STRAGGLER_STEPS),
             "checkpoint": {"every_steps": STRAGGLER_STEPS},
+            "straggler": {"rank": slow, "delay_ms": SLOW_MS},
         }
     )
 
@@ -309,11 +397,8 @@ def dataset_loss(spec: JobSpec, weights: dict[str, torch.Tensor] | None) -> floa
         return float(task.loss_fn(task.model(task.inputs), task.targets))
 
 
-def test_a_slowed_rank_does_not_hold_the_fast_ranks_back(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_slowed_rank_does_not_hold_the_fast_ranks_back(tmp_path: Path) -> None:
     """Rank 2 takes 100 ms longer a step; without a staleness bound ranks 0 and 1 step on."""
-    monkeypatch.setenv("TB_TEST_SLOW_RANK", f"2:{SLOW_SECONDS}")
     spec = straggler_spec()
     out = trained(spec, tmp_path / "async")
 
@@ -332,10 +417,9 @@ def test_a_slowed_rank_does_not_hold_the_fast_ranks_back(
 
 
 def test_max_staleness_bounds_every_update_and_makes_the_fast_ranks_wait(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     """With max_staleness 2 (one round of 3 ranks) rank 0 waits for the slowed rank 2."""
-    monkeypatch.setenv("TB_TEST_SLOW_RANK", f"2:{SLOW_SECONDS}")
     out = trained(straggler_spec(max_staleness=2), tmp_path / "bounded")
 
     server = metrics(out, 0)
@@ -345,3 +429,30 @@ def test_max_staleness_bounds_every_update_and_makes_the_fast_ranks_wait(
     # (a meeting hands it fresh weights besides): rank 1 keeps about rank 2's pace
     assert fast <= 2 * slow + 2, f"rank 1 took {fast} steps, the slowed rank 2 {slow}"
     assert sum(row["updates_applied"] for row in server) == fast + slow
+
+
+def median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
+@pytest.mark.parametrize(
+    "parallelism",
+    [{"update": "sync"}, {"update": "sync", "reduce": "parameter_server"}],
+    ids=["allreduce", "parameter-server"],
+)
+def test_a_straggler_sets_the_pace_of_sync_but_not_the_fast_rank_of_async(
+    parallelism: dict[str, object], tmp_path: Path
+) -> None:
+    """2 ranks, rank 1 slowed 100 ms a step: under sync rank 0's steps (as the engine timed
+    them) take about as long as rank 1's; under async rank 0 steps on at its own pace."""
+    sync = trained(straggler_spec(devices=2, slow=1, **parallelism), tmp_path / "sync")
+    unsync = trained(straggler_spec(devices=2, slow=1), tmp_path / "async")
+
+    def step_times(out: Path, rank: int) -> float:
+        return median([row["step_time"] for row in metrics(out, rank)])
+
+    # sync: rank 0 waits for rank 1's gradient every step (its own work is a few ms)
+    assert step_times(sync, 0) >= 0.5 * step_times(sync, 1) >= 0.5 * SLOW_MS / 1000
+    # async: rank 0 takes the job's steps, rank 1 contributes what its pace allows
+    assert step_times(unsync, 0) <= 0.25 * step_times(unsync, 1)
+    assert own_steps(unsync, 0) == STRAGGLER_STEPS >= 2 * own_steps(unsync, 1)

@@ -58,6 +58,13 @@ class Reduce(StrEnum):
     parameter_server = "parameter_server"
 
 
+class Server(StrEnum):
+    """Where a parameter server's weights live: rank 0 (which also trains) or a serving rank."""
+
+    rank0 = "rank0"
+    dedicated = "dedicated"
+
+
 class Precision(StrEnum):
     fp32 = "fp32"
     bf16 = "bf16"
@@ -129,6 +136,10 @@ class Entrypoint(Strict):
         return self
 
 
+#: the update modes with a parameter server (`parallelism.server` applies to them)
+SERVER_MODES = ("sync/parameter_server", "async")
+
+
 class Parallelism(Strict):
     """How the job spreads over its gang of devices."""
 
@@ -150,6 +161,12 @@ class Parallelism(Strict):
         None,
         description="sync only: allreduce (ring all-reduce, DDP; default) or parameter_server "
         "(rank 0 gathers gradients point to point, steps, sends weights back)",
+    )
+    server: Server | None = Field(
+        None,
+        description="parameter_server and async only: rank0 (default; rank 0 holds the weights "
+        "and trains on a shard too) or dedicated (rank 0 only holds the weights and applies "
+        "gradients: one device trains no batch, and the server never delays its own replies)",
     )
     sync_every: StrictInt | None = Field(
         None, ge=1, le=1_000_000, description="local_sgd only: steps between parameter averages"
@@ -208,6 +225,13 @@ class Parallelism(Strict):
             raise ValueError(
                 f"max_staleness applies to update async only (update is {self.update})"
             )
+        if self.server is not None and self.mode not in SERVER_MODES:
+            raise ValueError(
+                f"server applies to reduce parameter_server and update async only (update mode "
+                f"is {self.mode})"
+            )
+        if self.server is Server.dedicated and self.devices < 2:
+            raise ValueError("server dedicated needs at least 2 devices (the server, a worker)")
         if self.update is Update.local_sgd and self.sync_every is None:
             raise ValueError("update local_sgd needs sync_every (steps between averages, >= 1)")
         if self.stages > 1 and self.mode != "sync/allreduce":
@@ -228,8 +252,13 @@ class Parallelism(Strict):
         return self.pipeline_stages or 1
 
     @property
+    def servers(self) -> int:
+        """Ranks that only serve (hold the weights, train on no data): 1 with a dedicated server."""
+        return 1 if self.server is Server.dedicated else 0
+
+    @property
     def data_parallel_degree(self) -> int:
-        return self.devices // self.stages
+        return (self.devices - self.servers) // self.stages
 
     @property
     def bubble_fraction(self) -> float:
@@ -302,6 +331,19 @@ class Health(Strict):
     )
 
 
+class Straggler(Strict):
+    """One rank made slow on purpose: a teaching and benchmark aid (templates only)."""
+
+    rank: StrictInt = Field(..., ge=0, lt=MAX_DEVICES, description="the rank to slow")
+    delay_ms: Number = Field(
+        ...,
+        gt=0,
+        le=60_000,
+        description="milliseconds the rank waits in each of its steps before its forward pass, "
+        "as a slower device would take longer (its step_time and compute_time show it)",
+    )
+
+
 class JobSpec(Strict):
     """What to run, on how many devices, and how: validated once, at submission."""
 
@@ -332,6 +374,11 @@ class JobSpec(Strict):
     max_restarts: StrictInt = Field(2, ge=0, le=100)
     nan_policy: NanPolicy = Field(default_factory=NanPolicy)
     health: Health = Field(default_factory=Health)
+    straggler: Straggler | None = Field(
+        None,
+        description="slow one rank on purpose, to see what a straggler costs each update mode "
+        "(a teaching and benchmark aid; template jobs only)",
+    )
     tags: list[str] = Field(default_factory=list, max_length=32)
 
     @field_validator("name")
@@ -368,6 +415,14 @@ class JobSpec(Strict):
             raise ValueError("give exactly one of template or entrypoint")
         if self.template is None and self.health.on_oom == "reduce_microbatch":
             raise ValueError("health.on_oom reduce_microbatch applies to template jobs only")
+        if self.straggler is not None:
+            if self.template is None:
+                raise ValueError("straggler applies to template jobs only (the engine slows it)")
+            if self.straggler.rank >= self.parallelism.devices:
+                raise ValueError(
+                    f"straggler.rank ({self.straggler.rank}) must be below parallelism.devices "
+                    f"({self.parallelism.devices})"
+                )
         if self.template is not None:
             units = self.hyperparameters[PIPELINE_UNITS[self.template]]
             if self.parallelism.stages > units:

@@ -1,7 +1,7 @@
 /** The submit form's state (strings, as typed) and its conversion to a JobSpec body. */
 import type { HyperParameter, Precision, Priority, Strategy, Template } from "../api/types";
 import { formatEnv, parseEnv } from "./envVars";
-import type { Reduce, Update } from "./updateMode";
+import { hasServer, type Reduce, type Server, type Update } from "./updateMode";
 
 /** What the job runs: one of the server's templates, or the user's own script or module. */
 export type SubmitMode = "template" | "script";
@@ -22,6 +22,8 @@ export interface SpecForm {
   /** Data strategy only: when replicas update, how a sync step's gradients meet (lib/updateMode.ts). */
   update: Update;
   reduce: Reduce;
+  /** Sync parameter server and async: the server on rank 0 or a rank of its own. */
+  server: Server;
   /** local_sgd: steps between averages; async: the staleness bound (empty: none). */
   syncEvery: string;
   maxStaleness: string;
@@ -60,6 +62,7 @@ export function initialForm(template: Template | undefined): SpecForm {
     microbatches: "4",
     update: "sync",
     reduce: "allreduce",
+    server: "rank0",
     syncEvery: "8",
     maxStaleness: "",
     precision: "fp32",
@@ -166,10 +169,12 @@ export function toSpec(form: SpecForm, template: Template | undefined): Record<s
 /** The update-mode fields of a data-parallel job; the defaults (sync, all-reduce) are left out. */
 function updateFields(form: SpecForm): Record<string, unknown> {
   if (form.update === "local_sgd") return { update: "local_sgd", sync_every: numberOrText(form.syncEvery) };
+  const server = hasServer(form.update, form.reduce) && form.server === "dedicated" ? { server: "dedicated" } : {};
   if (form.update === "async") {
-    return form.maxStaleness.trim() === "" ? { update: "async" } : { update: "async", max_staleness: numberOrText(form.maxStaleness) };
+    const bound = form.maxStaleness.trim() === "" ? {} : { max_staleness: numberOrText(form.maxStaleness) };
+    return { update: "async", ...bound, ...server };
   }
-  return form.reduce === "parameter_server" ? { reduce: "parameter_server" } : {};
+  return form.reduce === "parameter_server" ? { reduce: "parameter_server", ...server } : {};
 }
 
 /** Script mode's entrypoint: whichever of script / module is filled (both or neither: the server says which to give). */
@@ -202,6 +207,7 @@ export function formFromSpec(spec: Record<string, unknown>, base: SpecForm): Spe
     microbatches: text(par.microbatches, base.microbatches),
     update: (par.update as Update | undefined) ?? base.update,
     reduce: (par.reduce as Reduce | undefined) ?? base.reduce,
+    server: (par.server as Server | undefined) ?? base.server,
     syncEvery: text(par.sync_every, base.syncEvery),
     maxStaleness: text(par.max_staleness, base.maxStaleness),
     precision: (spec.precision as Precision | undefined) ?? base.precision,

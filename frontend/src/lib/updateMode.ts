@@ -4,6 +4,7 @@ import type { JobSpec } from "../api/types";
 
 export type Update = components["schemas"]["Update"];
 export type Reduce = components["schemas"]["Reduce"];
+export type Server = components["schemas"]["Server"];
 
 /** Each choice with the one line on what it trades (docs/jobspec.md says the same). */
 export const UPDATE_CHOICES: { value: Update; label: string; trade: string }[] = [
@@ -37,6 +38,25 @@ export const REDUCE_CHOICES: { value: Reduce; label: string; trade: string }[] =
   },
 ];
 
+/** Where a parameter server (sync parameter server, async) holds the weights. */
+export const SERVER_CHOICES: { value: Server; label: string; trade: string }[] = [
+  {
+    value: "rank0",
+    label: "rank 0 (also trains)",
+    trade: "every device trains; rank 0 serves between its own steps, so a slow rank 0 delays every reply",
+  },
+  {
+    value: "dedicated",
+    label: "a dedicated rank",
+    trade: "rank 0 only serves: its replies never wait on its own batch, at the price of one device that trains nothing",
+  },
+];
+
+/** Whether the update mode has a parameter server (parallelism.server applies). */
+export function hasServer(update: Update, reduce: Reduce): boolean {
+  return update === "async" || (update === "sync" && reduce === "parameter_server");
+}
+
 export const SYNC_EVERY_TRADE = "steps between averages: larger moves fewer bytes and lets replicas drift further";
 export const MAX_STALENESS_TRADE =
   "most updates between a rank's weights and its gradient: smaller is closer to sync (a slow rank then holds the others); empty: no bound";
@@ -46,7 +66,8 @@ export function updateModeText(spec: JobSpec): string {
   const par = spec.parallelism;
   if (!par || (par.strategy ?? "data") !== "data") return "— (pipeline: all-reduce)";
   const update = (par.update ?? "sync") as Update;
-  if (update === "sync") return `sync, ${par.reduce === "parameter_server" ? "parameter server" : "all-reduce"}`;
+  const dedicated = par.server === "dedicated" ? ", dedicated server" : "";
+  if (update === "sync") return par.reduce === "parameter_server" ? `sync, parameter server${dedicated}` : "sync, all-reduce";
   if (update === "local_sgd") return `local SGD, every ${par.sync_every ?? "?"} steps`;
-  return par.max_staleness ? `async, staleness ≤ ${par.max_staleness}` : "async";
+  return (par.max_staleness ? `async, staleness ≤ ${par.max_staleness}` : "async") + dedicated;
 }

@@ -38,6 +38,7 @@ def main() -> int:
     ctx = distributed.setup(
         config.env,
         pp_size=parallelism.stages,
+        servers=parallelism.servers,
         rendezvous_timeout_s=parallelism.rendezvous_timeout_s,
     )
     sdk.phase("build")  # model, optimizer, data (and a checkpoint to resume from)

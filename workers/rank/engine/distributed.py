@@ -20,7 +20,8 @@ class ParallelContext:
     """Where this rank runs and how it talks to the others.
 
     Ranks form a (dp, pp) grid, row-major like `init_device_mesh`: rank = dp_rank * pp + pp_rank.
-    A `data` job has pp_size 1; a `model` job has dp_size 1.
+    A `data` job has pp_size 1; a `model` job has dp_size 1. With a dedicated parameter server
+    (`servers` 1, data jobs only) rank 0 trains on no data: ranks 1.. are dp ranks 0...
     """
 
     rank: int = 0
@@ -30,21 +31,32 @@ class ParallelContext:
     pp_size: int = 1
     dp_group: dist.ProcessGroup | None = None
     pp_group: dist.ProcessGroup | None = None
+    #: ranks 0..servers-1 only serve: they hold the weights and train on no data
+    servers: int = 0
 
     def __post_init__(self) -> None:
         assert self.world_size % self.pp_size == 0, "pipeline stages must divide the world size"
+        assert self.servers == 0 or (self.pp_size == 1 and self.world_size > self.servers), (
+            "a dedicated server serves data-parallel workers"
+        )
 
     @property
     def is_leader(self) -> bool:
         return self.rank == 0
 
     @property
+    def serves_only(self) -> bool:
+        """This rank holds the weights and trains on no data (a dedicated server)."""
+        return self.rank < self.servers
+
+    @property
     def dp_size(self) -> int:
-        return self.world_size // self.pp_size
+        return (self.world_size - self.servers) // self.pp_size
 
     @property
     def dp_rank(self) -> int:
-        return self.rank // self.pp_size
+        """This rank's data shard (a dedicated server's is 0: it never draws a batch)."""
+        return max(self.rank - self.servers, 0) // self.pp_size
 
     @property
     def pp_rank(self) -> int:
@@ -71,7 +83,12 @@ class ParallelContext:
 
 
 def setup(
-    env: RankEnv, *, pp_size: int = 1, timeout_s: float = 300.0, rendezvous_timeout_s: float = 60.0
+    env: RankEnv,
+    *,
+    pp_size: int = 1,
+    servers: int = 0,
+    timeout_s: float = 300.0,
+    rendezvous_timeout_s: float = 60.0,
 ) -> ParallelContext:
     """Join the process group; device cuda:LOCAL_RANK when CUDA is available, else CPU.
 
@@ -100,7 +117,11 @@ def setup(
     except (RuntimeError, TimeoutError, OSError) as err:  # torch's Dist*Error are RuntimeErrors
         raise RendezvousFailed(rendezvous_reason(env, rendezvous_timeout_s, err)) from err
     _set_pg_timeout(timedelta(seconds=timeout_s))
-    ctx = ParallelContext(env.rank, env.world_size, device, control, pp_size=pp_size)
+    # a dedicated async server waits for the next gradient on a store key: as long as a recv
+    dist.distributed_c10d._get_default_store().set_timeout(timedelta(seconds=timeout_s))
+    ctx = ParallelContext(
+        env.rank, env.world_size, device, control, pp_size=pp_size, servers=servers
+    )
     if pp_size > 1:
         ctx.build_mesh()
     return ctx

@@ -88,6 +88,13 @@ class Trainer:
         self.report_every = 1  # until the first report has measured a step
         self.resumed_from: Path | None = None  # set by resume()
         self.prune = prune  # delete checkpoints beyond keep_last (else the supervisor does)
+        #: seconds this rank waits in each step when the spec makes it the straggler
+        straggler = spec.straggler
+        self.delay_s = (
+            straggler.delay_ms / 1000
+            if straggler is not None and straggler.rank == ctx.rank
+            else 0.0
+        )
 
     @property
     def global_batch(self) -> int:
@@ -102,7 +109,8 @@ class Trainer:
             rank=self.ctx.dp_rank,
             replicas=self.ctx.dp_size,
             seed=self.spec.hyperparameters["seed"],
-            device=self.ctx.device,
+            # a dedicated server draws no batch: its data (for the epoch count) stays put
+            device=None if self.ctx.serves_only else self.ctx.device,
         )
 
     def resume(self, path: Path) -> None:
@@ -138,8 +146,14 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         first = (self.own_step + self.data_offset) * self.accum
-        batches = [self.batches.batch(first + i) for i in range(self.accum)]
+        batches = (
+            []
+            if self.ctx.serves_only
+            else [self.batches.batch(first + i) for i in range(self.accum)]
+        )
         fetched = self.clock.mark()
+        if self.delay_s:  # spec.straggler: this rank computes as a slower device would
+            time.sleep(self.delay_s)
         loss = self.runner.forward_backward(batches)
         computed = self.clock.mark()
         # the update mode's exchange (nothing for pipelines) wraps the optimizer step

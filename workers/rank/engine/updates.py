@@ -24,6 +24,13 @@ own, and exchange here, after the backward:
 - `local_sgd`: each replica steps on its own gradient; every `sync_every` steps the replicas'
   parameters are averaged (one all-reduce of the flat parameters).
 
+`parallelism.server: dedicated` (sync/parameter_server and async): rank 0 trains on no data, it
+only serves. Its workers append their loss to the gradient they send (the server has none of
+its own; it reports the mean, or the applied gradient's). Sync: the server sums the N-1
+gradients and divides by N-1. Async: the job's step is one applied gradient, the next to
+arrive: a worker takes a ticket in the store's arrival queue (then sends), and the server
+blocks on the next ticket's key, so it waits for whichever worker is first without polling.
+
 Tensors travel on the rank's device (NCCL-compatible); signals travel through the store.
 Bytes sent and received are counted from the tensors each rank hands to send/recv (and,
 for collectives, the payload handed to them) and reported per step with the loss.
@@ -55,6 +62,8 @@ READY_KEY = "trainboard/async-ready/{rank}"
 #: an async reply's header (int64: rank 0's step, then go on or meet) travels before it
 HEADER_TAG = 13
 GO_ON, MEET = 0, 1
+#: a dedicated async server's arrival queue: the tickets taken, and ticket n's worker rank
+QUEUE_TAIL, QUEUE_KEY = "trainboard/async-queue/tail", "trainboard/async-queue/{ticket}"
 
 
 @dataclass
@@ -69,6 +78,8 @@ class Exchange:
     staleness_max: int = 0
     #: worker gradients found waiting when rank 0 looked after its own step (async)
     queued: int = 0
+    #: a dedicated server's loss: the workers' mean (sync) or the applied gradient's (async)
+    loss: torch.Tensor | None = None
 
     def row(self, *, server: bool) -> dict[str, Value]:
         """Metrics of the step, read at the report (a meet before it adds its own part)."""
@@ -81,6 +92,8 @@ class Exchange:
             row["staleness_mean"] = lambda: self.staleness_sum / max(self.applied, 1)
             row["staleness_max"] = lambda: float(self.staleness_max)
             row["server_queue"] = lambda: float(self.queued)
+        if self.loss is not None:
+            row["loss"] = self.loss
         return row
 
 
@@ -97,18 +110,24 @@ class _LocalRunner(Protocol):
 class UpdateRunner:
     """Forward/backward without DDP, then the spec's update mode (not sync/allreduce)."""
 
-    has_loss = True
-
     def __init__(self, local: _LocalRunner, ctx: ParallelContext, par: Parallelism) -> None:
         self.local, self.ctx, self.mode = local, ctx, par.mode
         self.model: nn.Module = local.model
         self.params = list(self.model.parameters())
         if has_mixed_kinds(self.params):
             raise ValueError(f"update mode {self.mode} needs parameters of one dtype and device")
+        assert ctx.servers == par.servers, "the context's servers are the spec's"
         self.sync_every = par.sync_every or 1
         self.server = ctx.rank == 0
+        #: rank 0 only serves; workers then send their loss after their gradient
+        self.dedicated = ctx.servers > 0
+        #: the job's loss is rank 0's: its own, or under a dedicated server the workers' it got
+        self.has_loss = not self.dedicated or self.server
         self.workers = range(1, ctx.world_size)
-        self.nbytes = sum(p.numel() * p.element_size() for p in self.params)
+        self.numel = sum(p.numel() for p in self.params)
+        self.grad_numel = self.numel + (1 if self.dedicated else 0)
+        #: this replica's last loss (a dedicated server's worker sends it with its gradient)
+        self.loss: torch.Tensor | None = None
         self.exchange = Exchange()
         #: gradients this rank sent (a worker) or applied per worker (rank 0), this process
         self.updates = 0
@@ -116,9 +135,9 @@ class UpdateRunner:
         #: updates applied to rank 0's weights, and the count each worker's weights stem from
         self.version = 0
         self.based_on = dict.fromkeys(self.workers, 0)
-        # a round of every rank's gradient needs world_size - 1 (docs/jobspec.md)
+        # a round of every training rank's gradient needs dp_size - 1 (docs/jobspec.md)
         self.max_staleness = (
-            None if par.max_staleness is None else max(par.max_staleness, ctx.world_size - 1)
+            None if par.max_staleness is None else max(par.max_staleness, ctx.dp_size - 1)
         )
         #: async: rank 0's step ends in a meeting, and the workers its replies have told so
         self.closing = False
@@ -128,10 +147,16 @@ class UpdateRunner:
         self.job_step = 0
         self.meeting_asked = False
         self._store: dist.Store | None = None
+        #: a dedicated async server: tickets of the arrival queue read, and per worker
+        self.head = 0
+        self.arrived = dict.fromkeys(self.workers, 0)
 
-    def forward_backward(self, batches: list[Batch]) -> torch.Tensor:
-        """This replica's mean loss; gradients stay local."""
-        return self.local.forward_backward(batches)
+    def forward_backward(self, batches: list[Batch]) -> torch.Tensor | None:
+        """This replica's mean loss; gradients stay local (a dedicated server has neither)."""
+        if self.ctx.serves_only:
+            return None
+        self.loss = self.local.forward_backward(batches)
+        return self.loss
 
     def grad_norm(self) -> torch.Tensor:
         """Norm of the gradients held now (after an exchange: the averaged ones)."""
@@ -155,7 +180,8 @@ class UpdateRunner:
         elif self.mode == "async":
             if self.server:
                 self.closing, self.job_step = meeting, step
-                norm = self._async_server(optimizer_step)
+                serve = self._dedicated_server if self.dedicated else self._async_server
+                norm = serve(optimizer_step)
             else:
                 norm = self._worker(async_=True)
         else:
@@ -167,7 +193,8 @@ class UpdateRunner:
     # -- the parameter server -------------------------------------------------------------
 
     def _sync_server(self, optimizer_step: Callable[[], torch.Tensor]) -> torch.Tensor:
-        total = self._flat_grads()
+        # a dedicated server starts from nothing: 0 + g1 + g2 is g1 + g2, bit for bit
+        total = self._empty(self.grad_numel).zero_() if self.dedicated else self._flat_grads()
         # one inbox, filled worker after worker: rank 0 holds one extra gradient, not N-1
         # (its link is the bottleneck either way); rank order gives the same sum every run
         inbox = torch.empty_like(total)
@@ -175,10 +202,36 @@ class UpdateRunner:
             dist.recv(inbox, src=worker, tag=GRAD_TAG)
             total += inbox
         self.exchange.received += len(self.workers) * _nbytes(total)
-        self._set_grads(total.div_(self.ctx.world_size))
+        total.div_(self.ctx.dp_size)
+        if self.dedicated:  # the workers' mean loss: the global batch's
+            self.exchange.loss = total[-1:].clone()
+        self._set_grads(total)
         norm = optimizer_step()
         self._send_weights(list(self.workers))
         return norm
+
+    def _dedicated_server(self, optimizer_step: Callable[[], torch.Tensor]) -> torch.Tensor:
+        """A dedicated async server's step: the next gradient to arrive, applied."""
+        while True:  # a ticket of a gradient already taken (at a meeting or the bound) is spent
+            worker = self._next_arrival()
+            if self.arrived[worker] > self.served[worker]:
+                break
+        self.exchange.queued += self._announced() - sum(self.served.values())
+        norm = self._apply_from(worker, optimizer_step)
+        assert norm is not None, "a gradient that arrived is applied"
+        return norm
+
+    def _next_arrival(self) -> int:
+        """The worker of the next ticket in the arrival queue, waiting until it is taken."""
+        self.head += 1
+        store, key = self._the_store(), QUEUE_KEY.format(ticket=self.head)
+        worker = int(store.get(key))  # the store's get waits for the key
+        store.delete_key(key)
+        self.arrived[worker] += 1
+        return worker
+
+    def _announced(self) -> int:
+        return int(self._the_store().add(QUEUE_TAIL, 0))
 
     def _async_server(self, optimizer_step: Callable[[], torch.Tensor]) -> torch.Tensor:
         if self._most_urgent() is not None:  # a worker at the staleness bound goes first
@@ -225,22 +278,25 @@ class UpdateRunner:
         optimizer_step: Callable[[], torch.Tensor],
         *,
         only_waiting: bool = False,
-    ) -> None:
-        """Receive `worker`'s gradient (waiting for it if need be), apply it, send the weights."""
+    ) -> torch.Tensor | None:
+        """Receive `worker`'s gradient (waiting for it if need be), apply it, send the weights;
+        the applied gradient's norm (None: nothing to apply)."""
         if only_waiting and self._ready(worker) <= self.served[worker]:
-            return  # the bound had rank 0 serve it already
+            return None  # the bound had rank 0 serve it already
         # room first: nothing may be applied between this worker's recv and its update, so
         # its staleness is what the bound allowed when it was served
         served = self.served[worker]
         self._make_room(optimizer_step, besides=worker)
         if self.served[worker] != served:
-            return  # the room made served this very worker (its next gradient may not come)
-        grads = self._empty(self.nbytes // self.params[0].element_size())
+            return None  # the room made served this very worker (its next gradient may not come)
+        grads = self._empty(self.grad_numel)
         dist.recv(grads, src=worker, tag=GRAD_TAG)
         self.exchange.received += _nbytes(grads)
         self.served[worker] += 1
+        if self.dedicated:  # the loss of the gradient applied last in the step
+            self.exchange.loss = grads[-1:].clone()
         self._set_grads(grads)
-        optimizer_step()
+        norm = optimizer_step()
         staleness = self.version - self.based_on[worker]
         self.version += 1
         ex = self.exchange
@@ -250,10 +306,11 @@ class UpdateRunner:
         if self.closing:
             self.told.add(worker)
         self._send_weights([worker], flag=MEET if self.closing else GO_ON)
+        return norm
 
     def _worker(self, *, async_: bool = False) -> torch.Tensor:
         """Send this replica's gradient to rank 0 and take the weights it sends back."""
-        grads = self._flat_grads()
+        grads = self._flat_grads(with_loss=self.dedicated)
         norm = self.local.grad_norm()  # this replica's own; rank 0 reports the applied one
         if async_:
             self._raise_ready()
@@ -267,7 +324,7 @@ class UpdateRunner:
             self.exchange.received += _nbytes(header)
             step, flag = header.tolist()
             self.job_step, self.meeting_asked = int(step), flag == MEET
-        weights = self._empty(grads.numel())
+        weights = self._empty(self.numel)
         dist.recv(weights, src=0, tag=WEIGHT_TAG)
         self.exchange.received += _nbytes(weights)
         self._set_weights(weights)
@@ -289,6 +346,10 @@ class UpdateRunner:
         return int(self._the_store().add(READY_KEY.format(rank=worker), 0))
 
     def _raise_ready(self) -> None:
+        if self.dedicated:  # a ticket in the arrival queue the server blocks on
+            ticket = self._the_store().add(QUEUE_TAIL, 1)
+            self._the_store().set(QUEUE_KEY.format(ticket=ticket), str(self.ctx.rank))
+            return
         self._the_store().add(READY_KEY.format(rank=self.ctx.rank), 1)
 
     def _the_store(self) -> dist.Store:
@@ -383,12 +444,17 @@ class UpdateRunner:
     def _empty(self, numel: int) -> torch.Tensor:
         return torch.empty(numel, dtype=self.params[0].dtype, device=self.params[0].device)
 
-    def _flat_grads(self) -> torch.Tensor:
+    def _flat_grads(self, *, with_loss: bool = False) -> torch.Tensor:
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
+        if with_loss:  # one more number at the end: this replica's loss
+            assert self.loss is not None, "a worker computed its loss before sending"
+            grads.append(self.loss.detach().reshape(1).to(self.params[0].dtype))
         return _flatten_dense_tensors(grads)
 
     def _set_grads(self, flat: torch.Tensor) -> None:
-        for p, grad in zip(self.params, _unflatten_dense_tensors(flat, self.params), strict=True):
+        """The parameters' gradients, views of `flat` (a loss after them is left out)."""
+        parts = _unflatten_dense_tensors(flat[: self.numel], self.params)
+        for p, grad in zip(self.params, parts, strict=True):
             p.grad = grad
 
     @torch.no_grad()

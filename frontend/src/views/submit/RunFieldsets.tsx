@@ -2,7 +2,17 @@
 import { FieldError } from "../../components/bits";
 import type { SpecForm } from "../../lib/specForm";
 import { WaitForCapacity } from "./EnvCapacity";
-import { MAX_STALENESS_TRADE, REDUCE_CHOICES, type Reduce, SYNC_EVERY_TRADE, UPDATE_CHOICES, type Update } from "../../lib/updateMode";
+import {
+  hasServer,
+  MAX_STALENESS_TRADE,
+  REDUCE_CHOICES,
+  type Reduce,
+  SERVER_CHOICES,
+  type Server,
+  SYNC_EVERY_TRADE,
+  UPDATE_CHOICES,
+  type Update,
+} from "../../lib/updateMode";
 import { NumberInput, type SetField } from "./NumberInput";
 
 interface Props {
@@ -46,6 +56,7 @@ export function ParallelismFields({ form, set, errors, fit }: Props & { fit: str
 function UpdateModeFields({ form, set, errors }: Props) {
   const update = UPDATE_CHOICES.find((c) => c.value === form.update);
   const reduce = REDUCE_CHOICES.find((c) => c.value === form.reduce);
+  const server = SERVER_CHOICES.find((c) => c.value === form.server);
   return (
     <>
       <label for="f-update">Update</label>
@@ -89,6 +100,18 @@ function UpdateModeFields({ form, set, errors }: Props) {
           />
           <div class="muted small">{MAX_STALENESS_TRADE}</div>
           <FieldError field="parallelism.max_staleness" errors={errors} />
+        </>
+      )}
+      {hasServer(form.update, form.reduce) && (
+        <>
+          <label for="f-server">Server</label>
+          <select id="f-server" data-testid="submit-server" value={form.server} onChange={(e) => set("server", e.currentTarget.value as Server)}>
+            {SERVER_CHOICES.map((c) => (
+              <option value={c.value}>{c.label}</option>
+            ))}
+          </select>
+          <div class="muted small" data-testid="submit-server-trade">{server?.trade}</div>
+          <FieldError field="parallelism.server" errors={errors} />
         </>
       )}
     </>
