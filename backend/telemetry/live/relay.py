@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from typing import Any
 
 import redis
 from sqlalchemy import select
@@ -20,6 +21,11 @@ from backend.signals import JOB_UPDATES_CHANNEL, NODE_UPDATES_CHANNEL
 from backend.telemetry.live.hub import Hub
 
 log = logging.getLogger(__name__)
+
+#: announcements taken together at most (the rest wait for the next round)
+COALESCE_MAX = 1000
+#: job views read from the database in one query
+JOBS_PER_READ = 500
 
 
 def relay_announcements(
@@ -45,14 +51,14 @@ def relay_announcements(
                 message = pubsub.get_message(timeout=POLL_SECONDS)
                 if message is None:
                     continue
-                channel = message["channel"].decode()
-                if channel == jobs_channel:
+                jobs, nodes_moved = _coalesced(pubsub, message, jobs_channel, nodes_channel)
+                if jobs:
                     if news is not None:
                         news.announce()
-                    _send_jobs(db, hub, json.loads(message["data"]))
-                if channel in (nodes_channel, jobs_channel):
+                    _send_jobs(db, hub, jobs)
+                if jobs or nodes_moved:
                     now = _booking(db)
-                    if channel == nodes_channel or now != booked:
+                    if nodes_moved or now != booked:
                         _send_nodes(db, hub)
                     booked = now
         finally:
@@ -61,13 +67,39 @@ def relay_announcements(
     keep_running("relay", relay_until_stopped, stop, log=log)
 
 
+def _coalesced(
+    pubsub: Any, first: dict[str, Any], jobs_channel: str, nodes_channel: str
+) -> tuple[list[int], bool]:
+    """The announcements already waiting after `first`, taken together: the job ids (each
+    once, in order) and whether any node changed. A burst (a cluster registering, nodes
+    declared lost, a pass placing a thousand jobs) then costs one cluster view and one view
+    per job, not one per announcement (#34: the relay's views of 300 nodes were 27% of the
+    API's time)."""
+    jobs: dict[int, None] = {}
+    nodes_moved = False
+    message: dict[str, Any] | None = first
+    for _ in range(COALESCE_MAX):
+        if message is None:
+            break
+        channel = message["channel"].decode()
+        if channel == jobs_channel:
+            jobs.update(dict.fromkeys(int(i) for i in json.loads(message["data"])))
+        nodes_moved = nodes_moved or channel == nodes_channel
+        message = pubsub.get_message(timeout=0)
+    return list(jobs), nodes_moved
+
+
 def _send_jobs(db: Database, hub: Hub, ids: list[int]) -> None:
-    with db.session() as session:
-        jobs = [job for job in (session.get(Job, int(i)) for i in ids[:1000]) if job is not None]
-        views = [v.model_dump(mode="json") for v in describe_jobs(session, jobs)]
-    for view in views:
-        hub.publish("jobs", {"job": view})
-        hub.publish(f"job:{view['id']}", {"job": view})
+    """Fresh views of the announced jobs (a deleted one is skipped), read a chunk at a time."""
+    for start in range(0, len(ids), JOBS_PER_READ):
+        chunk = [int(i) for i in ids[start : start + JOBS_PER_READ]]
+        with db.session() as session:
+            found = {j.id: j for j in session.scalars(select(Job).where(Job.id.in_(chunk)))}
+            jobs = [found[i] for i in chunk if i in found]
+            views = [v.model_dump(mode="json") for v in describe_jobs(session, jobs)]
+        for view in views:
+            hub.publish("jobs", {"job": view})
+            hub.publish(f"job:{view['id']}", {"job": view})
 
 
 def _send_nodes(db: Database, hub: Hub) -> None:
