@@ -134,11 +134,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(
         MethodGuard, templates=templates_of(r for r in routes if isinstance(r, Route))
     )
+    # inside BodyGuard (installed below), which reads a body whole first: a client sending
+    # its body slowly holds no slot, only what BodyGuard lets it send
+    app.add_middleware(RequestSlots)
     install_openapi(app, (r for r in routes if isinstance(r, APIRoute)))
     install_security(app, settings)
     install_db_health(app)
     install_errors(app)
-    app.add_middleware(RequestSlots)  # outermost: a request waits here holding nothing
     return app
 
 

@@ -13,7 +13,9 @@ at most one connection at a time; the rest wait here, holding neither a thread n
 connection. The pool has room for every slot plus the background loops, and the thread
 pool has more threads than there are slots, so every admitted request finds both.
 A slot is held until the response has been sent, streamed bodies included (their
-generators read the database with a session of their own). Websockets are not counted:
+generators read the database with a session of their own). A request takes its slot only
+once its body is in (the middleware sits inside `BodyGuard`, which reads it whole first), so
+clients that send their bodies slowly cannot hold the slots. Websockets are not counted:
 their database reads are single thread calls that take and return a connection.
 """
 

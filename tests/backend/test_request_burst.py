@@ -8,6 +8,8 @@ them all (docs/benchmarks.md, "Control plane at scale"). Served by a real uvicor
 from __future__ import annotations
 
 import asyncio
+import socket
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,3 +59,29 @@ def test_a_burst_six_times_the_pool_is_answered_in_full(served: LiveServer) -> N
     assert answers == Counter({200: BURST})
     # and the API still answers at once afterwards (nothing left holding the pool)
     assert asyncio.run(burst(served.url, ADMIN_TOKEN, ["/api/nodes"])) == Counter({200: 1})
+
+
+def test_clients_sending_their_bodies_slowly_hold_no_slot(served: LiveServer) -> None:
+    """More half-sent request bodies than there are slots: the API still answers at once
+    (a slot is taken only once the body is in)."""
+    host, port = "127.0.0.1", int(served.url.rsplit(":", 1)[1])
+    head = (
+        f"POST /api/jobs HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {ADMIN_TOKEN}\r\nContent-Length: 1000\r\n\r\n{{"
+    ).encode()
+    stalled = []
+    try:
+        for _ in range(REQUEST_SLOTS + 8):
+            connection = socket.create_connection((host, port), timeout=10)
+            connection.sendall(head)  # and never the rest of the body
+            stalled.append(connection)
+        time.sleep(0.5)  # every one of them is in the server, waiting for its body
+        answer = httpx.get(
+            f"{served.url}/api/nodes",
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+            timeout=POOL_TIMEOUT_SECONDS / 3,
+        )
+        assert answer.status_code == 200
+    finally:
+        for connection in stalled:
+            connection.close()
