@@ -166,6 +166,8 @@ def test_a_dedicated_async_server_applies_each_gradient_as_it_arrives(tmp_path: 
 
     server = metrics(out, 0)
     assert [row["step"] for row in server] == list(range(1, STRAGGLER_STEPS + 1))
+    # a job step is a global batch's worth: the next 2 gradients, whoever sent them
+    assert all(row["updates_applied"] >= 2 for row in server)
     fast, slow = own_steps(out, 1, dedicated=True), own_steps(out, 2, dedicated=True)
     assert fast >= 2 * slow, f"rank 1 took {fast} steps, the slowed rank 2 {slow}"
     assert sum(row["updates_applied"] for row in server) == fast + slow  # every gradient once

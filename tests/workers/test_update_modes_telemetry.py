@@ -82,8 +82,20 @@ def saved_weights(path: str, spec: JobSpec) -> dict[str, torch.Tensor]:
 
 @pytest.mark.parametrize(
     "parallelism",
-    [{"reduce": "parameter_server"}, {"update": "async"}, {"update": "local_sgd", "sync_every": 4}],
-    ids=["sync-parameter-server", "async", "local-sgd"],
+    [
+        {"reduce": "parameter_server"},
+        {"update": "async"},
+        {"update": "local_sgd", "sync_every": 4},
+        {"reduce": "parameter_server", "server": "dedicated"},
+        {"update": "async", "server": "dedicated"},
+    ],
+    ids=[
+        "sync-parameter-server",
+        "async",
+        "local-sgd",
+        "sync-dedicated-server",
+        "async-dedicated-server",
+    ],
 )
 def test_a_cancelled_job_saves_and_its_next_attempt_resumes_there(
     parallelism: dict[str, object], supervisor_settings: SupervisorSettings, redis_url: str
@@ -113,6 +125,9 @@ def test_a_cancelled_job_saves_and_its_next_attempt_resumes_there(
     points = read_items(redis_url, METRICS_STREAM)
     again = {p["step"] for p in points if p["attempt_id"] == second.attempt_id}
     assert again == set(range(saved_at + 1, steps + 1))
+    if parallelism.get("server") == "dedicated":  # the job's loss is the server's (rank 0's)
+        losses = {p["step"] for p in points if p["name"] == "loss" and p["rank"] == 0}
+        assert set(range(saved_at + 1, steps + 1)) <= losses
     if parallelism.get("reduce") == "parameter_server":  # deterministic: as if never stopped
         straight = Supervisor(attempt_order(job, job_id=2), supervisor_settings).run()
         assert straight.last_checkpoint and resumed.last_checkpoint

@@ -26,10 +26,11 @@ own, and exchange here, after the backward:
 
 `parallelism.server: dedicated` (sync/parameter_server and async): rank 0 trains on no data, it
 only serves. Its workers append their loss to the gradient they send (the server has none of
-its own; it reports the mean, or the applied gradient's). Sync: the server sums the N-1
-gradients and divides by N-1. Async: the job's step is one applied gradient, the next to
-arrive: a worker takes a ticket in the store's arrival queue (then sends), and the server
-blocks on the next ticket's key, so it waits for whichever worker is first without polling.
+its own; it reports their mean). Sync: the server sums the N-1 gradients and divides by N-1.
+Async: the job's step is the next N-1 gradients to arrive (a global batch's worth), each
+applied on its own: a worker takes a ticket in the store's arrival queue (then sends), and
+the server blocks on the next ticket's key, so it waits for whichever worker is first
+without polling.
 
 Tensors travel on the rank's device (NCCL-compatible); signals travel through the store.
 Bytes sent and received are counted from the tensors each rank hands to send/recv (and,
@@ -78,8 +79,9 @@ class Exchange:
     staleness_max: int = 0
     #: worker gradients found waiting when rank 0 looked after its own step (async)
     queued: int = 0
-    #: a dedicated server's loss: the workers' mean (sync) or the applied gradient's (async)
+    #: a dedicated server's loss: the workers' mean (sync) or the applied gradients' (async)
     loss: torch.Tensor | None = None
+    loss_sum: torch.Tensor | None = None
 
     def row(self, *, server: bool) -> dict[str, Value]:
         """Metrics of the step, read at the report (a meet before it adds its own part)."""
@@ -211,14 +213,22 @@ class UpdateRunner:
         return norm
 
     def _dedicated_server(self, optimizer_step: Callable[[], torch.Tensor]) -> torch.Tensor:
-        """A dedicated async server's step: the next gradient to arrive, applied."""
-        while True:  # a ticket of a gradient already taken (at a meeting or the bound) is spent
+        """A dedicated async server's step: the next dp_size gradients to arrive (a global
+        batch's worth, from whichever workers send them), each applied on its own; the last
+        one's norm."""
+        ex, norm = self.exchange, None
+        ex.queued += self._announced() - sum(self.served.values())
+        # a meeting's replies tell each worker once, and a told worker sends nothing more
+        while ex.applied < self.ctx.dp_size and not (
+            self.closing and len(self.told) == len(self.workers)
+        ):
             worker = self._next_arrival()
-            if self.arrived[worker] > self.served[worker]:
-                break
-        self.exchange.queued += self._announced() - sum(self.served.values())
-        norm = self._apply_from(worker, optimizer_step)
-        assert norm is not None, "a gradient that arrived is applied"
+            if self.arrived[worker] <= self.served[worker]:
+                continue  # a ticket of a gradient already taken (at a meeting or the bound)
+            applied = self._apply_from(worker, optimizer_step)
+            norm = norm if applied is None else applied
+        assert norm is not None and ex.loss_sum is not None, "a step applies a gradient"
+        ex.loss = ex.loss_sum / ex.applied
         return norm
 
     def _next_arrival(self) -> int:
@@ -293,8 +303,9 @@ class UpdateRunner:
         dist.recv(grads, src=worker, tag=GRAD_TAG)
         self.exchange.received += _nbytes(grads)
         self.served[worker] += 1
-        if self.dedicated:  # the loss of the gradient applied last in the step
-            self.exchange.loss = grads[-1:].clone()
+        if self.dedicated:  # the step's loss is the mean of its gradients' losses
+            loss, ex = grads[-1:].clone(), self.exchange
+            ex.loss_sum = loss if ex.loss_sum is None else ex.loss_sum + loss
         self._set_grads(grads)
         norm = optimizer_step()
         staleness = self.version - self.based_on[worker]
