@@ -110,8 +110,10 @@ def slurm_stack(
             "TRAINBOARD_DATA_DIR": str(data_dir),
             "TRAINBOARD_ADMIN_TOKEN": ADMIN_TOKEN,
             "TRAINBOARD_REDIS_URL": redis_url,
-            # a pause's checkpoint must fit in it: a 2-rank job's first save (DCP's imports,
-            # gloo) is not always done within 5 s on a loaded 2-core machine
+            # a pause's or cancel's checkpoint must fit in it. 5 s until one 2-rank pause in
+            # six left no checkpoint (its output was not kept); measured since, under load 7-13
+            # on 2 cores, a pause's vote, save (0.05-0.2 s) and exit take 0.25-0.8 s, and runs
+            # at 5 s passed: the cause is not known (docs/slurm.md, item 4)
             "TRAINBOARD_STOP_GRACE_SECONDS": "30",
             **(extra_env or {}),
         }

@@ -38,6 +38,16 @@ def _attempts(client: httpx.Client, job_id: int) -> list[dict[str, Any]]:
     return list(client.get(f"/api/jobs/{job_id}/attempts").json())
 
 
+def _with_slurm_id(client: httpx.Client, job_id: int) -> dict[str, Any]:
+    """The job's first attempt once its Slurm job id is stored (the scheduler's pass after
+    sbatch, which a job Slurm starts at once may follow)."""
+    return wait_for(
+        lambda: (a := _attempts(client, job_id)[0])["slurm_job_id"] and a,
+        timeout=30,
+        what="the attempt's Slurm job id",
+    )
+
+
 def _processes_of(folder: Path) -> list[psutil.Process]:
     """Processes started for an attempt: its step (folder in its command line) and ranks
     (working in the job's run dir)."""
@@ -51,6 +61,16 @@ def _processes_of(folder: Path) -> list[psutil.Process]:
             ):
                 found.append(proc)
     return found
+
+
+def _nothing_left(cluster: SlurmCluster, step_dir: Path, run_dir: Path) -> None:
+    """Within Slurm's KillWait + 5 s, no process of the attempt (its step) or job (its run
+    dir) is left."""
+    wait_for(
+        lambda: not _processes_of(step_dir) and not _processes_of(run_dir),
+        timeout=cluster.kill_wait + 5,
+        what="no process of the job left",
+    )
 
 
 def _supervisors(folder: Path) -> list[psutil.Process]:
@@ -113,7 +133,9 @@ def test_a_job_behind_another_shows_slurms_reason_and_cancel_leaves_nothing(
         first = client.post("/api/jobs", json=_spec("holds-both", devices=2, steps=100_000))
         assert first.status_code == 201, first.text
         first_id = first.json()["id"]
-        stack.wait_job(client, first_id, "running", timeout=120)
+        # training (a stop during its ranks' start-up has nothing to save: they are
+        # signalled before they built anything, seen here under load)
+        stack.wait_step(client, first_id, 10, timeout=180, what="the first job's training")
         second = client.post("/api/jobs", json=_spec("waits", devices=2))
         assert second.status_code == 201, second.text
         second_id = second.json()["id"]
@@ -144,21 +166,65 @@ def test_a_job_behind_another_shows_slurms_reason_and_cancel_leaves_nothing(
         job = stack.wait_job(client, first_id, "cancelled", "failed", timeout=60)
         assert job["state"] == "cancelled", job["reason"]
         # Slurm's KillWait (2 s) + 5 s: nothing of it is left, and Slurm has ended it
-        wait_for(
-            lambda: not _processes_of(step_dir) and not _processes_of(run_dir),
-            timeout=cluster.kill_wait + 5,
-            what="no process of the cancelled job left",
-        )
+        _nothing_left(cluster, step_dir, run_dir)
         first_slurm = running["slurm_job_id"]
         wait_for(
             lambda: first_slurm not in cluster.cli.queue("tb-"),
             timeout=30,
             what="the cancelled job's Slurm job to end",
         )
+        # its ranks saved a final checkpoint at the step they stopped at (#32 item 3)
+        cancelled = _attempts(client, first_id)[0]
+        assert cancelled["last_checkpoint"], cancelled
+        saved = int(cancelled["last_checkpoint"].rsplit("-", 1)[1])
+        assert (Path(cancelled["last_checkpoint"]) / ".metadata").is_file()
+        ranks = wait_for(
+            lambda: (
+                (found := stack.loss_series(cancelled["id"]).get(cancelled["id"], {}))
+                and len(found) == 2
+                and min(series[1] for series in found.values()) >= saved
+                and found
+            ),
+            timeout=30,
+            what="both ranks' loss points up to the checkpointed step",
+        )
+        assert all(series[1] == saved for series in ranks.values()), (saved, ranks)
         # the waiting one now gets the CPUs
         done = stack.wait_job(client, second_id, "succeeded", "failed", timeout=240)
         assert done["state"] == "succeeded", done["reason"]
         assert done["wait_reason"] is None
+
+
+def test_a_cancel_whose_supervisor_does_not_answer_is_scancelled_after_its_grace(
+    stack: SlurmStack, cluster: SlurmCluster
+) -> None:
+    """Cancel, then scancel (#32 item 3) when the supervisors do not stop: the jobs service
+    sets the control key only, so the executor starts the grace when it sees the request
+    (the supervisors' stop grace, 30 s in this stack, + 20 s) and then scancels; Slurm ends
+    the job and its processes, and the job is cancelled. Without that the job would stay
+    cancelling with its Slurm job running (its allocation held) for as long as the
+    supervisor is stuck."""
+    spec = {**_spec("frozen", steps=100_000), "max_restarts": 0}
+    with stack.client() as client:
+        job_id = client.post("/api/jobs", json=spec).json()["id"]
+        stack.wait_step(client, job_id, 5, timeout=180, what="some training")
+        attempt = _with_slurm_id(client, job_id)
+        step_dir = stack.data_dir / "slurm" / f"attempt-{attempt['id']}"
+        [supervisor] = [p for p in _supervisors(step_dir) if p.name() != "srun"]
+        supervisor.suspend()  # SIGSTOP: it never reads the control key, never reports
+        assert client.post(f"/api/jobs/{job_id}/cancel").status_code == 200
+        job = stack.wait_job(client, job_id, "cancelled", "failed", timeout=120)
+        ended = _attempts(client, job_id)[0]
+    slurm_id = attempt["slurm_job_id"]
+    assert job["state"] == "cancelled", job["reason"]
+    # scancelled (the test cancels nothing in Slurm: the executor did); Slurm's SIGCONT
+    # before its SIGTERM may wake the supervisor in time to report the stop itself
+    assert f"REQUEST_KILL_JOB JobId={slurm_id} " in cluster.log("slurmctld")
+    assert ended["exit_reason"] in (
+        "stopped on cancel request",
+        f"Slurm job {slurm_id} ended without its supervisors' report: Slurm: CANCELLED",
+    ), ended["exit_reason"]
+    _nothing_left(cluster, step_dir, stack.data_dir / "runs" / f"job-{job_id}")
 
 
 def test_a_supervisor_killed_under_slurm_ends_its_attempt_with_slurms_state(
@@ -170,11 +236,7 @@ def test_a_supervisor_killed_under_slurm_ends_its_attempt_with_slurms_state(
         stack.wait_job(client, job_id, "running", timeout=120)
         # its Slurm job id is stored by the scheduler's pass after sbatch, which a job Slurm
         # starts at once may follow: the claim (seen: "Slurm job None" read here)
-        attempt = wait_for(
-            lambda: (a := _attempts(client, job_id)[0])["slurm_job_id"] and a,
-            timeout=30,
-            what="the attempt's Slurm job id",
-        )
+        attempt = _with_slurm_id(client, job_id)
         step_dir = stack.data_dir / "slurm" / f"attempt-{attempt['id']}"
         steps = wait_for(
             lambda: _supervisors(step_dir), timeout=30, what="the attempt's supervisor"
@@ -190,12 +252,7 @@ def test_a_supervisor_killed_under_slurm_ends_its_attempt_with_slurms_state(
     assert ended["exit_reason"].startswith(
         f"Slurm job {slurm_id} ended without its supervisors' report: Slurm: FAILED"
     ), ended["exit_reason"]
-    run_dir = stack.data_dir / "runs" / f"job-{job_id}"
-    wait_for(
-        lambda: not _processes_of(step_dir) and not _processes_of(run_dir),
-        timeout=cluster.kill_wait + 5,
-        what="no process of the job left",
-    )
+    _nothing_left(cluster, step_dir, stack.data_dir / "runs" / f"job-{job_id}")
 
 
 def _pause_after(stack: SlurmStack, client: httpx.Client, job_id: int, step: int) -> Any:
@@ -285,11 +342,7 @@ def test_a_slurm_job_requeued_behind_trainboards_back_never_runs_its_attempt_twi
     with stack.client() as client:
         job_id = client.post("/api/jobs", json=spec).json()["id"]
         stack.wait_step(client, job_id, 10, timeout=120, what="some training")
-        first = wait_for(
-            lambda: (a := _attempts(client, job_id)[0])["slurm_job_id"] and a,
-            timeout=30,
-            what="the attempt's Slurm job id",
-        )
+        first = _with_slurm_id(client, job_id)
         slurm_id = first["slurm_job_id"]
         scontrol = [*cluster.hosts[0].command(cluster.root, []), "scontrol"]
 

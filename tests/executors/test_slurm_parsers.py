@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -25,10 +26,16 @@ from backend.executors.slurm.cli import (
     parse_time,
     parse_tres,
 )
-from backend.executors.slurm.executor import SlurmExecutor, manager_nodes
+from backend.executors.slurm.executor import (
+    REPORT_MARGIN,
+    SUPERVISOR_GRACE,
+    SlurmExecutor,
+    manager_nodes,
+)
 from backend.executors.slurm.states import TERMINAL, ended, wait_reason
-from workers.contract.protocol import AttemptOrder
+from workers.contract.protocol import AttemptOrder, StopRequest
 from workers.contract.spec import JobSpec
+from workers.node.settings import WorkerSettings
 
 RECORDED = Path(__file__).parent / "slurm_recorded"
 
@@ -329,22 +336,22 @@ def test_a_gpu_jobs_allocation_in_squeue_and_sacct() -> None:
     assert [r.allocated("gres/gpu") for r in runs] == [2 * 2 / 3600] * 2  # 2 GPUs x 2 s
 
 
+def _executor(redis_url: str, data_dir: Path, **options: Any) -> SlurmExecutor:
+    """An executor on this test's Redis whose cli reaches no cluster (nothing here calls it)."""
+    client = redis.Redis.from_url(redis_url)
+    return SlurmExecutor(
+        client=client, cli=SlurmCli(), data_dir=data_dir, api_url="http://127.0.0.1:1", **options
+    )
+
+
 def test_gpu_mode_follows_the_partitions_nodes_unless_the_operator_said(
     redis_url: str, tmp_path: Path
 ) -> None:
     gpu_nodes = parse_scontrol_nodes(recorded("22.05", "scontrol_nodes_gpus_typed.txt"))
     cpu_nodes = parse_scontrol_nodes(recorded("22.05", "scontrol_nodes.txt"))
-    client = redis.Redis.from_url(redis_url)
 
     def executor(gpus: bool | None, partition: str | None = None) -> SlurmExecutor:
-        return SlurmExecutor(
-            client=client,
-            cli=SlurmCli(),
-            data_dir=tmp_path,
-            api_url="http://127.0.0.1:1",
-            partition=partition,
-            gpus=gpus,
-        )
+        return _executor(redis_url, tmp_path, partition=partition, gpus=gpus)
 
     auto = executor(None)
     assert not auto.gpus  # until Slurm's nodes are read
@@ -538,3 +545,26 @@ def test_sacct_keeps_the_reason_of_a_run_that_never_got_nodes() -> None:
     text = "40|tb-d-9-1|CANCELLED by 0|0:0|JobHeldAdmin|0||None assigned|main\n"
     [run] = parse_sacct_runs(text)
     assert (run.state, run.reason, run.nodes) == ("CANCELLED", "JobHeldAdmin", ())
+
+
+def test_a_stopped_jobs_scancel_waits_out_the_grace_its_supervisors_give(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """The executor scancels a stopped attempt's Slurm job still running after the grace the
+    supervisors give the ranks' final checkpoint (the TRAINBOARD_* setting it hands them)
+    plus a margin: a fixed 30 s before, which cut a save that a longer grace still allowed."""
+
+    def executor(env: dict[str, str]) -> SlurmExecutor:
+        return _executor(redis_url, tmp_path, step_env=env)
+
+    defaults = executor({})
+    assert defaults.grace(StopRequest.pause) == defaults.grace(StopRequest.cancel) == 30.0
+    assert defaults.grace(StopRequest.preempt) == 60.0 + REPORT_MARGIN
+    longer = executor({"TRAINBOARD_STOP_GRACE_SECONDS": "120"})
+    assert longer.grace(StopRequest.pause) == 120.0 + REPORT_MARGIN
+    assert longer.grace(StopRequest.preempt) == 60.0 + REPORT_MARGIN
+    # the defaults assumed are the steps' own (workers/node/settings.py)
+    fields = WorkerSettings.model_fields
+    for action, (setting, default) in SUPERVISOR_GRACE.items():
+        name = setting.removeprefix("TRAINBOARD_").lower()
+        assert fields[name].default == default, action

@@ -74,6 +74,18 @@ ACCOUNT_BATCH = 200
 ACCOUNT_GIVE_UP = timedelta(minutes=10)
 #: the token name of every slot's node token
 SLOT_TOKEN_NAME = "slurm slot"
+#: a Slurm job of no live attempt (its attempt ended) still running after this is scancelled
+ORPHAN_GRACE = 30.0
+#: a stopped attempt's Slurm job still running this long after its supervisors' own grace
+#: ran out (SIGTERM, then SIGKILL of the ranks) is scancelled: time to report and exit
+REPORT_MARGIN = 20.0
+#: each stop's supervisor grace: the setting handed to the steps and its default there
+#: (workers/node/settings.py; tests/executors/test_slurm_parsers.py checks that they agree)
+SUPERVISOR_GRACE = {
+    StopRequest.cancel: ("TRAINBOARD_STOP_GRACE_SECONDS", 10.0),
+    StopRequest.pause: ("TRAINBOARD_STOP_GRACE_SECONDS", 10.0),
+    StopRequest.preempt: ("TRAINBOARD_PREEMPT_GRACE_SECONDS", 60.0),
+}
 #: the environment a step must never get (the database, other secrets of the control plane)
 WITHHELD = frozenset(
     {
@@ -114,7 +126,7 @@ class SlurmExecutor:
         partition: str | None = None,
         gpus: bool | None = None,
         step_env: Mapping[str, str] | None = None,
-        stop_grace: float = 30.0,
+        stop_grace: float | None = None,
         submit_timeout: float = 60.0,
         python: str = sys.executable,
     ) -> None:
@@ -127,6 +139,7 @@ class SlurmExecutor:
         #: partition's nodes have any (Gres/CfgTRES), decided at each read of the nodes
         self.gpus_asked = gpus
         self.gpus = bool(gpus)
+        #: seconds from a stop request to scancel; None: the supervisors' grace + margin
         self.stop_grace = stop_grace
         self.submit_timeout = timedelta(seconds=submit_timeout)
         self.python = python
@@ -254,9 +267,22 @@ class SlurmExecutor:
     def stop(self, attempt_ids: Sequence[int], action: StopRequest) -> None:
         """The supervisors checkpoint and stop (control key); scancel after the grace."""
         request_stops(self.client, attempt_ids=attempt_ids, action=action)
-        deadline = time.monotonic() + self.stop_grace
+        deadline = time.monotonic() + self.grace(action)
         for attempt_id in attempt_ids:
             self._stopping.setdefault(attempt_id, _Stopping(deadline))
+
+    def grace(self, action: StopRequest) -> float:
+        """Seconds from a stop request until its Slurm job, if still running, is scancelled:
+        after the grace its supervisors give the ranks' final checkpoint (the setting this
+        executor hands them), so a scancel never cuts a save they still allow."""
+        if self.stop_grace is not None:
+            return self.stop_grace
+        setting, default = SUPERVISOR_GRACE[action]
+        try:
+            supervisors = float(self.step_env.get(setting, default))
+        except ValueError:  # the steps refuse it too (their settings fail to load)
+            supervisors = default
+        return supervisors + REPORT_MARGIN
 
     # -- the parts -------------------------------------------------------------------------
 
@@ -492,6 +518,11 @@ exec srun --nodes={len(gang)} --ntasks-per-node=1 --cpus-per-task={cpus}{gpus} \
             self._scancel(slurm_id, f"requeued by Slurm (restart {queued.restarts})")
         if queued is not None and queued.state not in TERMINAL:
             stopping = self._stopping.get(attempt.id)
+            if stopping is None and current and job.stop_request is not None:
+                # a cancel or pause reaches the supervisors through the control key (the jobs
+                # service sets it, not `stop`): their grace runs from when it is first seen
+                action = StopRequest(job.stop_request)
+                stopping = self._stopping[attempt.id] = _Stopping(now + self.grace(action))
             if stopping is not None and now >= stopping.deadline:
                 self._scancel(slurm_id, f"attempt {attempt.id} did not stop within the grace")
             reason = None
@@ -611,7 +642,7 @@ exec srun --nodes={len(gang)} --ntasks-per-node=1 --cpus-per-task={cpus}{gpus} \
                 continue
             seen.add(queued.job_id)
             first = self._orphans.setdefault(queued.job_id, now)
-            if queued.state in PENDING or now - first >= self.stop_grace:
+            if queued.state in PENDING or now - first >= ORPHAN_GRACE:
                 self._scancel(queued.job_id, f"its attempt {attempt_id} has ended")
         self._orphans = {k: v for k, v in self._orphans.items() if k in seen}
 
