@@ -4,6 +4,7 @@
  * ranks' buffers (`alignSeries`, what every redraw computed before).
  */
 import { describe, expect, it } from "vitest";
+import { random } from "./random";
 import { alignSeries, MetricStore, type AlignedData } from "../src/lib/series";
 
 /** The full alignment of the store's buffers: what `data` returned before it was incremental. */
@@ -13,18 +14,6 @@ function full(store: MetricStore, name: string): AlignedData {
 
 function expectSame(store: MetricStore, name = "loss"): void {
   expect(store.data(name).map((col) => [...col])).toEqual(full(store, name).map((col) => [...col]));
-}
-
-/** A small deterministic generator (mulberry32), so a failure repeats. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 describe("incremental alignment by step", () => {

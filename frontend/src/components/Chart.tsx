@@ -2,11 +2,15 @@
  * A uPlot chart fed from a live store. The store signals changes; the chart asks the page's
  * redraw queue for a redraw (all deltas since its last one in one setData): one chart per
  * animation frame, paced by what the redraws cost (`RedrawQueue`), and a chart out of view at
- * most once a second (see `request` below).
+ * most once a second (see `request` below). A chart given `drawn` hands uPlot that (the data
+ * decimated per pixel, lib/decimate.ts) and keeps `data()` exact for its legend, count and text;
+ * zoomed in (a drag on x), it decimates the raw rows in view again.
  */
 import { useEffect, useRef } from "preact/hooks";
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
+import { lowerBound } from "../lib/bisect";
+import { decimateWindow } from "../lib/decimate";
 import { RedrawQueue } from "../lib/frameBatch";
 import type { AlignedData } from "../lib/series";
 import { countPoints } from "../lib/series";
@@ -15,6 +19,13 @@ import { cssVar, effectiveTheme, useTheme } from "../lib/theme";
 
 /** A redraw that cost c ms is followed by the next, of any chart on the page, no sooner than this many c later. */
 export const REDRAW_SPACING = 8;
+/**
+ * The least time between two redraws of a chart in view, ms. A redraw of a decimated chart
+ * costs little JavaScript, but its canvas is rasterized on the main thread (software canvas)
+ * and its legend and attributes restyle the page: unbounded, the redraw queue spent what
+ * decimation saved on more redraws (issue #33).
+ */
+export const ONSCREEN_MS = 250;
 /** The least time between two redraws of a chart out of view, ms. */
 export const OFFSCREEN_MS = 1000;
 
@@ -26,7 +37,16 @@ export interface ChartProps {
   title: string;
   /** uPlot options without size; called again when the theme changes. */
   options: (colors: ChartColors) => Omit<uPlot.Options, "width" | "height">;
+  /** Every point (the legend's values, the count and the text alternative read it). */
   data: () => AlignedData;
+  /**
+   * What uPlot draws of `data()` on a plot `px` device pixels wide, when not all of it: its
+   * per-pixel min/max decimation (lib/decimate.ts). Zoomed in, the chart decimates `data()`'s
+   * rows in view itself (`decimateWindow`).
+   */
+  drawn?: (px: number) => AlignedData;
+  /** The count for `countAttr` without reading `data()` (a store that counts as points arrive). */
+  points?: () => number;
   /** Subscribe to "the data changed"; returns the unsubscribe function. */
   subscribe: (onChange: () => void) => () => void;
   /** Attribute that carries the drawn count for tests, e.g. data-points or data-samples. */
@@ -100,16 +120,55 @@ function formatX(x: number): string {
   return Number.isInteger(x) ? String(x) : x.toPrecision(6);
 }
 
-export function Chart({ testId, title, options, data, subscribe, countAttr, count = countPoints, height = 220 }: ChartProps) {
+export function Chart({ testId, title, options, data, drawn, points, subscribe, countAttr, count = countPoints, height = 220 }: ChartProps) {
   const box = useRef<HTMLDivElement>(null);
   const theme = useTheme();
-  const latest = useRef({ options, data, subscribe, count });
-  latest.current = { options, data, subscribe, count };
+  const latest = useRef({ options, data, drawn, points, subscribe, count });
+  latest.current = { options, data, drawn, points, subscribe, count };
 
   useEffect(() => {
     const el = box.current!;
+    // every point, read at most once per redraw and only when something asks (a legend, the text)
+    let exactData: AlignedData | null = null;
+    const exact = () => (exactData ??= latest.current.data());
+    // the x range zoomed to (a drag on the x axis), null: all of it
+    let zoom: [number, number] | null = null;
+    let width = Math.max(200, el.clientWidth); // kept by the ResizeObserver below (no layout read per redraw)
+    const toDraw = (): AlignedData => {
+      const decimated = latest.current.drawn;
+      if (!decimated) return exact();
+      const px = Math.round(width * (window.devicePixelRatio || 1));
+      return zoom ? decimateWindow(exact(), zoom[0], zoom[1], px) : decimated(px);
+    };
+    // the series' value formats as given: the legend calls them with the exact value at the drawn x
+    let formats: (uPlot.Series["value"] | undefined)[] = [];
+    type Format = (self: uPlot, rawValue: number, seriesIdx: number, idx: number | null) => string | number;
+    const exactValue =
+      (format: Format): Format =>
+      (u, v, seriesIdx, dataIdx) => {
+        if (dataIdx == null) return format(u, v, seriesIdx, dataIdx);
+        const x = u.data[0][dataIdx]!;
+        const all = exact();
+        const row = lowerBound(all[0], x);
+        // a null value (no point at that step) reaches the format as uPlot passes one
+        return format(u, (all[0][row] === x ? (all[seriesIdx]?.[row] ?? null) : v) as number, seriesIdx, dataIdx);
+      };
+    // a zoom in or out (a drag, a double click) draws the raw rows in view, decimated again
+    const scaled = (u: uPlot, key: string) => {
+      const xs = u.data[0];
+      const x = u.scales[key];
+      if (key !== "x" || !latest.current.drawn || !xs.length || x?.min == null || x.max == null) return;
+      const next: [number, number] | null = x.min <= xs[0]! && x.max >= xs[xs.length - 1]! ? null : [x.min, x.max];
+      if (next === zoom || (next && zoom && next[0] === zoom[0] && next[1] === zoom[1])) return;
+      zoom = next;
+      redraws.request(redraw);
+    };
     const build = (data: AlignedData) => {
       const options = latest.current.options(colors());
+      formats = options.series.map((s) => s.value);
+      const series = latest.current.drawn
+        ? options.series.map((s, i) => (i > 0 && typeof s.value === "function" ? { ...s, value: exactValue(s.value) } : s))
+        : options.series;
       // the y scale as drawn (data-y-min / data-y-max): a fixed or clipped range is readable by tests
       const drawn = (u: uPlot) => {
         const y = u.scales[Object.keys(u.scales).find((k) => k !== "x") ?? "y"];
@@ -118,9 +177,9 @@ export function Chart({ testId, title, options, data, subscribe, countAttr, coun
           el.dataset.yMax = String(y.max);
         }
       };
-      const hooks = { ...options.hooks, draw: [...(options.hooks?.draw ?? []), drawn] };
+      const hooks = { ...options.hooks, draw: [...(options.hooks?.draw ?? []), drawn], setScale: [...(options.hooks?.setScale ?? []), scaled] };
       return new uPlot(
-        { ...options, hooks, axes: recordingLabels(options.axes, el), width: Math.max(200, el.clientWidth), height },
+        { ...options, series, hooks, axes: recordingLabels(options.axes, el), width, height },
         data as uPlot.AlignedData,
         el,
       );
@@ -129,8 +188,9 @@ export function Chart({ testId, title, options, data, subscribe, countAttr, coun
     let described = -Infinity; // when the text alternative was last written (performance.now())
     let describing: ReturnType<typeof setTimeout> | null = null;
     let labelled: uPlot | null = null; // the plot whose series and axes are on the box
-    const record = (plot: uPlot, data: AlignedData) => {
-      el.setAttribute(countAttr, String(latest.current.count(data)));
+    const record = (plot: uPlot) => {
+      const { points, count } = latest.current;
+      el.setAttribute(countAttr, String(points ? points() : count(exact())));
       if (labelled !== plot) {
         labelled = plot;
         el.dataset.series = plot.series.slice(1).map((series) => String(series.label ?? "")).join("|");
@@ -142,37 +202,45 @@ export function Chart({ testId, title, options, data, subscribe, countAttr, coun
         describing = null;
         described = performance.now();
         const xLabel = String(plot.axes[0]?.label ?? plot.series[0]?.label ?? "x");
-        el.setAttribute("aria-label", describeChart(title, plot, data, xLabel));
+        // the given formats, called with the exact data's own rows
+        const shown = { series: plot.series.map((s, i) => ({ ...s, value: formats[i] ?? s.value })) };
+        el.setAttribute("aria-label", describeChart(title, shown, exact(), xLabel));
       };
       if (describing !== null) clearTimeout(describing);
       const wait = described + 1000 - performance.now();
       if (wait <= 0) describe();
       else describing = setTimeout(describe, wait);
     };
-    const initial = latest.current.data();
-    let plot = build(initial);
-    record(plot, initial);
+    let plot = build(toDraw());
+    record(plot);
     let timer: ReturnType<typeof setTimeout> | null = null;
     let lastAt = 0; // when the last redraw began (performance.now())
     let visible = true;
-    const redraw = () => {
+    function redraw() {
       lastAt = performance.now();
-      const next = latest.current.data();
+      exactData = null;
+      const next = toDraw();
       if (next.length !== plot.series.length) {
         // A new series appeared (e.g. another rank): the options describe it, so rebuild.
         plot.destroy();
-        plot = build(next);
+        zoom = null;
+        plot = build(toDraw());
+      } else if (zoom) {
+        // keep the zoom: the rows in view, the scale where the reader put it (y fits them again)
+        plot.setData(next as uPlot.AlignedData, false);
+        plot.setScale("x", { min: zoom[0], max: zoom[1] });
       } else {
         plot.setData(next as uPlot.AlignedData);
       }
-      record(plot, next);
-    };
+      record(plot);
+    }
     // The page's charts redraw one per frame, the next no sooner than REDRAW_SPACING × the last
     // one's cost after it began (RedrawQueue): long series over many ranks redraw a few times a
-    // second instead of filling every frame (issue #33). A chart out of view waits a second.
+    // second instead of filling every frame (issue #33). A chart in view redraws at most every
+    // ONSCREEN_MS, one out of view every OFFSCREEN_MS.
     const request = () => {
       if (timer !== null) return;
-      const wait = visible ? 0 : lastAt + OFFSCREEN_MS - performance.now();
+      const wait = lastAt + (visible ? ONSCREEN_MS : OFFSCREEN_MS) - performance.now();
       if (wait <= 0) redraws.request(redraw);
       else
         timer = setTimeout(() => {
@@ -181,7 +249,13 @@ export function Chart({ testId, title, options, data, subscribe, countAttr, coun
         }, wait);
     };
     const unsubscribe = latest.current.subscribe(request);
-    const resize = new ResizeObserver(() => plot.setSize({ width: Math.max(200, el.clientWidth), height }));
+    const resize = new ResizeObserver((entries) => {
+      const next = Math.max(200, Math.round(entries[entries.length - 1]?.contentRect.width ?? el.clientWidth));
+      if (next === width) return;
+      width = next;
+      plot.setSize({ width, height });
+      if (latest.current.drawn) redraws.request(redraw); // decimated for the new width
+    });
     resize.observe(el);
     const seen = new IntersectionObserver((entries) => {
       visible = entries.some((e) => e.isIntersecting);

@@ -44,14 +44,22 @@ export function LogView({ jobId, tail, ranks: attempt = [] }: { jobId: number; t
     return () => clearInterval(timer);
   }, [jobId]);
 
-  // After every render (new lines, a filter), before the browser paints or fires the scroll
-  // event: back to the newest line while following.
+  // After every render (new lines, a filter): back to the newest line while following, in the
+  // next animation frame, before it paints. Scrolling reads the layout; done right after the
+  // render (a layout effect), it made the browser lay the page out twice for one frame, the
+  // second time for whatever the charts drew in between (issue #33).
+  const scrolling = useRef<number | null>(null);
   useLayoutEffect(() => {
-    const el = box.current;
-    if (!el) return;
-    if (following.current) el.scrollTop = el.scrollHeight;
-    lastTop.current = el.scrollTop;
+    if (scrolling.current !== null) return;
+    scrolling.current = requestAnimationFrame(() => {
+      scrolling.current = null;
+      const el = box.current;
+      if (!el) return;
+      if (following.current) el.scrollTop = el.scrollHeight;
+      lastTop.current = el.scrollTop;
+    });
   });
+  useEffect(() => () => void (scrolling.current !== null && cancelAnimationFrame(scrolling.current)), []);
 
   // A search asks the server (every stored line, not only the tail held here), 300 ms after typing.
   useEffect(() => {

@@ -3,7 +3,8 @@ import { useState } from "preact/hooks";
 import type uPlot from "uplot";
 import { metricAxis } from "../lib/axes";
 import { curveSeries, DEFAULT_VIEW, withSmoothed, xAxisOf, yRange, type ChartView, type XAxis } from "../lib/chartView";
-import { countPoints, type AlignedData, type MetricStore } from "../lib/series";
+import { decimate } from "../lib/decimate";
+import type { MetricStore } from "../lib/series";
 import type { Signal } from "../live";
 import { axis, Chart, type ChartColors } from "./Chart";
 import { ChartTools } from "./ChartTools";
@@ -29,8 +30,10 @@ const X_MODES = [
 function metricOptions(store: MetricStore, name: string, unit: string, view: ChartView, x: XAxis) {
   const yAxis = metricAxis(name, unit, view.log);
   const xAxis = xAxisOf(x);
+  // clipping reads every raw point, not the decimated ones uPlot draws
+  const range = yRange(view, () => store.data(name, x, store.firstTime ?? 0));
   return (c: ChartColors): Omit<uPlot.Options, "width" | "height"> => ({
-    scales: { x: { time: xAxis.time }, y: { ...(view.log ? { distr: 3 } : {}), ...(yRange(view) ? { range: yRange(view) } : {}) } },
+    scales: { x: { time: xAxis.time }, y: { ...(view.log ? { distr: 3 } : {}), ...(range ? { range } : {}) } },
     axes: [axis(c, { label: xAxis.label, ...(xAxis.values ? { values: xAxis.values } : {}) }), axis(c, yAxis)],
     series: [{ label: xAxis.label }, ...curveSeries(store.ranks(name).map((rank) => `rank ${rank}`), c.series, view.weight, name)],
     legend: { live: true },
@@ -59,9 +62,11 @@ export function MetricCharts({ store, changed, names }: Props) {
       title={name}
       options={metricOptions(store, name, unitOf(name), name === yMetric ? view : { ...view, yMin: "", yMax: "" }, x)}
       data={() => withSmoothed(store.data(name, x, store.firstTime ?? 0), view.weight)}
+      // per-pixel min/max, kept as points arrive; smoothing decimates the smoothed columns afresh
+      drawn={(px) => (view.weight > 0 ? decimate(withSmoothed(store.data(name, x, store.firstTime ?? 0), view.weight), px) : store.drawn(name, px, x, store.firstTime ?? 0))}
+      points={() => store.count(name)}
       subscribe={(fn) => changed.on((names) => names.has(name) && fn())}
       countAttr="data-points"
-      count={(data) => countPoints(view.weight > 0 ? ([data[0], ...data.slice(1, 1 + (data.length - 1) / 2)] as AlignedData) : data)}
     />
   );
   return (

@@ -65,17 +65,18 @@ function padded([lo, hi]: [number, number], log: boolean): [number, number] {
 
 /**
  * The y scale's range for the view: the typed bounds, the clipped range of the raw values
- * for an unset end, or uPlot's own fit when neither is asked for (undefined).
+ * for an unset end, or uPlot's own fit when neither is asked for (undefined). `raw`: the raw
+ * curves when uPlot draws fewer points than there are (a decimated chart); else its data.
  */
-export function yRange(view: ChartView): uPlot.Scale.Range | undefined {
+export function yRange(view: ChartView, raw?: () => AlignedData): uPlot.Scale.Range | undefined {
   const lo = bound(view.yMin);
   const hi = bound(view.yMax);
   if (rangeProblem(view) !== null || (lo === null && hi === null && !view.clip)) return undefined;
   return (u, dataMin, dataMax) => {
     // the raw curves decide (withSmoothed puts them first): a smoothed spike is no less an outlier
     const drawn = u.data.slice(1) as (number | null)[][];
-    const raw = view.weight > 0 ? drawn.slice(0, drawn.length / 2) : drawn;
-    const fit = view.clip ? quantileRange(raw, CLIP_QUANTILE, view.log) : null;
+    const curves = raw ? (raw().slice(1) as (number | null)[][]) : view.weight > 0 ? drawn.slice(0, drawn.length / 2) : drawn;
+    const fit = view.clip ? quantileRange(curves, CLIP_QUANTILE, view.log) : null;
     const [fitLo, fitHi] = fit ? padded(fit, view.log) : [dataMin, dataMax];
     const low = lo ?? fitLo;
     const high = hi ?? fitHi;

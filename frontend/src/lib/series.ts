@@ -4,6 +4,8 @@
  * what is missing, so series stay exact across reconnects.
  */
 import type { DeviceSample, MetricPoint, SnapshotSeries } from "../api/types";
+import { lowerBound, upperBound } from "./bisect";
+import { Decimator, decimate } from "./decimate";
 import { RingBuffer } from "./ringbuffer";
 
 export type AlignedData = [number[], ...(number | null)[][]];
@@ -107,15 +109,26 @@ export class AlignedSteps {
   private readonly rankList: number[] = [];
   /** Per row, how many ranks hold a point at its x (a null value counts: its x is held). */
   private readonly holders: number[] = [];
+  /** Per row, its time (unix s): the lowest rank's that reported one, or null. */
+  private readonly times: (number | null)[] = [];
+  /** Per row, the rank whose time `times` holds (Infinity: none yet). */
+  private readonly timeRanks: number[] = [];
   /** Rows no rank holds any more, dropped by the next `data()`. */
   private dead = 0;
+  /** The points held, all ranks together. */
+  points = 0;
+  /** The columns decimated for a chart by step, and by time (lib/decimate.ts), kept as points arrive. */
+  private readonly bySteps = new Decimator();
+  private readonly byTimes = new Decimator();
 
-  add(rank: number, x: number, y: number | null): void {
+  add(rank: number, x: number, y: number | null, time: number | null = null): void {
     const col = this.column(rank);
     let row = this.xs.length - 1;
     if (row < 0 || x > this.xs[row]!) {
       this.xs.push(x);
       this.holders.push(0);
+      this.times.push(null);
+      this.timeRanks.push(Infinity);
       for (const c of this.cols) c.push(null);
       row += 1;
     } else {
@@ -123,14 +136,23 @@ export class AlignedSteps {
       if (this.xs[row] !== x) {
         this.xs.splice(row, 0, x);
         this.holders.splice(row, 0, 0);
+        this.times.splice(row, 0, null);
+        this.timeRanks.splice(row, 0, Infinity);
         for (const c of this.cols) c.splice(row, 0, null);
       } else if (this.holders[row] === 0) this.dead -= 1; // a dead row held again
     }
     col[row] = y;
     this.holders[row]! += 1;
+    if (time !== null && rank < this.timeRanks[row]!) {
+      this.times[row] = time;
+      this.timeRanks[row] = rank;
+    }
+    this.points += 1;
+    this.bySteps.touched(x);
+    this.byTimes.touched(x);
   }
 
-  /** A full buffer of `rank` pushed out its point at `x`. */
+  /** A full buffer of `rank` pushed out its point at `x` (the row keeps its time while any rank holds it). */
   evict(rank: number, x: number): void {
     const row = lowerBound(this.xs, x);
     const at = lowerBound(this.rankList, rank);
@@ -138,12 +160,40 @@ export class AlignedSteps {
     this.cols[at]![row] = null;
     this.holders[row]! -= 1;
     if (this.holders[row] === 0) this.dead += 1;
+    this.points -= 1;
+    this.bySteps.evicted(x);
+    this.byTimes.evicted(x);
   }
 
   /** `[xs, one column per rank]`: the held arrays themselves, not copies (valid until the next add). */
   data(): AlignedData {
     if (this.dead > 0) this.compact();
     return [this.xs, ...this.cols];
+  }
+
+  /**
+   * `[times, one column per rank]` of the rows with a time, ascending by time, each time
+   * minus `shift`: what a chart by wall or relative time draws (copies).
+   */
+  byTime(shift = 0): AlignedData {
+    if (this.dead > 0) this.compact();
+    const rows: number[] = [];
+    for (let r = 0; r < this.xs.length; r += 1) if (this.times[r] !== null) rows.push(r);
+    // a resumed attempt repeats no step (points are keyed by step) but its times may interleave
+    if (!rows.every((r, i) => i === 0 || this.times[r]! >= this.times[rows[i - 1]!]!)) rows.sort((a, b) => this.times[a]! - this.times[b]!);
+    return [rows.map((r) => this.times[r]! - shift), ...this.cols.map((col) => rows.map((r) => col[r] ?? null))];
+  }
+
+  /**
+   * The columns decimated for a chart `px` pixel columns wide (lib/decimate.ts), by step or by
+   * time (unix s), kept between calls: equal to `decimate` over `data()` (or `byTime()`), at a
+   * cost that grows with the rows added or evicted since the last call, not with the rows
+   * held. By time: null when the rows' times do not ascend with their steps (sort, then decimate).
+   */
+  decimated(px: number, by: "step" | "time" = "step"): AlignedData | null {
+    if (this.dead > 0) this.compact();
+    if (by === "step") return this.bySteps.update(this.xs, this.xs, this.cols, px);
+    return this.byTimes.update(this.xs, this.times, this.cols, px);
   }
 
   private column(rank: number): (number | null)[] {
@@ -153,25 +203,27 @@ export class AlignedSteps {
     const col: (number | null)[] = new Array<number | null>(this.xs.length).fill(null);
     this.rankList.splice(at, 0, rank);
     this.cols.splice(at, 0, col);
+    // every decimated bucket gains a column
+    this.bySteps.touched(-Infinity);
+    this.byTimes.touched(-Infinity);
     return col;
   }
 
   /** Drop the rows no rank holds: the oldest ones at once (what a full buffer evicts), else by filtering. */
   private compact(): void {
+    const arrays: unknown[][] = [this.xs, this.holders, this.times, this.timeRanks, ...this.cols];
     let lead = 0;
     while (lead < this.holders.length && this.holders[lead] === 0) lead += 1;
     if (lead === this.dead) {
-      for (const a of [this.xs, this.holders, ...this.cols]) a.splice(0, lead);
+      for (const a of arrays) a.splice(0, lead);
     } else {
       let w = 0;
       for (let r = 0; r < this.holders.length; r += 1) {
         if (this.holders[r] === 0) continue;
-        this.xs[w] = this.xs[r]!;
-        this.holders[w] = this.holders[r]!;
-        for (const c of this.cols) c[w] = c[r]!;
+        for (const a of arrays) a[w] = a[r];
         w += 1;
       }
-      for (const a of [this.xs, this.holders, ...this.cols]) a.length = w;
+      for (const a of arrays) a.length = w;
     }
     this.dead = 0;
   }
@@ -227,7 +279,7 @@ export class MetricStore {
     if (step > this.newestStep) this.newestStep = step;
     const added = s.add(step, value, time);
     if (!added) return false;
-    aligned.add(rank, step, value);
+    aligned.add(rank, step, value, time);
     if (time !== null && (this.firstTime === null || time < this.firstTime)) this.firstTime = time;
     return true;
   }
@@ -256,31 +308,38 @@ export class MetricStore {
   }
 
   /**
-   * uPlot data for one metric: x, then one column per rank (ascending rank). x is the step,
-   * or each step's time (the first rank's that reported it) as unix seconds ("wall"), or
-   * seconds after `origin` ("relative"); steps without a time are left out of a time axis.
+   * uPlot data for one metric, every point held: x, then one column per rank (ascending rank).
+   * x is the step, or each step's time (the lowest rank's that reported one, kept while the row
+   * is held) as unix seconds ("wall"), or seconds after `origin` ("relative"); steps without a
+   * time are left out of a time axis. By step it is the columns kept aligned as points arrived
+   * (the same arrays on every call); by time a copy.
    */
   data(name: string, x: "step" | "wall" | "relative" = "step", origin = 0): AlignedData {
-    const byRank = this.series.get(name);
-    if (!byRank) return [[]];
-    // by step: the columns kept aligned as points arrived (the same arrays on every redraw)
-    if (x === "step") return this.aligned.get(name)!.data();
-    const columns = this.columns(name);
-    const aligned = alignSeries(columns.map(([xs, ys]) => [xs, ys!]));
-    const times = alignSeries(columns.map(([xs, , ts]) => [xs, ts!]));
-    const shift = x === "relative" ? origin : 0;
-    const rows: number[] = [];
-    const at: number[] = [];
-    times[0].forEach((_, i) => {
-      const t = times.slice(1).find((col) => col[i] != null)?.[i];
-      if (t != null) {
-        rows.push(i);
-        at.push(t - shift);
-      }
-    });
-    // a resumed attempt repeats no step (points are keyed by step) but its times may interleave
-    const order = rows.map((_, k) => k).sort((a, b) => at[a]! - at[b]!);
-    return [order.map((k) => at[k]!), ...aligned.slice(1).map((col) => order.map((k) => col[rows[k]!] ?? null))] as AlignedData;
+    const aligned = this.aligned.get(name);
+    if (!aligned) return [[]];
+    if (x === "step") return aligned.data();
+    return aligned.byTime(x === "relative" ? origin : 0);
+  }
+
+  /**
+   * What a chart `px` pixel columns wide draws of `data(name, x, origin)`: its per-pixel
+   * min/max decimation (lib/decimate.ts), kept as points arrive, so a redraw's cost does not
+   * grow with the series.
+   */
+  drawn(name: string, px: number, x: "step" | "wall" | "relative" = "step", origin = 0): AlignedData {
+    const aligned = this.aligned.get(name);
+    if (!aligned) return [[]];
+    if (x === "step") return aligned.decimated(px)!;
+    const byTime = aligned.decimated(px, "time");
+    // times out of step order (a clock stepped back between ranks or attempts): sort, then decimate
+    if (!byTime) return decimate(aligned.byTime(x === "relative" ? origin : 0), px);
+    if (x === "wall" || origin === 0) return byTime;
+    return [byTime[0].map((t) => t - origin), ...byTime.slice(1)] as AlignedData;
+  }
+
+  /** How many points of `name` are held, all ranks together. */
+  count(name: string): number {
+    return this.aligned.get(name)?.points ?? 0;
   }
 
   /** Copies of each rank's buffer (ascending rank): `[steps, values, times]`, ascending by step. */
@@ -364,27 +423,6 @@ export function windowed(data: AlignedData, since: number | null, until: number 
   return data.map((col) => col.slice(first, end)) as AlignedData;
 }
 
-function lowerBound(xs: number[], x: number): number {
-  let lo = 0;
-  let hi = xs.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (xs[mid]! < x) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
-function upperBound(xs: number[], x: number): number {
-  let lo = 0;
-  let hi = xs.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (xs[mid]! <= x) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
 
 /** Exponential moving average (TensorBoard's smoothing weight in [0, 1)); gaps stay gaps. */
 export function smooth(values: (number | null)[], weight: number): (number | null)[] {
