@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -26,12 +27,14 @@ log = logging.getLogger(__name__)
 #: streams whose oldest buffered items may be dropped when the buffer is full; metric
 #: points and attempt events are never dropped (their buffer grows past the bound instead)
 LOSSY_STREAMS = frozenset({DEVICES_STREAM, LOGS_STREAM})
-#: seconds between flushes (sooner when a batch fills): the longest an item waits here.
-#: short enough for live charts, long enough to batch: the latency it gives and the XADDs it
-#: costs are in docs/benchmarks.md, "Live delivery". A publisher whose last flush found
-#: nothing sleeps until an item comes and writes that one at once (an idle worker's
-#: publishers cost no wake-ups: docs/benchmarks.md, "An idle trainboard up")
-FLUSH_INTERVAL = 0.02
+#: the shortest time between two write cycles (sooner when a batch fills): an item that
+#: comes while nothing is queued is written at once if the last cycle began this long ago,
+#: else when it is this old; so it waits here at most this long (plus the XADD). An idle
+#: publisher sleeps until an item comes (an idle worker's publishers cost no wake-ups:
+#: docs/benchmarks.md, "An idle trainboard up"). 5 ms: the per-hop times and what a
+#: shorter or longer window costs (XADDs, ingest rounds, CPU) are in docs/benchmarks.md,
+#: "Live delivery"
+FLUSH_INTERVAL = 0.005
 
 
 class StreamPublisher:
@@ -116,27 +119,28 @@ class StreamPublisher:
 
     def _run(self) -> None:
         retry_delay = self._flush_interval
-        idle = False
+        last_write = -math.inf  # when the previous write cycle began (monotonic)
         while True:
-            self._wake.wait(None if idle else self._flush_interval)
+            with self._lock:  # nothing queued: sleep until add_many wakes us
+                idle = self._idle = not self._buffer and not self._pending
+            if idle:
+                self._wake.wait()
             self._wake.clear()
+            wait = last_write + self._flush_interval - time.monotonic()
+            if wait > 0 and not self._closing.is_set():
+                self._wake.wait(wait)  # one cycle a window at most; a full batch or close cuts it
+                self._wake.clear()
             closing = self._closing.is_set()
             try:
-                flushed = False
+                last_write = time.monotonic()
                 while self._flush_one():
-                    flushed = True
+                    pass
                 retry_delay = self._flush_interval
-                if not flushed:  # nothing came for a whole interval: sleep until something does
-                    with self._lock:
-                        idle = self._idle = not self._buffer and not self._pending
-                else:
-                    idle = False
             except redis.RedisError as err:
                 if closing:
                     log.warning("%s: %d items not delivered: %s", self.stream, self.backlog, err)
                     return
                 log.debug("%s: Redis unreachable (%s); buffering", self.stream, err)
-                idle = False  # items wait: try again after the delay, woken or not
                 retry_delay = min(retry_delay * 2, 1.0)
                 self._closing.wait(retry_delay)
                 continue

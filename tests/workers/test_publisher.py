@@ -120,3 +120,16 @@ def test_an_idle_publisher_sleeps_until_an_item_comes_and_writes_it_at_once(
     publisher.add_many({"x": i} for i in range(2, 5))
     publisher.close()
     assert [item["x"] for b in batches(redis_url, "tb:test") for item in b.items] == [1, 2, 3, 4]
+
+
+def test_an_item_to_an_idle_publisher_goes_at_once_and_later_ones_wait_out_the_window(
+    redis_url: str,
+) -> None:
+    publisher = StreamPublisher(redis_url, "tb:test", "producer-g", flush_interval=2.0)
+    publisher.add({"x": 1})  # nothing queued, no write for a window: written at once
+    wait_for(lambda: read_items(redis_url, "tb:test"), timeout=1.5, what="the first item")
+    publisher.add({"x": 2})  # within the window of that write: waits for the window's end
+    assert len(read_items(redis_url, "tb:test")) == 1
+    wait_for(lambda: len(read_items(redis_url, "tb:test")) == 2, timeout=5.0, what="the window")
+    publisher.close()
+    assert [b.seq for b in batches(redis_url, "tb:test")] == [0, 1]
