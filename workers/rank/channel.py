@@ -17,9 +17,9 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-#: the longest a message waits here: half the relay's publisher interval, so the pipe adds
-#: ~5 ms (median) to publish → websocket (docs/benchmarks.md "Live delivery")
-FLUSH_INTERVAL = 0.01
+#: the longest a message waits here: the relay's publisher window, so the pipe adds ~2.5 ms
+#: (median) to report → websocket (docs/benchmarks.md "Live delivery", per-hop times)
+FLUSH_INTERVAL = 0.005
 #: queued messages that wake the writer before its interval ends
 BATCH = 256
 
