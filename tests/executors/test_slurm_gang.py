@@ -60,6 +60,9 @@ def test_a_two_node_gang_gets_both_hosts_from_slurm_rendezvous_and_succeeds(
     assert record.nodes == ("h1", "h2")  # one supervisor per host, from one allocation
     assert attempts[0]["facts"]["world_size"] == 2, attempts[0]["facts"]
     assert loss["step"] and loss["step"][-1] >= 29
+    # each rank's loss, one on each host, reached the store the job page reads
+    per_rank = stack.loss_series(attempts[0]["id"])[attempts[0]["id"]]
+    assert sorted(per_rank) == [0, 1] and all(s[1] >= 29 for s in per_rank.values()), per_rank
     # each host's supervisor sampled its device under its slot, attributed to its rank
     engine = sa.create_engine(stack.database_url)
     with engine.connect() as db:
