@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from sqlalchemy import update
 
 from backend.db import Database
-from backend.jobs.models import Attempt
+from backend.jobs.models import Attempt, Job
 from backend.telemetry.ingest import consumer as consumer_module
 from backend.telemetry.ingest.consumer import Ingest
 from backend.telemetry.ingest.entries import FAST_BATCHES, TYPED_BATCHES
@@ -76,6 +76,25 @@ def test_a_replayed_batch_adds_no_rows(
     assert ingest.consume() == 2
     assert count_points(database) == 600
     assert stored_steps(database, attempt) == sorted(list(range(300)) * 2)
+
+
+def test_a_jobs_step_follows_its_newest_stored_point_and_never_goes_back(
+    database: Database, client: redis.Redis, ingest: Ingest, new_attempt: NewAttempt
+) -> None:
+    job, attempt = new_attempt()
+    other_job, other_attempt = new_attempt()
+
+    def step_of(job_id: int) -> int | None:
+        with database.session() as session:
+            return session.get_one(Job, job_id).step
+
+    add_batch(client, METRICS_STREAM, [point(attempt, s) for s in (3, 7, 5)])
+    add_batch(client, METRICS_STREAM, [point(other_attempt, 2)], seq=1)
+    ingest.consume()
+    assert (step_of(job), step_of(other_job)) == (7, 2)
+    add_batch(client, METRICS_STREAM, [point(attempt, 4, rank=1)], seq=2)  # a late rank
+    ingest.consume()
+    assert step_of(job) == 7
 
 
 def test_every_entry_is_acknowledged_after_commit_and_its_deltas_go_live(

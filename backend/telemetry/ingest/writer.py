@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
-from sqlalchemy import delete, func, select, text, update
+from sqlalchemy import bindparam, delete, func, select, text, update
 from sqlalchemy.orm import Session
 
 from backend.db import as_utc
@@ -28,6 +28,24 @@ from workers.contract.protocol import (
 #: PostgreSQL advisory lock key held by each ingest transaction ("tbingest")
 INGEST_LOCK = 0x7462696E67657374
 Delta = tuple[str, dict[str, Any]]
+# Built once and run on the session's connection (Core): every round runs both, and building
+# them and the ORM's execution context (which for the UPDATE first looks for loaded Job
+# objects to synchronise) took more of a small round than its inserts (docs/benchmarks.md,
+# "Live delivery": the per-hop times)
+#: a job's newest step, raised (never lowered) to :newest
+RAISE_STEP = (
+    update(Job)
+    .where(Job.id == bindparam("job"), Job.step < bindparam("newest"))
+    .values(step=bindparam("newest"))
+)
+#: the job, state and end of each attempt in :ids. FOR KEY SHARE (PostgreSQL; SQLite has one
+#: writer): what a foreign key's check takes for each row, taken once per attempt, so none
+#: is deleted before this commits
+ATTEMPTS = (
+    select(Attempt.id, Attempt.job_id, Attempt.state, Attempt.finished_at)
+    .where(Attempt.id.in_(bindparam("ids", expanding=True)))
+    .with_for_update(read=True, key_share=True)
+)
 #: one validated stream item (a dict with every field of its workers.contract.protocol model)
 Item = dict[str, Any]
 SAMPLE_COLUMNS = [c.name for c in rows.DeviceSample.__table__.columns if c.name != "id"]
@@ -73,7 +91,7 @@ def write_batch(
     by_job: dict[int, dict[str, list[dict[str, Any]]]] = defaultdict(dict)
     for job_id, picked in _points_by_job(points, attempt_jobs).items():
         newest = int(points.step[picked].max())
-        session.execute(update(Job).where(Job.id == job_id, Job.step < newest).values(step=newest))
+        session.connection().execute(RAISE_STEP, {"job": job_id, "newest": newest})
         by_job[job_id]["metrics"] = (
             points.rows if len(picked) == len(points) else [points.rows[i] for i in picked.tolist()]
         )
@@ -184,12 +202,7 @@ def _attempt_jobs(
     ids.update(i["attempt_id"] for key in (LOGS_STREAM, EVENTS_STREAM) for i in items[key])
     if not ids:
         return {}, {}
-    # FOR KEY SHARE (PostgreSQL; SQLite has one writer): what a foreign key's check takes
-    # for each row, taken once per attempt, so none is deleted before this commits
-    query = select(Attempt.id, Attempt.job_id, Attempt.state, Attempt.finished_at).where(
-        Attempt.id.in_(ids)
-    )
-    found = session.execute(query.with_for_update(read=True, key_share=True)).all()
+    found = session.connection().execute(ATTEMPTS, {"ids": list(ids)}).all()
     fenced = {
         attempt_id: as_utc(finished).timestamp()
         for attempt_id, _, state, finished in found
