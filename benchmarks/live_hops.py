@@ -76,6 +76,8 @@ class ApiHops:
     done: list[tuple[tuple[int, int], float]] = field(default_factory=list)
     tail: dict[str, float] = field(default_factory=dict)
     sent: dict[str, float] = field(default_factory=dict)
+    #: CPU seconds of the API's process (every thread) between two takes
+    cpu_s: list[float] = field(default_factory=list)
 
 
 class HopsLink:
@@ -92,12 +94,15 @@ class HopsLink:
 
     def answer_until(self, stop: Any, hops: ApiHops) -> None:
         """In the API's process: answer each take() until stop is set."""
+        cpu = time.process_time()
         while not stop.is_set():
             with contextlib.suppress(queue.Empty):
                 self._asks.get(timeout=0.5)
+                hops.cpu_s.append(time.process_time() - cpu)
                 self._answers.put(ApiHops(**{k: v.copy() for k, v in vars(hops).items()}))
                 for recorded in vars(hops).values():
                     recorded.clear()
+                cpu = time.process_time()
 
 
 def _entry_id(value: Any) -> tuple[int, int]:
@@ -254,6 +259,7 @@ def join(
     return {
         "n": len(table),
         "unjoined": unjoined,
+        "api_cpu_s": sum(api.cpu_s),
         "ingest_rounds": _rounds(rounds),
         "hops": hops,
         "since_report": {HOPS[i]: _brief(table[:, i] - table[:, 0]) for i in range(1, len(HOPS))},
@@ -356,7 +362,9 @@ def loopback(redis_url: str, *, seconds: float, rate: float = 1000.0) -> dict[st
                 text = ws.recv(timeout=1.0)
                 latencies.append(time.time() - float(text))
         producer.join(30)
-    counted = latencies[int(rate) :]  # the first second is warm-up
+    counted = latencies[len(latencies) // 10 :]  # the first tenth is warm-up
+    if not counted:
+        return {"n": 0, "rate": rate}
     return {**_brief(np.array(counted)), "n": len(counted), "rate": rate}
 
 

@@ -15,7 +15,7 @@ publisher's flush interval (default: the publisher's own).
 
 Benchmarks start it with `RelayProcess`: the measured process is the rank (the SDK's
 JSON encoding and pipe write run on its thread), this one does the supervisor's work.
-Its CPU includes the publisher thread's idle wake-ups (every `FLUSH_INTERVAL`). It says
+Its CPU includes the publisher thread's wake-ups (at most one a `FLUSH_INTERVAL`). It says
 "ready" once its relays read, and `RelayProcess` waits for that, so a rank's first points
 do not wait in a full pipe while this process imports.
 """

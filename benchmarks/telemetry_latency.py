@@ -181,7 +181,9 @@ def bench_latency(
 def _summary(result: dict[str, Any]) -> dict[str, Any]:
     """One line per run while the benchmark goes on."""
     keys = ("path", "round", "p50_ms", "p99_ms", "received", "expected", "load_after")
-    return {k: result.get(k) for k in keys} | {"loopback_p99": result["loopback"]["p99_ms"]}
+    return {k: result.get(k) for k in keys} | {
+        "loopback_p99": result.get("loopback", {}).get("p99_ms")
+    }
 
 
 def _latency_run(
