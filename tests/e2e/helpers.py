@@ -40,16 +40,19 @@ def submit_job(
     priority: str = "normal",
     checkpoint_every: int | None = 20,
     parallelism: dict[str, Any] | None = None,
+    **fields: Any,
 ) -> int:
     """Submit an mlp job over REST (setup the test is not about) and return its id.
 
-    `parallelism`: more fields of it (an update mode)."""
+    `parallelism`: more fields of it (an update mode); `fields`: more of the spec's own
+    (a straggler)."""
     spec: dict[str, Any] = {
         "name": name,
         "template": "mlp",
         "parallelism": {"strategy": "data", "devices": devices, **(parallelism or {})},
         "hyperparameters": {"steps": steps, "batch_size": 32, "lr": lr},
         "priority": priority,
+        **fields,
     }
     if checkpoint_every:
         spec["checkpoint"] = {"every_steps": checkpoint_every}

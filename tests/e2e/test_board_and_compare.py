@@ -20,8 +20,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 def test_the_board_reorders_when_a_high_priority_job_is_submitted(
     page: Page, stack: RunningStack
 ) -> None:
-    # Hold all 4 devices so that everything after it queues.
-    blocker = submit_job(stack, "board-blocker", steps=1_000_000, devices=4)
+    # Hold all 4 devices so that everything after it queues (the urgent job too: not
+    # preemptible, or a fast machine would run the urgent job before the board showed it)
+    blocker = submit_job(stack, "board-blocker", steps=1_000_000, devices=4, preemptible=False)
     first = second = urgent = 0
     try:
         wait_state(stack, blocker, "running", timeout=240)
