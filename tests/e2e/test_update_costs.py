@@ -1,4 +1,5 @@
-"""The update costs panel (#35) on real runs: each mode's per-rank step time and bytes."""
+"""The update costs panel (#35) on real runs: each mode's per-rank step time and bytes, with
+rank 1 slowed on purpose (spec.straggler), so the panel shows it slow sync and not async."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ MODES: dict[str, dict[str, Any]] = {
     "async": {"update": "async"},
     "local-sgd": {"update": "local_sgd", "sync_every": 8},
 }
+#: rank 1 of every run takes this much longer a step (an mlp step here takes a few ms)
+STRAGGLER = {"rank": 1, "delay_ms": 60}
 
 
 def measured(page: Page, test_id: str, attribute: str) -> float:
@@ -33,12 +36,20 @@ def test_compare_shows_what_each_update_mode_costs_per_rank(
     page: Page, stack: RunningStack
 ) -> None:
     jobs = {
-        name: submit_job(stack, f"update-{name}", steps=40, devices=2, parallelism=fields)
+        name: submit_job(
+            stack,
+            f"update-{name}",
+            steps=40,
+            devices=2,
+            parallelism=fields,
+            straggler=STRAGGLER,
+        )
         for name, fields in MODES.items()
     }
     try:
-        for job_id in jobs.values():
-            wait_state(stack, job_id, "succeeded", timeout=600)
+        for job_id in jobs.values():  # a failed run fails the test at once, saying why
+            finished = wait_state(stack, job_id, "succeeded", "failed", timeout=600)
+            assert finished["state"] == "succeeded", finished["reason"]
 
         log_in(page, stack)
         ids = ",".join(str(j) for j in jobs.values())
@@ -62,6 +73,16 @@ def test_compare_shows_what_each_update_mode_costs_per_rank(
         )
         assert measured(page, f"cost-bytes-{ps}-0", "data-sent") == measured(
             page, f"cost-bytes-{ps}-1", "data-received"
+        )
+        # the straggler: under sync rank 0's steps take about as long as the slowed rank 1's
+        # (each waits for the other's gradient); under async rank 0 steps on at its own pace
+        for sync in (ddp, ps):
+            slowed = measured(page, f"cost-time-{sync}-1", "data-value")
+            assert slowed >= STRAGGLER["delay_ms"] / 1000
+            assert measured(page, f"cost-time-{sync}-0", "data-value") >= 0.5 * slowed
+        free = jobs["async"]
+        assert measured(page, f"cost-time-{free}-0", "data-value") <= 0.5 * measured(
+            page, f"cost-time-{free}-1", "data-value"
         )
         # local SGD averages parameters every 8 steps: far fewer bytes per step than DDP
         assert measured(page, f"cost-bytes-{local}-0", "data-sent") < 0.5 * measured(
