@@ -19,17 +19,13 @@ from backend.background import every
 from backend.db import Database
 from backend.jobs.models import Job
 from backend.sweeps.models import Sweep
-from backend.sweeps.service import launch, trials_of
+from backend.sweeps.service import SWEEP_WRITES, launch, trials_of
 from backend.sweeps.stopping import judge_rungs
 
 log = logging.getLogger(__name__)
 INTERVAL_SECONDS = 1.0
 #: the longest the loop sleeps while no sweep runs and no job changed
 IDLE_SECONDS = 30.0
-#: one judging step at a time in this process: the sweeps loop and the ingest's judging both
-#: take a sweep (SQLite ignores FOR UPDATE; two judges at once each wrote the rung's verdict,
-#: and a second stop of the same trial cleared its early-stop reason)
-_JUDGING = threading.Lock()
 
 
 def _each_running(
@@ -40,7 +36,7 @@ def _each_running(
     serialises writers anyway), committing after each; the sum of what the steps return."""
     total = 0
     for sweep_id in sweep_ids:
-        with _JUDGING, db.session() as session:
+        with SWEEP_WRITES, db.session() as session:
             query = select(Sweep).where(Sweep.id == sweep_id).with_for_update(skip_locked=True)
             sweep = session.scalars(query).first()
             if sweep is None or sweep.state != "running":

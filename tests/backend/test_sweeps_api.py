@@ -4,10 +4,12 @@ and the early-stopping pass stopping a poor trial at a rung with an event saying
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import redis
 from fastapi.testclient import TestClient
 from sqlalchemy import select
@@ -16,8 +18,12 @@ from backend.config import Settings
 from backend.db import Database
 from backend.deployment_keys import keys_of
 from backend.jobs import attempts
+from backend.jobs import service as jobs_service
 from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
+from backend.jobs.states import JobState
+from backend.sweeps import service as sweeps
 from backend.sweeps.loop import judge_moved, pass_once
+from backend.sweeps.models import Sweep
 from backend.telemetry.ingest.consumer import Ingest
 from tests.backend.conftest import bearer
 from tests.backend.test_jobs_api import GOOD_SPEC
@@ -316,3 +322,40 @@ def test_the_best_trial_is_one_that_ran_every_step_once_one_has(
             report = AttemptOutcome(outcome=outcome)  # type: ignore[arg-type]
             attempts.finish(session, client, attempt_id=runs[job_id], node="n1", outcome=report)
     assert best() == done
+
+
+def test_two_launches_at_once_submit_each_trial_once(
+    api: TestClient,
+    tokens: dict[str, str],
+    database: Database,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A sweep's creation and the sweeps loop (woken by its first trial) may launch at the
+    same moment; the next trials are still submitted once each."""
+    client = redis.Redis.from_url(settings.redis_url)
+    sweep_id = _create(api, tokens["alice"])["id"]  # trials 1 and 2 queued
+    with database.session() as session:
+        for job in sweeps.trials_of(session, sweep_id):
+            job.state = JobState.succeeded  # both ended: a launch now submits trials 3 and 4
+    submit = jobs_service.submit
+
+    def slow_submit(*args: Any, **kwargs: Any) -> Job:
+        time.sleep(0.3)  # between reading which trials exist and committing the next one
+        return submit(*args, **kwargs)
+
+    monkeypatch.setattr(jobs_service, "submit", slow_submit)
+
+    def launch() -> None:
+        with database.session() as session:
+            sweep = session.get_one(Sweep, sweep_id)
+            sweeps.launch(session, client, sweep=sweep, script_roots=[])
+
+    launches = [threading.Thread(target=launch) for _ in range(2)]
+    for thread in launches:
+        thread.start()
+    for thread in launches:
+        thread.join(30)
+    with database.session() as session:
+        numbers = [job.sweep_trial for job in sweeps.trials_of(session, sweep_id)]
+    assert numbers == [1, 2, 3, 4]
