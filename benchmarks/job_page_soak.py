@@ -21,7 +21,8 @@ Two Debian Chromium processes (`--headless --no-sandbox --disable-gpu
 and a `PerformanceObserver('longtask')` are injected into both; every `--window` seconds
 both pages' frames and long tasks of that window are read; every minute and at the end the
 live page's JS heap after a forced collection (CDP). Prints JSON: per window both pages'
-frames, their ratio, long tasks per second and the longest; summaries; the heap samples;
+frames, their ratio, long tasks per second and the longest, the machine's 1-minute load;
+summaries, and each minute's median ratio beside its median load; the heap samples;
 the machine, its load average before and after, the live job's step; with `--profile N`
 the live page's top functions by self time over N seconds after the run.
 """
@@ -182,12 +183,30 @@ def measure(pages: dict[str, tuple[Any, Any]], minutes: float, window: float) ->
             }
             last[which] = now
         row["ratio"] = round(row["live"]["frames"] / max(row["static"]["frames"], 1), 3)
+        # the machine's 1-minute load: on a shared machine the live page's share of the cores
+        # shrinks as other work queues up, and its ratio with it (the static page barely works)
+        row["load1"] = round(os.getloadavg()[0], 2)
         windows.append(row)
         if elapsed >= next_heap:
             heap.append({"s": round(elapsed), "live_mib": heap_mib(pages["live"][1])})
             next_heap += 60
     heap.append({"s": round(time.monotonic() - began), "live_mib": heap_mib(pages["live"][1])})
     return {"windows": windows, "heap": heap}
+
+
+def per_minute(windows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each minute's median ratio beside the machine's median 1-minute load in it."""
+    minutes: dict[int, list[dict[str, Any]]] = {}
+    for w in windows:
+        minutes.setdefault(int(w["s"] // 60), []).append(w)
+    return [
+        {
+            "minute": m + 1,
+            "ratio": round(statistics.median(w["ratio"] for w in rows), 3),
+            "load1": round(statistics.median(w["load1"] for w in rows), 1),
+        }
+        for m, rows in sorted(minutes.items())
+    ]
 
 
 def run(
@@ -234,6 +253,7 @@ def run(
         "live_frames": summary([w["live"]["frames"] for w in windows]),
         "static_frames": summary([w["static"]["frames"] for w in windows]),
         "windows_at_least_0.9": f"{sum(w['ratio'] >= 0.9 for w in windows)} of {len(windows)}",
+        "per_minute": per_minute(windows),
         "live_long_per_s": summary([w["live"]["long_per_s"] for w in windows]),
         "live_longest_ms": max((w["live"]["longest_ms"] for w in windows), default=0),
         "static_long_per_s": summary([w["static"]["long_per_s"] for w in windows]),
