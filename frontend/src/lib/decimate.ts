@@ -22,7 +22,9 @@
  * again (`decimateWindow`), so zooming in loses nothing.
  */
 import { lowerBound, upperBound } from "./bisect";
-import type { AlignedData } from "./series";
+
+/** uPlot's columns: x first, then one column per series (null where a series has no point). */
+export type AlignedData = [number[], ...(number | null)[][]];
 
 type Column = readonly (number | null)[];
 

@@ -5,10 +5,10 @@
  */
 import type { DeviceSample, MetricPoint, SnapshotSeries } from "../api/types";
 import { lowerBound, upperBound } from "./bisect";
-import { Decimator, decimate } from "./decimate";
+import { Decimator, decimate, type AlignedData } from "./decimate";
 import { RingBuffer } from "./ringbuffer";
 
-export type AlignedData = [number[], ...(number | null)[][]];
+export type { AlignedData };
 
 /** One x series with dedupe; a full buffer refuses points older than its window. */
 class KeyedSeries {
