@@ -128,6 +128,8 @@ def test_an_item_to_an_idle_publisher_goes_at_once_and_later_ones_wait_out_the_w
     publisher = StreamPublisher(redis_url, "tb:test", "producer-g", flush_interval=2.0)
     publisher.add({"x": 1})  # nothing queued, no write for a window: written at once
     wait_for(lambda: read_items(redis_url, "tb:test"), timeout=1.5, what="the first item")
+    # its write cycle over (an item added while a cycle still runs goes out in that cycle)
+    wait_for(lambda: publisher._idle, timeout=1.5, what="the publisher to go idle")
     publisher.add({"x": 2})  # within the window of that write: waits for the window's end
     assert len(read_items(redis_url, "tb:test")) == 1
     wait_for(lambda: len(read_items(redis_url, "tb:test")) == 2, timeout=5.0, what="the window")
