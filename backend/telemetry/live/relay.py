@@ -92,7 +92,7 @@ def _coalesced(
 def _send_jobs(db: Database, hub: Hub, ids: list[int]) -> None:
     """Fresh views of the announced jobs (a deleted one is skipped), read a chunk at a time."""
     for start in range(0, len(ids), JOBS_PER_READ):
-        chunk = [int(i) for i in ids[start : start + JOBS_PER_READ]]
+        chunk = ids[start : start + JOBS_PER_READ]
         with db.session() as session:
             found = {j.id: j for j in session.scalars(select(Job).where(Job.id.in_(chunk)))}
             jobs = [found[i] for i in chunk if i in found]
