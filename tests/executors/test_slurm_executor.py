@@ -328,6 +328,35 @@ def test_a_paused_two_rank_job_resumes_on_one_cpu_in_a_smaller_slurm_job(
     stack.assert_resumed_at(first["id"], second["id"], saved, ranks=1)
 
 
+def test_a_paused_one_rank_job_resumes_on_two_cpus_in_a_larger_slurm_job(
+    stack: SlurmStack, cluster: SlurmCluster
+) -> None:
+    """Growing on resume (#32 item 4): 1 rank paused, resumed on 2. The new Slurm job asks
+    2 CPUs (the whole test node), both ranks begin right after the checkpointed step, the
+    global batch is the checkpoint's, and no step is counted twice or left out."""
+    spec = {**_spec("grows", devices=1, steps=100_000), "checkpoint": {"every_steps": 1000}}
+    with stack.client() as client:
+        job_id = client.post("/api/jobs", json=spec).json()["id"]
+        stack.wait_step(client, job_id, 10, timeout=120, what="training on 1 rank")
+        slurm_id = _with_slurm_id(client, job_id)["slurm_job_id"]
+        assert cluster.cli.queue("tb-")[slurm_id].tres["cpu"] == "1"
+        first, saved = _pause_after(stack, client, job_id, 30)
+        resumed = client.post(f"/api/jobs/{job_id}/resume", json={"devices": 2})
+        assert resumed.status_code == 200, resumed.text
+        stack.wait_step(client, job_id, saved + 6, timeout=180, what="the run resumed on 2 ranks")
+        second = _attempts(client, job_id)[1]
+        queued = cluster.cli.queue("tb-")[second["slurm_job_id"]]
+        assert (queued.state, queued.tres["cpu"]) == ("RUNNING", "2")
+        assert client.post(f"/api/jobs/{job_id}/cancel").status_code == 200
+        stack.wait_job(client, job_id, "cancelled", timeout=60)
+        second = _attempts(client, job_id)[1]
+    assert second["resume_from"] == first["last_checkpoint"]
+    assert [len(a["placement"][0]["devices"]) for a in (first, second)] == [1, 2]
+    assert (first["facts"]["world_size"], second["facts"]["world_size"]) == (1, 2)
+    assert second["facts"]["global_batch"] == first["facts"]["global_batch"]
+    stack.assert_resumed_at(first["id"], second["id"], saved, ranks=2)
+
+
 def test_a_slurm_job_requeued_behind_trainboards_back_never_runs_its_attempt_twice(
     stack: SlurmStack, cluster: SlurmCluster
 ) -> None:
