@@ -34,9 +34,16 @@ def memory_fit(session: Session, *, spec: JobSpec) -> dict[str, Any]:
             cpu = device.kind == "cpu"
             ranks = min(per_node, len(slots)) if cpu else 1
             need = int(on_cpu.total if cpu else on_gpu.total) * ranks
+            # one node's slots hold every rank, the dedicated server among them, which trains
+            # no batch (on several nodes, a node of workers only is the one to fit)
+            server = on_cpu.server if cpu and spec.parallelism.nodes == 1 else None
+            if server is not None:
+                need += server - on_cpu.total
             fits = None if device.memory_total is None else need <= device.memory_total
             note = (
-                f"{_gib(need)} for {ranks} ranks in the host's RAM"
+                f"{_gib(need)} for {ranks} ranks"
+                + (" (one a dedicated server)" if server is not None else "")
+                + " in the host's RAM"
                 if cpu
                 else f"{_gib(need)} of {_gib(device.memory_total or 0)}"
             )

@@ -41,6 +41,11 @@ class MemoryEstimateOut(BaseModel):
     runtime: int = Field(description="a GPU rank's CUDA context and allocator slack")
     total: int = Field(description="per device, on a GPU (runtime included)")
     note: str = Field(description="which micro-batches the activations are for")
+    server: int | None = Field(
+        None,
+        description="a dedicated server rank's bytes on a GPU (no activations: it trains no "
+        "batch); none when every rank trains",
+    )
     devices: list[DeviceFit]
     warnings: list[str]
 

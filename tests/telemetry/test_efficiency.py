@@ -151,3 +151,26 @@ def test_a_cpu_slots_memory_is_the_hosts_shared_ram_in_fields_not_words(
     nodes = {n["name"]: n for n in client.get("/api/nodes", headers=ADMIN).json()["nodes"]}
     assert [d["memory_shared"] for d in nodes["cpus"]["devices"]] == [True, True, True]
     assert [d["memory_shared"] for d in nodes["gpus"]["devices"]] == [False]
+
+
+def test_a_dedicated_servers_slot_needs_no_activations_in_the_shared_ram(
+    api: tuple[TestClient, Database],
+) -> None:
+    """Issue #35: a dedicated server trains no batch, so one node's RAM holds less than
+    every rank's full estimate; on several nodes a node of workers only is what must fit."""
+    client, db = api
+    _node(db, "cpus", [("cpu", "CPU slot", 64 * 2**30)] * 3)
+    par = {"devices": 3, "reduce": "parameter_server", "server": "dedicated"}
+    spec = {"name": "ps", "template": "mlp", "parallelism": par}
+    body = client.post("/api/estimate/memory", json=spec, headers=ADMIN).json()
+    per_rank = body["total"] - body["runtime"]
+    server = body["server"] - body["runtime"]
+    assert server == per_rank - body["activations"]
+    slot = body["devices"][0]
+    assert slot["ranks"] == 3 and slot["need"] == 2 * per_rank + server
+    assert "(one a dedicated server)" in slot["note"]
+
+    everyone = {**spec, "parallelism": {**par, "server": "rank0"}}
+    trains = client.post("/api/estimate/memory", json=everyone, headers=ADMIN).json()
+    assert trains["server"] is None
+    assert trains["devices"][0]["need"] == 3 * (trains["total"] - trains["runtime"])

@@ -138,3 +138,27 @@ def test_a_script_job_has_no_estimate() -> None:
     spec = JobSpec.model_validate({"name": "s", "entrypoint": {"script": "train.py"}})
     with pytest.raises(ValueError, match="template job"):
         estimate(spec)
+
+
+@pytest.mark.parametrize(
+    "parallelism",
+    [
+        {"reduce": "parameter_server"},
+        {"update": "async"},
+        {"update": "async", "max_staleness": 8},  # a server that trains keeps no gradient aside
+    ],
+)
+def test_a_dedicated_server_is_counted_without_activations(parallelism: dict[str, Any]) -> None:
+    case = CASES[0]
+    one = estimate(_spec(case))
+    par = {"devices": 3, "server": "dedicated", **parallelism}
+    dedicated = estimate(_spec(case, parallelism=par))
+    # the busiest rank is a worker: its flat gradient out and the weights in, and its batch
+    assert dedicated.gradients == 3 * one.gradients
+    assert dedicated.activations == one.activations
+    assert dedicated.server == dedicated.total - dedicated.activations
+    assert dedicated.server == (
+        dedicated.parameters + dedicated.gradients + dedicated.optimizer_state + one.runtime
+    )
+    shared = estimate(_spec(case, parallelism={"devices": 3, **parallelism}))
+    assert shared.server is None and estimate(_spec(case)).server is None

@@ -24,7 +24,12 @@ FP32 = 4
 
 @dataclass(frozen=True)
 class MemoryEstimate:
-    """Bytes per device (the busiest: pipeline stage 0 holds the most micro-batches)."""
+    """Bytes per device (the busiest: pipeline stage 0 holds the most micro-batches).
+
+    `server`: a dedicated server's own bytes (its weights, the applied gradient, its exchange
+    buffers and the optimizer state, no activations: it trains no batch); None when no rank
+    only serves. Every other figure is a training rank's.
+    """
 
     parameter_count: int
     parameters: int
@@ -34,6 +39,7 @@ class MemoryEstimate:
     runtime: int
     total: int
     note: str
+    server: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -127,24 +133,33 @@ def estimate(spec: JobSpec, *, gpu: bool = True) -> MemoryEstimate:
         total = max(total, params + 2 * optimizer + runtime)
     if held_by:
         note = f"{note}; gradients include {held_by}"
-    return MemoryEstimate(count, params, grads, optimizer, activations, runtime, total, note)
+    # a dedicated server holds as many exchange buffers as a worker (its inbox and the sum or
+    # the outgoing weights; a worker's flat gradient out and its weights in) and no batch
+    server = params + grads + optimizer + runtime if par.servers else None
+    return MemoryEstimate(
+        count, params, grads, optimizer, activations, runtime, total, note, server
+    )
 
 
 def _exchange_buffers(spec: JobSpec) -> tuple[int, str]:
-    """Gradient-sized buffers the update mode adds on its busiest rank (rank 0), and what.
+    """Gradient-sized buffers the update mode adds on its busiest rank, and what.
 
     They follow workers/rank/engine/updates.py: DDP's buckets are a copy of the gradients
     (gradient_as_bucket_view off); the parameter server sums into a flat copy of rank 0's
     gradient and receives each worker's into one inbox; async rank 0 receives a worker's
     gradient and sends the weights flat (and with max_staleness keeps its own gradient
     aside while it serves a worker at the bound); local SGD's flat parameters of an
-    average exist once the gradients are freed.
+    average exist once the gradients are freed. With a dedicated server rank 0 trains no
+    batch, so its own gradient is never set aside, and the busiest rank is a worker, which
+    holds as many: its flat gradient sent and the weights received.
     """
     par = spec.parallelism
     if par.devices == 1:
         return 0, ""
     if par.mode == "sync/allreduce":
         return 1, "DDP's bucket copy"
+    if par.servers and par.mode in ("sync/parameter_server", "async"):
+        return 2, "a worker's flat gradient out and weights in (the server's buffers weigh as much)"
     if par.mode == "sync/parameter_server":
         return 2, "the parameter server's flat sum and inbox on rank 0"
     if par.mode == "async":

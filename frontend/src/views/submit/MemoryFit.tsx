@@ -61,6 +61,12 @@ export function MemoryFit({ checked }: { checked: Checked }) {
             <span class="muted">({parts([])}; no CUDA runtime; a node's CPU slots share its RAM)</span>
           </li>
         )}
+        {estimate.server != null && (
+          <li data-testid="memory-server">
+            the dedicated server: <strong>{formatBytes(estimate.server - (gpu ? 0 : estimate.runtime))}</strong>{" "}
+            <span class="muted">(no activations: it trains no batch; the figures above are a worker's)</span>
+          </li>
+        )}
       </ul>
       {estimate.devices.length > 0 && (
         <table class="memory-fit" data-testid="memory-fit">
