@@ -32,8 +32,9 @@ class MetricPoint(Base):
     that does must delete their points too.
 
     `mark` is how the series cache finds what changed (backend/telemetry/series/cache.py): a row
-    is marked unless the ingest's COPY path left it unmarked, which it does to every row of
-    a series in one transaction but the one with the lowest step. So every transaction that
+    is marked unless the ingest's bulk path (PostgreSQL's COPY, SQLite's INSERT OR IGNORE that
+    skipped no row) left it unmarked, which it does to every row of a series in one
+    transaction but the one with the lowest step. So every transaction that
     adds rows to a series adds a marked row at or below their steps, and the marked rows
     (indexed by id) say which series changed since an id and from which step.
     """
