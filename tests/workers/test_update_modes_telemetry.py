@@ -11,7 +11,7 @@ import redis
 import torch
 from worker_helpers import attempt_order, mlp_spec, read_items, wait_for
 
-from workers.contract.protocol import METRICS_STREAM, AttemptOutcome, control_key
+from workers.contract.protocol import METRICS_STREAM, AttemptOutcome, StopRequest, control_key
 from workers.contract.spec import JobSpec
 from workers.rank.engine import checkpoint
 from workers.rank.engine.optim import build_optimizer
@@ -80,28 +80,43 @@ def saved_weights(path: str, spec: JobSpec) -> dict[str, torch.Tensor]:
     return task.model.state_dict()
 
 
+# each mode meets one of the control plane's three stops (a preemption is a stop like the
+# others at the ranks: a final checkpoint, then exit), so every stop is shown in a mode
 @pytest.mark.parametrize(
-    "parallelism",
+    ("parallelism", "stop"),
     [
-        {"reduce": "parameter_server"},
-        {"update": "async"},
-        {"update": "local_sgd", "sync_every": 4},
-        {"reduce": "parameter_server", "server": "dedicated"},
-        {"update": "async", "server": "dedicated"},
+        ({"reduce": "parameter_server"}, StopRequest.cancel),
+        ({"update": "async"}, StopRequest.preempt),
+        ({"update": "local_sgd", "sync_every": 4}, StopRequest.pause),
+        ({"reduce": "parameter_server", "server": "dedicated"}, StopRequest.preempt),
+        ({"update": "async", "server": "dedicated"}, StopRequest.pause),
     ],
     ids=[
-        "sync-parameter-server",
-        "async",
-        "local-sgd",
-        "sync-dedicated-server",
-        "async-dedicated-server",
+        "sync-parameter-server-cancel",
+        "async-preempt",
+        "local-sgd-pause",
+        "sync-dedicated-server-preempt",
+        "async-dedicated-server-pause",
     ],
 )
-def test_a_cancelled_job_saves_and_its_next_attempt_resumes_there(
-    parallelism: dict[str, object], supervisor_settings: SupervisorSettings, redis_url: str
+def test_a_stopped_job_saves_and_its_next_attempt_resumes_there(
+    parallelism: dict[str, object],
+    stop: StopRequest,
+    supervisor_settings: SupervisorSettings,
+    redis_url: str,
 ) -> None:
     steps = 300
-    job = mlp_spec(2, hyperparameters={"steps": steps}, parallelism={"devices": 2, **parallelism})
+    # every step takes at least 15 ms (4.5 s for the 300), so the stop lands mid-run: on a
+    # quiet machine the tiny model ran all 300 steps before the stop arrived. The slowed rank
+    # is one the job's step waits for (a dedicated server trains nothing: a worker there);
+    # the delay changes no number.
+    slow = {"rank": 1 if parallelism.get("server") == "dedicated" else 0, "delay_ms": 15}
+    job = mlp_spec(
+        2,
+        hyperparameters={"steps": steps},
+        parallelism={"devices": 2, **parallelism},
+        straggler=slow,
+    )
     first = attempt_order(job, job_id=1, number=1)
     supervisor = Supervisor(first, supervisor_settings)
     outcomes: list[AttemptOutcome] = []
@@ -111,7 +126,7 @@ def test_a_cancelled_job_saves_and_its_next_attempt_resumes_there(
     wait_for(
         lambda: read_items(redis_url, METRICS_STREAM), timeout=120, what="the first metric points"
     )
-    redis.Redis.from_url(redis_url).set(control_key(first.attempt_id), "cancel")
+    redis.Redis.from_url(redis_url).set(control_key(first.attempt_id), stop.value)
     thread.join(timeout=90)
 
     (stopped,) = outcomes
