@@ -14,7 +14,7 @@ from typing import Any
 
 import redis
 from sqlalchemy import select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session
 
 from backend.db import as_utc, utcnow
 from backend.deployment_keys import keys_of
@@ -28,7 +28,7 @@ from backend.jobs.attempt_states import (
 from backend.jobs.fencing import end_node_attempts, repair_bookings
 from backend.jobs.models import Attempt, AttemptSlice
 from backend.nodes.disk import disk_low, explain_disk_low
-from backend.nodes.models import Node, NodeState
+from backend.nodes.models import Device, Node, NodeState
 from backend.placement.policy import NodeCapacity, Plan, QueuedJob, Quota, plan
 from backend.placement.preemption import RunningJob
 from backend.signals import announce_nodes, request_stops
@@ -39,10 +39,12 @@ from workers.node.celery_app import direct_queue
 def busy_devices(session: Session) -> dict[str, set[int]]:
     """Devices held by a slice that is scheduled or running, per node."""
     busy: dict[str, set[int]] = {}
-    for part in session.scalars(
-        select(AttemptSlice).where(AttemptSlice.state.in_(LIVE_SLICE_VALUES))
+    for node, devices in session.execute(
+        select(AttemptSlice.node_name, AttemptSlice.devices).where(
+            AttemptSlice.state.in_(LIVE_SLICE_VALUES)
+        )
     ):
-        busy.setdefault(part.node_name, set()).update(int(i) for i in part.devices)
+        busy.setdefault(node, set()).update(int(i) for i in devices)
     return busy
 
 
@@ -50,21 +52,26 @@ def capacities(session: Session) -> list[NodeCapacity]:
     """Free devices of every node that is up and not drained."""
     busy = busy_devices(session)
     nodes = session.scalars(
-        select(Node)
-        .where(Node.state == NodeState.up, Node.drained.is_(False))
-        .options(selectinload(Node.devices))
-        .order_by(Node.name)
-    )
-    return [
-        NodeCapacity(
-            name=node.name,
-            total=len(node.devices),
-            free=tuple(d.index for d in node.devices if d.index not in busy.get(node.name, set())),
-            storage=node.storage or "",
+        select(Node).where(Node.state == NodeState.up, Node.drained.is_(False)).order_by(Node.name)
+    ).all()
+    # the devices' indexes as plain rows: a Device object each (8,000 for 1,000 nodes) was
+    # a tenth of a 10k pass's CPU (docs/benchmarks.md, "Scheduler throughput")
+    indexes: dict[int, list[int]] = {}
+    for node_id, index in session.execute(
+        select(Device.node_id, Device.index).order_by(Device.node_id, Device.index)
+    ):
+        indexes.setdefault(node_id, []).append(index)
+    capacity = []
+    for node in nodes:
+        if disk_low(node) is not None:  # a nearly full data dir takes no new work (it stays up)
+            continue
+        held = busy.get(node.name, set())
+        own = indexes.get(node.id, [])
+        free = tuple(i for i in own if i not in held)
+        capacity.append(
+            NodeCapacity(name=node.name, total=len(own), free=free, storage=node.storage or "")
         )
-        for node in nodes
-        if disk_low(node) is None  # a nearly full data dir takes no new work (it stays up)
-    ]
+    return capacity
 
 
 NO_NODE = (
@@ -131,15 +138,20 @@ class NodePool:
     def start(self, orders: Sequence[AttemptOrder]) -> None:
         if not orders:
             return
-        with self.celery.producer_or_acquire() as producer:
+        # one pipeline for the pass's orders (kombu's publish batch) instead of a round trip,
+        # and a new redis-py client, per order: a 10k pass's 1,232 orders are most of its wall
+        # time on a loaded machine (docs/benchmarks.md, "Scheduler throughput")
+        with self.celery.producer_or_acquire() as producer, producer.batch(max_size=len(orders)):
             for order in orders:
-                # the anonymous exchange routes by queue name alone: no broker-side binding
-                # (which a Redis flush would erase) is needed to reach the node
                 self.celery.send_task(
                     RUN_ATTEMPT_TASK,
                     args=[order.model_dump(mode="json")],
                     queue=direct_queue(self.keys.node_queue(order.node)),
                     producer=producer,
+                    # the anonymous exchange routes by queue name alone: no broker-side
+                    # binding (which a Redis flush would erase) is needed to reach the node,
+                    # so the queue is not declared (a round trip per node and pass)
+                    declare=[],
                     # Celery's own repr of each order (for its logs): a third of the publish's CPU
                     argsrepr=f"[attempt {order.attempt_id} rank-node {order.node_rank}]",
                 )

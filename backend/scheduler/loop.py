@@ -6,8 +6,9 @@ import logging
 import threading
 
 import redis
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
 from backend.background import keep_running
 from backend.db import Database, utcnow
@@ -51,6 +52,8 @@ log = logging.getLogger(__name__)
 #: (backend.signals.wake_scheduler: a submission, an attempt's end, a node's registration or
 #: change), so this only bounds how late it sees time-based news (a silent node's lease)
 IDLE_SECONDS = 2.0
+#: attempts dated per statement at a pass's commit (SQLite binds at most 32,766 values)
+CLAIM_CLOCK_CHUNK = 5_000
 #: job states in which a job can still give the scheduler work
 IN_FLIGHT = tuple(sorted(s.value for s in JobState if s not in STOPPED))
 
@@ -127,8 +130,16 @@ class Scheduler:
             return
         session.flush()  # every other write of the pass first, so that only the commit is left
         now = utcnow()
+        ids = [attempt.id for attempt in self._placed]
+        # one statement (the ORM's flush wrote an UPDATE per attempt); the loaded attempts
+        # are told the value as committed, so nothing is left to flush
+        for start in range(0, len(ids), CLAIM_CLOCK_CHUNK):
+            chunk = ids[start : start + CLAIM_CLOCK_CHUNK]
+            session.connection().execute(
+                update(Attempt).where(Attempt.id.in_(chunk)).values(created_at=now)
+            )
         for attempt in self._placed:
-            attempt.created_at = now
+            set_committed_value(attempt, "created_at", now)
 
     @staticmethod
     def _in_flight(session: Session) -> bool:

@@ -1,0 +1,49 @@
+"""A pass's attempt orders reach each node's queue, all of them, in one publish."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+
+from backend.auth.service import bootstrap_node_token
+from backend.db import Database
+from backend.scheduler.loop import Scheduler
+from tests.backend.conftest import bearer
+from tests.backend.test_jobs_api import GOOD_SPEC, queued_orders
+from workers.contract.protocol import NodeDevice, NodeRegistration
+
+
+def test_every_order_of_a_pass_reaches_its_nodes_queue(
+    api: TestClient,
+    tokens: dict[str, str],
+    database: Database,
+    node_n1: str,
+    scheduler: Scheduler,
+) -> None:
+    n2 = NodeRegistration(
+        name="n2",
+        hostname="h2",
+        address="127.0.0.2",
+        devices=[NodeDevice(index=i, kind="cpu", name=f"CPU slot {i}") for i in range(2)],
+        data_dir="/",
+    )
+    with database.session() as session:
+        node = bearer(bootstrap_node_token(session, node="n2"))
+    assert api.post("/api/nodes/register", json=n2.model_dump(), headers=node).is_success
+    alice = bearer(tokens["alice"])
+    jobs = [api.post("/api/jobs", json=GOOD_SPEC, headers=alice).json()["id"] for _ in range(4)]
+
+    placed = scheduler.tick()  # 2 devices each: two on n1, one on n2, one waits
+
+    assert len(placed) == 3
+    client = api.app.state.redis  # type: ignore[attr-defined]
+    orders = {name: queued_orders(client, name) for name in ("n1", "n2")}
+    assert [len(orders["n1"]), len(orders["n2"])] == [2, 1]
+    sent = {(o["job_id"], o["node"], o["attempt_id"]) for o in orders["n1"] + orders["n2"]}
+    assert sent == {(p.job_id, p.slices[0][0], _attempt(api, alice, p.job_id)) for p in placed}
+    assert {o["job_id"] for o in orders["n2"]} < set(jobs)
+    assert all(o["spec"]["name"] == GOOD_SPEC["name"] for o in orders["n1"] + orders["n2"])
+
+
+def _attempt(api: TestClient, headers: dict[str, str], job_id: int) -> int:
+    attempts = api.get(f"/api/jobs/{job_id}/attempts", headers=headers).json()
+    return int(attempts[-1]["id"])
