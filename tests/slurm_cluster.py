@@ -101,6 +101,15 @@ class SlurmCluster:
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
 
+    def start_slurmd(self, host: str) -> None:
+        """Start a stopped host's slurmd again: it registers and (ReturnToService=2) the node
+        takes jobs again."""
+        found = next(h for h in self.hosts if h.name == host)
+        named = ["-N", host] if len(self.hosts) > 1 else []
+        command = found.command(self.root, ["slurmd", "-D", *named, "-f", str(self.conf)])
+        again = _daemon(self.root, f"slurmd-{host}-again", command, self.env)
+        self.processes[f"slurmd-{host}"] = again
+
     def stop_controller(self) -> None:
         """Stop slurmctld (its state saved): every client command is refused until it returns."""
         process = self.processes["slurmctld"]
@@ -194,6 +203,7 @@ def _config(
     dbd_port: int | None,
     grace_time: int | None = None,
     gres: str = "",
+    memory: int | None = None,
 ) -> str:
     accounting = (
         f"AccountingStorageType=accounting_storage/slurmdbd\n"
@@ -204,16 +214,28 @@ def _config(
         if dbd_port
         else "AccountingStorageType=accounting_storage/none"
     )
+    # memory: each node has `memory` MB, allocated with its CPUs (CR_CPU_Memory: limits are
+    # only handed to the steps when memory is a consumable resource; each CPU brings its
+    # share, DefMemPerCPU, so jobs share a node as under CR_CPU), and a step whose processes'
+    # RSS sum passes its job's memory is killed by slurmstepd's polling (OverMemoryKill: no
+    # cgroups here)
+    enforce = (
+        f"JobAcctGatherParams=OverMemoryKill\nDefMemPerCPU={memory // cpus}"
+        + ("" if dbd_port else "\nJobAcctGatherType=jobacct_gather/linux\nJobAcctGatherFrequency=1")
+        if memory
+        else ""
+    )
+    node_memory = f" RealMemory={memory}" if memory else ""
     machine = socket.gethostname().split(".")[0]
     node_gres = f" Gres={gres}" if gres else ""
     if len(hosts) == 1:
         controller = machine
-        nodes = f"NodeName={machine} CPUs={cpus}{node_gres} State=UNKNOWN"
+        nodes = f"NodeName={machine} CPUs={cpus}{node_memory}{node_gres} State=UNKNOWN"
     else:  # every slurmd on this machine, each in its namespace under its own node name
         controller = f"{machine}({hosts[0].address})"
         nodes = "\n".join(
             f"NodeName={h.name} NodeHostname={machine} NodeAddr={h.address} CPUs={cpus}"
-            f"{node_gres} State=UNKNOWN"
+            f"{node_memory}{node_gres} State=UNKNOWN"
             for h in hosts
         )
     if grace_time is None:
@@ -245,7 +267,7 @@ SlurmdLogFile={root}/log/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
+SelectTypeParameters={"CR_CPU_Memory" if memory else "CR_CPU"}
 SchedulerType=sched/backfill
 ReturnToService=2
 MpiDefault=none
@@ -253,6 +275,7 @@ JobCompType=jobcomp/none
 {"GresTypes=gpu" if gres else ""}
 {"AccountingStorageTRES=gres/gpu" if gres and dbd_port else ""}
 {accounting}
+{enforce}
 KillWait={kill_wait}
 SlurmdTimeout=10
 MinJobAge=600
@@ -272,6 +295,7 @@ def slurm_cluster(
     hosts: int = 1,
     grace_time: int | None = None,
     gpus: dict[str, int] | None = None,
+    memory: int | None = None,
 ) -> Iterator[SlurmCluster]:
     """Start munged, (slurmdbd,) slurmctld and slurmd in root; yield it once every node is idle.
 
@@ -322,6 +346,7 @@ def slurm_cluster(
                 dbd_port=dbd_port,
                 grace_time=grace_time,
                 gres=gres,
+                memory=memory,
             )
         )
         cleanup.callback(_stop, processes)

@@ -6,7 +6,8 @@ A module that needs another shape (two hosts, other limits) defines its own `clu
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,18 @@ SLURM_TESTS = [
         not slurm_installed(), reason="needs slurm-wlm and munge (.ci/run installs them)"
     ),
 ]
+
+
+def cluster_of(name: str, **options: Any) -> Callable[..., Iterator[SlurmCluster]]:
+    """A module's own `cluster` fixture: a real Slurm started with these slurm_cluster
+    options in a folder named after `name` (`cluster = cluster_of("slurm-x", hosts=2)`)."""
+
+    @pytest.fixture(scope="module")
+    def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+        with slurm_cluster(tmp_path_factory.mktemp(name), **options) as running:
+            yield running
+
+    return cluster
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 
 from tests.integration.netns import Host as NetnsHost
 from tests.integration.netns import InHost
-from tests.job_users import reachable
+from tests.job_users import open_scratch, reachable
 from tests.slurm_cluster import SlurmCluster
 from tests.stack import ADMIN_TOKEN, RunningStack, free_port, private_redis, wait_for
 
@@ -149,6 +149,20 @@ def slurm_stack(
                 process.kill()
             if in_host is not None:
                 in_host.close()
+
+
+@contextlib.contextmanager
+def stack_with_scripts(
+    prefix: str, cluster: SlurmCluster, scripts: dict[str, str], env: dict[str, str]
+) -> Iterator[SlurmStack]:
+    """A stack whose jobs may run the given scripts (name: text), in a scratch folder outside
+    pytest's tmp (which a concurrent pytest session makes 0700: conftest.py)."""
+    with open_scratch(prefix) as scratch:
+        root = reachable(scratch / "scripts")
+        for name, text in scripts.items():
+            (root / name).write_text(text)
+        with slurm_stack(scratch, cluster, {"TRAINBOARD_SCRIPT_ROOTS": str(root), **env}) as up:
+            yield up
 
 
 def _healthy(client: httpx.Client) -> bool:

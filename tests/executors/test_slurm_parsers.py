@@ -17,6 +17,7 @@ from backend.executors.slurm.cli import (
     SlurmCli,
     expand_hostlist,
     gres_gpus,
+    memory_kill,
     parse_duration,
     parse_sacct,
     parse_sacct_runs,
@@ -287,6 +288,20 @@ def test_every_terminal_state_has_an_outcome_with_slurms_reason() -> None:
     assert ended("COMPLETED+").outcome == "succeeded"
     with pytest.raises(ValueError, match="not a terminal"):
         ended("RUNNING")
+
+
+def test_a_step_killed_over_its_memory_without_cgroups_reads_out_of_memory() -> None:
+    """slurmstepd's OverMemoryKill (jobacct_gather, no cgroups) in a job's output, recorded
+    on 22.05 (`sbatch --mem=300` of a step taking 400 MB): the job itself ended FAILED 137."""
+    output = recorded("22.05", "memory_kill.out")
+    words = memory_kill(output)
+    assert words == "StepId=1.0 exceeded memory limit (382435328 > 314572800)"
+    end = ended("FAILED", exit_code=137, reason="NonZeroExitCode", memory_kill=words)
+    assert (end.outcome, end.out_of_memory, end.platform_fault) == ("failed", True, False)
+    assert end.reason == f"Slurm: FAILED: {words}"
+    assert memory_kill("srun: error: vm: task 0: Exited with exit code 1") is None
+    # only a job that failed or was cancelled: a completed one did not die of it
+    assert not ended("COMPLETED", memory_kill=words).out_of_memory
 
 
 def test_batch_request_never_lets_slurm_requeue_unless_asked() -> None:

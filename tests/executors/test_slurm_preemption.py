@@ -20,10 +20,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.executors.conftest import SLURM_TESTS
-from tests.executors.slurm_stack import SlurmStack, slurm_stack
-from tests.job_users import open_scratch, reachable
-from tests.slurm_cluster import SlurmCluster, slurm_cluster
+from tests.executors.conftest import SLURM_TESTS, cluster_of
+from tests.executors.slurm_stack import SlurmStack, stack_with_scripts
+from tests.slurm_cluster import SlurmCluster
 from tests.stack import wait_for
 from workers.contract.checkpoints import step_of
 
@@ -33,27 +32,20 @@ pytestmark = SLURM_TESTS
 GRACE_TIME = 30
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
-    root = tmp_path_factory.mktemp("slurm-preempt")
-    with slurm_cluster(root, cpus=2, kill_wait=2, grace_time=GRACE_TIME) as running:
-        yield running
+cluster = cluster_of("slurm-preempt", cpus=2, kill_wait=2, grace_time=GRACE_TIME)
 
 
 @pytest.fixture(scope="module")
 def stack(cluster: SlurmCluster) -> Iterator[SlurmStack]:
-    with open_scratch("tb-slurm-preempt-") as scratch:
-        scripts = reachable(scratch / "scripts")
-        (scripts / "torn.py").write_text(TORN_SAVE)
-        env = {
-            "TRAINBOARD_SLURM_PARTITION": "low",
-            "TRAINBOARD_SCRIPT_ROOTS": str(scripts),
-            # the supervisor's own kill of ranks that do not stop comes after Slurm's (the
-            # grace overrun below is Slurm's to end); cooperative ranks stop at once anyway
-            "TRAINBOARD_STOP_GRACE_SECONDS": "90",
-        }
-        with slurm_stack(scratch, cluster, env) as running:
-            yield running
+    env = {
+        "TRAINBOARD_SLURM_PARTITION": "low",
+        # the supervisor's own kill of ranks that do not stop comes after Slurm's (the
+        # grace overrun below is Slurm's to end); cooperative ranks stop at once anyway
+        "TRAINBOARD_STOP_GRACE_SECONDS": "90",
+    }
+    scripts = {"torn.py": TORN_SAVE}
+    with stack_with_scripts("tb-slurm-preempt-", cluster, scripts, env) as running:
+        yield running
 
 
 #: a program that saves a complete checkpoint every 10 steps (its metadata written last,

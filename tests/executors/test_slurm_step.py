@@ -8,6 +8,8 @@ import pytest
 
 from workers.node import slurm_step
 
+RECORDED = Path(__file__).parent / "slurm_recorded"
+
 
 def test_a_requeued_run_of_an_attempts_slurm_job_claims_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
@@ -38,3 +40,17 @@ def test_preemption_is_read_from_the_controller_and_unknown_without_one() -> Non
         "JobId=1 PreemptEligibleTime=x PreemptTime=2026-11-28T18:11:18"
     )
     assert found is not None and found.group(1) == "2026-11-28T18:11:18"
+
+
+def test_slurms_time_limit_is_read_from_the_jobs_record_at_the_sigterm() -> None:
+    """What `scontrol show job` said of a job at the SIGTERM of its time limit (recorded on
+    22.05, from inside the step): JobState COMPLETING, Reason=TimeLimit."""
+    record = (RECORDED / "22.05" / "scontrol_job_time_limit.txt").read_text()
+    assert "JobState=COMPLETING Reason=TimeLimit" in record
+    assert slurm_step.timed_out("2", record) == (
+        "Slurm: TIMEOUT: Slurm job 2 reached its time limit (TimeLimit=00:01:00)"
+    )
+    assert slurm_step.preempted("2", record=record) is None
+    running = record.replace("JobState=COMPLETING Reason=TimeLimit", "JobState=RUNNING Reason=None")
+    assert slurm_step.timed_out("2", running) is None
+    assert slurm_step.timed_out("2", "") is None  # the controller did not answer

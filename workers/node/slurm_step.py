@@ -6,7 +6,8 @@ one batch job whose `srun` starts this once per node. Here the node rank is SLUR
 and rank 0's host the allocation's first (TRAINBOARD_SLURM_MASTER, set by the batch
 script); the rest is a node agent's `run_attempt`: claim the slot's slice through the API,
 run the ranks under a Supervisor, report the outcome. SIGTERM (scancel, the time limit)
-stops the ranks, which checkpoint if they can, and the outcome is still reported. Its
+stops the ranks, which checkpoint if they can, and the outcome is still reported (Slurm's
+time limit by name: the controller's record of the job then reads `Reason=TimeLimit`). Its
 devices (CPU slots, or the GPUs the allocation shows) are sampled under the slot's name
 while it runs, attributed to the attempt's ranks, as a node agent samples its own.
 
@@ -52,15 +53,18 @@ log = logging.getLogger("workers.node.slurm_step")
 REPORTED = frozenset({"succeeded", "failed", "stopped"})
 #: `scontrol show job`'s PreemptTime: set once the job was picked for preemption
 PREEMPT_TIME = re.compile(r"(?:^|\s)PreemptTime=(\S+)")
+#: `scontrol show job`'s reason once the job reached its time limit, and that limit
+TIME_LIMIT_REASON = re.compile(r"(?:^|\s)Reason=(TimeLimit|DeadLine)(?:\s|$)")
+TIME_LIMIT = re.compile(r"(?:^|\s)TimeLimit=(\S+)")
 
 
-def preempted(job_id: str, *, timeout: float = 5.0) -> str | None:
-    """When Slurm picked this job for preemption (its PreemptTime), or None: not picked,
-    or the controller did not say within the timeout (then a SIGTERM reads as before)."""
+def job_record(job_id: str, *, timeout: float = 5.0) -> str:
+    """This job's `scontrol show job --oneliner` line, or "" (no job id, or the controller
+    did not say within the timeout: a SIGTERM then reads as before)."""
     if not job_id:
-        return None
+        return ""
     try:
-        out = subprocess.run(
+        return subprocess.run(
             ["scontrol", "show", "job", "--oneliner", job_id],
             capture_output=True,
             text=True,
@@ -68,10 +72,30 @@ def preempted(job_id: str, *, timeout: float = 5.0) -> str | None:
             check=False,
         ).stdout
     except (OSError, subprocess.TimeoutExpired):
-        return None
-    found = PREEMPT_TIME.search(out)
+        return ""
+
+
+def preempted(job_id: str, *, timeout: float = 5.0, record: str | None = None) -> str | None:
+    """When Slurm picked this job for preemption (its PreemptTime), or None: not picked,
+    or the controller did not say (`record`: the job's scontrol line, if already read)."""
+    text = job_record(job_id, timeout=timeout) if record is None else record
+    found = PREEMPT_TIME.search(text)
     value = found.group(1) if found else None
     return None if value in (None, "None", "Unknown", "(null)", "N/A") else value
+
+
+def timed_out(job_id: str, record: str) -> str | None:
+    """Why Slurm ends this job when it reached its time limit (its scontrol line reads
+    `Reason=TimeLimit` from the SIGTERM on: JobState COMPLETING, then TIMEOUT), else None.
+    The job's own doing: its attempt fails with this reason (a restart is spent)."""
+    reason = TIME_LIMIT_REASON.search(record)
+    if reason is None:
+        return None
+    if reason.group(1) == "DeadLine":
+        return f"Slurm: DEADLINE: Slurm job {job_id} reached its deadline"
+    found = TIME_LIMIT.search(record)
+    limit = f" (TimeLimit={found.group(1)})" if found else ""
+    return f"Slurm: TIMEOUT: Slurm job {job_id} reached its time limit{limit}"
 
 
 def step_order(step: dict[str, Any], node_id: int, master: str) -> dict[str, Any]:
@@ -125,16 +149,31 @@ def main(argv: list[str] | None = None) -> int:
     api = NodeApiClient(settings.api_url, settings.node_token)
     active = ActiveAttempts()
 
+    #: why the ranks were stopped, once a signal's cause was read from the controller: a
+    #: later signal (slurmd's SIGTERM and srun's forwarded one both come; the controller
+    #: may not answer the second read) never overwrites it
+    known: list[str] = []
+
     def on_signal(signum: int, _frame: Any) -> None:
         log.info("signal %d: stopping the ranks of attempt %d", signum, order["attempt_id"])
-        since = preempted(slurm_job) if signum == signal.SIGTERM else None
+        if known:
+            log.info("already stopping: %s", known[0])
+            return
+        record = job_record(slurm_job) if signum == signal.SIGTERM else ""
+        since = preempted(slurm_job, record=record)
         if since is not None:  # the platform's doing: checkpoint, no restart spent
             why = f"preempted by Slurm at {since} (job {slurm_job}: a higher-priority partition)"
             log.info("%s", why)
+            known.append(why)
             active.shutdown_all(platform_stop=True, reason=why)
             return
-        # Slurm's SIGTERM may be the job's own doing (its time limit): counted as before
-        active.shutdown_all(platform_stop=False)
+        # Slurm's SIGTERM may be the job's own doing (its time limit: said so), or an
+        # operator's scancel: counted against the job as before
+        limit = timed_out(slurm_job, record)
+        if limit is not None:
+            log.info("%s", limit)
+            known.append(limit)
+        active.shutdown_all(platform_stop=False, reason=limit)
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)

@@ -26,7 +26,7 @@ from workers.supervisor.attempt_streams import AttemptStreams, ControlKey
 from workers.supervisor.containment import Containment
 from workers.supervisor.disk import LogLossNotice, disk_full, paused_for_disk
 from workers.supervisor.hang_watch import HangWatch, flag_hang
-from workers.supervisor.outcome import NODE_SHUT_DOWN, attempt_outcome
+from workers.supervisor.outcome import attempt_outcome
 from workers.supervisor.rank_group import RankGroup
 from workers.supervisor.rank_launch import free_port, local_rank_envs, rank_command, start_rank
 from workers.supervisor.relay import TelemetryRelay
@@ -131,7 +131,8 @@ class Supervisor:
 
         A platform stop (the default: a node agent stopping) is reported as a platform
         fault, which spends no restart of the job's; otherwise it counts as a failure.
-        `reason` says why the platform stops it when it is not the node shutting down.
+        `reason` says why the platform stops it when it is not the node shutting down, or,
+        for a stop that counts as a failure, why it was stopped (Slurm's time limit).
         """
         self._platform_stop = platform_stop
         self._platform_reason = reason
@@ -345,7 +346,7 @@ class Supervisor:
             fenced=self._fenced,
             platform_fault=self._platform_fault,
             platform_stop=self._platform_stop,
-            platform_reason=self._platform_reason or NODE_SHUT_DOWN,
+            platform_reason=self._platform_reason,
             codes=self.ranks.exit_codes(),
             checkpoint_dir=self.checkpoint_dir,
         )

@@ -20,7 +20,7 @@ def attempt_outcome(
     fenced: str | None,
     platform_fault: bool,
     platform_stop: bool = True,
-    platform_reason: str = NODE_SHUT_DOWN,
+    platform_reason: str | None = None,
     codes: list[int],
     checkpoint_dir: Path,
 ) -> AttemptOutcome:
@@ -30,7 +30,9 @@ def attempt_outcome(
     A platform stop (the node agent shut down, or fenced its attempts because the control
     plane did not answer) is never the job's failure: it is reported as a platform fault,
     which restarts the job without spending its max_restarts, and its reason says so
-    (`platform_reason`: why the platform stopped it, e.g. Slurm preempting its job).
+    (`platform_reason`: why the platform stopped it, e.g. Slurm preempting its job; by
+    default the node shutting down). A stop that is not the platform's counts as a failure,
+    with `platform_reason` as its reason when one was given (Slurm's time limit).
     """
     checkpoint = newest_checkpoint(checkpoint_dir)
     last = str(checkpoint.resolve()) if checkpoint else None
@@ -40,8 +42,11 @@ def attempt_outcome(
         platform_fault = True
     elif stop_reason == "shutdown" and platform_stop:
         # whatever the ranks did once asked to stop follows from the stop
-        failed = f"{platform_reason}; {NOT_COUNTED}" + (f" (then: {failed})" if failed else "")
+        why = platform_reason or NODE_SHUT_DOWN
+        failed = f"{why}; {NOT_COUNTED}" + (f" (then: {failed})" if failed else "")
         platform_fault = True
+    elif stop_reason == "shutdown" and platform_reason:  # the job's own doing (a time limit)
+        failed = platform_reason + (f" (then: {failed})" if failed else "")
     elif stop_reason == "shutdown":  # signalled, maybe for the job's sake (a time limit)
         failed = failed or "the attempt's supervisor was told to stop (SIGTERM) while it ran"
     if failed is not None:

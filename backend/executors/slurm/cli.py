@@ -12,6 +12,7 @@ costs the controller one RPC whatever the queue length.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -446,6 +447,19 @@ def parse_scontrol_jobs(text: str) -> list[AccountedJob]:
             )
         )
     return jobs
+
+
+#: what slurmstepd writes into a job's output when it kills a step over its memory
+#: (jobacct_gather's OverMemoryKill: "StepId=1.0 exceeded memory limit (382435328 >
+#: 314572800), being killed"; the job then ends FAILED 137, not OUT_OF_MEMORY, which 22.05
+#: sets only from task/cgroup's OOM notification)
+MEMORY_KILL = re.compile(r"(?:StepId=|step )\S+ exceeded memory limit \(\d+ > \d+\)")
+
+
+def memory_kill(output: str) -> str | None:
+    """slurmstepd's words when it killed a step of the job over its memory limit, else None."""
+    found = MEMORY_KILL.search(output)
+    return found.group(0) if found else None
 
 
 def parse_duration(text: str) -> timedelta:

@@ -41,6 +41,7 @@ from backend.executors.slurm.cli import (
     SlurmNode,
     SlurmUnreachable,
     gpu_option,
+    memory_kill,
 )
 from backend.executors.slurm.states import ACTIVE, PENDING, TERMINAL, ended, wait_reason
 from backend.jobs.attempt_end import end_attempt
@@ -54,6 +55,7 @@ from backend.placement.policy import QueuedJob as QueuedForPlacement
 from backend.placement.preemption import RunningJob
 from backend.signals import request_stops
 from backend.usage.models import AllocationStart, SlurmUsage
+from workers.contract.oom import OOM_PREFIX
 from workers.contract.protocol import AttemptOrder, StopRequest
 
 log = logging.getLogger(__name__)
@@ -72,6 +74,8 @@ ACCOUNT_SECONDS = 10.0
 ACCOUNT_BATCH = 200
 #: an ended attempt whose Slurm job accounting has not recorded after this is left out
 ACCOUNT_GIVE_UP = timedelta(minutes=10)
+#: how much of the end of a Slurm job's output is read for slurmstepd's memory kill
+OUTPUT_TAIL = 64 * 1024
 #: the token name of every slot's node token
 SLOT_TOKEN_NAME = "slurm slot"
 #: a Slurm job of no live attempt (its attempt ended) still running after this is scancelled
@@ -547,8 +551,11 @@ exec srun --nodes={len(gang)} --ntasks-per-node=1 --cpus-per-task={cpus}{gpus} \
             signal=record.signal,
             reason=record.reason,
             lost_nodes=lost,
+            memory_kill=self._memory_kill(attempt.id, slurm_id, record.state),
         )
         reason = f"Slurm job {slurm_id} ended without its supervisors' report: {end.reason}"
+        if end.out_of_memory:  # the job's OOM rules (health.on_oom) read this prefix
+            reason = f"{OOM_PREFIX}: {reason}"
         if attempt.state == AttemptState.scheduled:
             state = AttemptState.withdrawn  # it never ran a rank
         elif end.platform_fault and not end.preempted:
@@ -560,6 +567,19 @@ exec srun --nodes={len(gang)} --ntasks-per-node=1 --cpus-per-task={cpus}{gpus} \
         fault = end.platform_fault or end.outcome == "succeeded"
         self._stopping.pop(attempt.id, None)
         return self._end(session, attempt, state, reason, fault)
+
+    def _memory_kill(self, attempt_id: int, slurm_id: str, state: str) -> str | None:
+        """slurmstepd's memory kill in a FAILED or CANCELLED job's output (the end of it,
+        where the kill is written last), if any."""
+        if state.split(" ")[0] not in ("FAILED", "CANCELLED"):
+            return None
+        path = self.step_dir(attempt_id) / f"slurm-{slurm_id}.out"
+        try:
+            with path.open("rb") as out:
+                out.seek(max(0, path.stat().st_size - OUTPUT_TAIL))
+                return memory_kill(out.read().decode(errors="replace"))
+        except OSError:
+            return None
 
     def _account(self, session: Session, queued: set[str], now: float) -> None:
         """sacct's allocation of each ended attempt's Slurm job, read once it has left the

@@ -56,15 +56,22 @@ def ended(
     signal: int = 0,
     reason: str | None = None,
     lost_nodes: tuple[str, ...] = (),
+    memory_kill: str | None = None,
 ) -> SlurmEnd:
     """The attempt outcome of a terminal Slurm state (ValueError for a non-terminal one).
 
     lost_nodes: the job's nodes Slurm now shows down or not responding. A host lost mid-job
     ends it NODE_FAIL when slurmctld notices first, or FAILED when srun notices the lost
     tasks first (both seen on a two-host cluster); either way the platform failed it.
+
+    memory_kill: slurmstepd's words in the job's output when it killed a step over its
+    memory limit without cgroups (OverMemoryKill): the job then ends FAILED (or CANCELLED),
+    and is out of memory all the same.
     """
     state = state.split(" ")[0].rstrip("+").upper()
     why = f" ({reason})" if reason and reason != "None" else ""
+    if memory_kill and state in ("FAILED", "CANCELLED"):
+        return SlurmEnd("failed", f"Slurm: {state}: {memory_kill}", out_of_memory=True)
     if lost_nodes and state in ("FAILED", "CANCELLED", "NODE_FAIL"):
         hosts = ", ".join(lost_nodes)
         return SlurmEnd("failed", f"Slurm: {state}: lost node {hosts}{why}", platform_fault=True)
