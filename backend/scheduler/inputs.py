@@ -13,8 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session, defer, undefer
+from sqlalchemy.orm.attributes import set_committed_value
 
 from backend.db import as_utc, utcnow
 from backend.jobs.attempt_states import LIVE_SLICE_VALUES, AttemptState
@@ -164,15 +165,47 @@ def quotas(session: Session, running: list[RunningJob], *, now: datetime) -> dic
     }
 
 
-def number_queue(jobs: Mapping[int, Job], ordered: Sequence[QueuedJob]) -> set[int]:
-    """Write each queued job's place in the queue (1 = next); the ids whose place changed."""
-    changed = set()
+#: a waiting job's place in the queue and why it waits, written for many jobs at once
+QUEUE_PLACE = (
+    update(Job)
+    .where(Job.id == bindparam("job"))
+    .values(
+        queue_position=bindparam("position"),
+        wait_reason=bindparam("wait"),
+        updated_at=bindparam("now"),
+    )
+)
+
+
+def number_queue(
+    session: Session, jobs: Mapping[int, Job], ordered: Sequence[QueuedJob], why: Mapping[int, str]
+) -> set[int]:
+    """Write each waiting job's place in the queue (1 = next) and why it waits (`why`); the
+    ids whose place or reason changed.
+
+    One executemany through Core, the loaded jobs given the values as committed: the ORM's
+    flush of a first pass over 10,000 queued jobs (an UPDATE each) was a fifth of its CPU
+    (docs/benchmarks.md, "Scheduler throughput").
+    """
+    changed: dict[int, tuple[int, str | None]] = {}
     for position, queued in enumerate(ordered, start=1):
         job = jobs[queued.id]
-        if job.queue_position != position:
-            job.queue_position = position
-            changed.add(job.id)
-    return changed
+        reason = why.get(job.id, job.wait_reason)
+        if job.queue_position != position or job.wait_reason != reason:
+            changed[job.id] = (position, reason)
+    if not changed:
+        return set()
+    now = utcnow()
+    session.connection().execute(
+        QUEUE_PLACE,
+        [{"job": i, "position": p, "wait": r, "now": now} for i, (p, r) in changed.items()],
+    )
+    for job_id, (position, reason) in changed.items():
+        job = jobs[job_id]
+        set_committed_value(job, "queue_position", position)
+        set_committed_value(job, "wait_reason", reason)
+        set_committed_value(job, "updated_at", now)
+    return set(changed)
 
 
 def explain_preempted(jobs: Mapping[int, Job], waiting: dict[int, str]) -> None:

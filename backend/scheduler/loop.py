@@ -184,11 +184,7 @@ class Scheduler:
         pairs = [(p.victim, p.by) for p in result.preemptions]
         self._preempting, preempted = apply_preemptions(session, pairs)
         still = [q for q in queue_order(queue) if q.id in result.waiting]  # not placed now
-        waiting_changed = number_queue(jobs, still) | preempted
-        for job_id, reason in result.waiting.items():
-            if jobs[job_id].wait_reason != reason:
-                jobs[job_id].wait_reason = reason
-                waiting_changed.add(job_id)
+        waiting_changed = number_queue(session, jobs, still, result.waiting) | preempted
         orders = self._dispatch(session, jobs, result.placements)
         return result.placements, orders, waiting_changed
 

@@ -47,3 +47,26 @@ def test_every_order_of_a_pass_reaches_its_nodes_queue(
 def _attempt(api: TestClient, headers: dict[str, str], job_id: int) -> int:
     attempts = api.get(f"/api/jobs/{job_id}/attempts", headers=headers).json()
     return int(attempts[-1]["id"])
+
+
+def test_waiting_jobs_are_renumbered_each_pass_and_say_why_they_wait(
+    api: TestClient, tokens: dict[str, str], scheduler: Scheduler
+) -> None:
+    alice = bearer(tokens["alice"])
+    jobs = [api.post("/api/jobs", json=GOOD_SPEC, headers=alice).json()["id"] for _ in range(3)]
+
+    def seen(job_id: int) -> tuple[int | None, str | None, str]:
+        view = api.get(f"/api/jobs/{job_id}", headers=alice).json()
+        return view["queue_position"], view["wait_reason"], view["updated_at"]
+
+    scheduler.tick()  # no node: all wait, in submission order
+    first = [seen(j) for j in jobs]
+    assert [place for place, _, _ in first] == [1, 2, 3]
+    assert all(reason and "node" in reason for _, reason, _ in first)
+
+    assert api.post(f"/api/jobs/{jobs[0]}/cancel", headers=alice).is_success
+    scheduler.tick()
+    again = [seen(j) for j in jobs[1:]]
+    assert [place for place, _, _ in again] == [1, 2]
+    assert [reason for _, reason, _ in again] == [reason for _, reason, _ in first[1:]]
+    assert all(new > old for (_, _, new), (_, _, old) in zip(again, first[1:], strict=True))
