@@ -12,10 +12,10 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from sqlalchemy import bindparam, func, select, update
-from sqlalchemy.orm import Session, defer, undefer
-from sqlalchemy.orm.attributes import set_committed_value
+from sqlalchemy.orm import Session
 
 from backend.db import as_utc, utcnow
 from backend.jobs.attempt_states import LIVE_SLICE_VALUES, AttemptState
@@ -35,25 +35,54 @@ from workers.contract.spec import Parallelism
 NODES_REQUESTED = func.coalesce(
     Job.spec[("parallelism", "nodes")].as_integer(), Parallelism.model_fields["nodes"].default
 )
-#: columns a pass never reads of a queued job (the spec: only once placed, `load_specs`)
-_UNREAD = (Job.spec, Job.provenance, Job.reported_env, Job.notes)
 
 
-def queued_jobs(session: Session) -> list[tuple[Job, int]]:
-    """Every queued job with the nodes its gang spans; their specs are not loaded."""
+class Waiting(NamedTuple):
+    """What a pass reads of a queued job: plain columns, no ORM object (10,000 Job objects
+    were a sixth of a first pass's CPU, and most of a steady pass over a long queue)."""
+
+    id: int
+    owner_id: int
+    devices_requested: int
+    priority_rank: int
+    queue_position: int | None
+    wait_reason: str | None
+    preempted_by: int | None
+    reason: str | None
+    #: the nodes its gang spans
+    nodes: int
+
+
+def queued_jobs(session: Session) -> list[Waiting]:
+    """Every queued job, with the nodes its gang spans."""
     rows = session.execute(
-        select(Job, NODES_REQUESTED)
-        .where(Job.state == JobState.queued.value)
-        .options(*(defer(column) for column in _UNREAD))
-    ).all()
-    return [(job, nodes) for job, nodes in rows]
+        select(
+            Job.id,
+            Job.owner_id,
+            Job.devices_requested,
+            Job.priority_rank,
+            Job.queue_position,
+            Job.wait_reason,
+            Job.preempted_by,
+            Job.reason,
+            NODES_REQUESTED,
+        ).where(Job.state == JobState.queued.value)
+    )
+    return [Waiting(*row) for row in rows]
 
 
-def load_specs(session: Session, job_ids: Iterable[int]) -> None:
-    """Load the stored specs of these jobs (deferred by `queued_jobs`) in one query."""
+def placed_jobs(session: Session, job_ids: Iterable[int]) -> dict[int, Job]:
+    """The jobs of these ids that are still queued, with their specs, in one query.
+
+    A job cancelled since the pass read the queue is left out (not placed).
+    """
     ids = list(job_ids)
-    if ids:
-        session.scalars(select(Job).where(Job.id.in_(ids)).options(undefer(Job.spec))).all()
+    if not ids:
+        return {}
+    jobs = session.scalars(
+        select(Job).where(Job.id.in_(ids), Job.state == JobState.queued.value)
+    ).all()
+    return {job.id: job for job in jobs}
 
 
 @dataclass(frozen=True)
@@ -178,14 +207,16 @@ QUEUE_PLACE = (
 
 
 def number_queue(
-    session: Session, jobs: Mapping[int, Job], ordered: Sequence[QueuedJob], why: Mapping[int, str]
+    session: Session,
+    jobs: Mapping[int, Waiting],
+    ordered: Sequence[QueuedJob],
+    why: Mapping[int, str],
 ) -> set[int]:
     """Write each waiting job's place in the queue (1 = next) and why it waits (`why`); the
     ids whose place or reason changed.
 
-    One executemany through Core, the loaded jobs given the values as committed: the ORM's
-    flush of a first pass over 10,000 queued jobs (an UPDATE each) was a fifth of its CPU
-    (docs/benchmarks.md, "Scheduler throughput").
+    One executemany through Core: the ORM's flush of a first pass over 10,000 queued jobs
+    (an UPDATE each) was a fifth of its CPU (docs/benchmarks.md, "Scheduler throughput").
     """
     changed: dict[int, tuple[int, str | None]] = {}
     for position, queued in enumerate(ordered, start=1):
@@ -193,22 +224,16 @@ def number_queue(
         reason = why.get(job.id, job.wait_reason)
         if job.queue_position != position or job.wait_reason != reason:
             changed[job.id] = (position, reason)
-    if not changed:
-        return set()
-    now = utcnow()
-    session.connection().execute(
-        QUEUE_PLACE,
-        [{"job": i, "position": p, "wait": r, "now": now} for i, (p, r) in changed.items()],
-    )
-    for job_id, (position, reason) in changed.items():
-        job = jobs[job_id]
-        set_committed_value(job, "queue_position", position)
-        set_committed_value(job, "wait_reason", reason)
-        set_committed_value(job, "updated_at", now)
+    if changed:
+        now = utcnow()
+        session.connection().execute(
+            QUEUE_PLACE,
+            [{"job": i, "position": p, "wait": r, "now": now} for i, (p, r) in changed.items()],
+        )
     return set(changed)
 
 
-def explain_preempted(jobs: Mapping[int, Job], waiting: dict[int, str]) -> None:
+def explain_preempted(jobs: Mapping[int, Waiting], waiting: dict[int, str]) -> None:
     """A preempted job waiting to resume says so before the policy's reason."""
     for job_id, reason in waiting.items():
         job = jobs[job_id]

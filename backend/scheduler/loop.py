@@ -28,8 +28,8 @@ from backend.scheduler.inputs import (
     UsageCache,
     explain_preempted,
     fair_shares,
-    load_specs,
     number_queue,
+    placed_jobs,
     queued_jobs,
     quotas,
     running_jobs,
@@ -162,20 +162,20 @@ class Scheduler:
         queued = queued_jobs(session)
         if not queued:
             return [], [], set()
-        jobs = {job.id: job for job, _ in queued}
+        jobs = {job.id: job for job in queued}
         owners = {j.owner_id for j in jobs.values()}
         fair = fair_shares(session, owners, settings=self.sharing, cache=self._usage)
         queue = [
             QueuedJob(
                 id=job.id,
                 devices=job.devices_requested,
-                nodes=nodes,
+                nodes=job.nodes,
                 priority=job.priority_rank,
                 order=job.id,
                 owner=job.owner_id,
                 fair_share=fair.get(job.owner_id, 1.0),
             )
-            for job, nodes in queued
+            for job in queued
         ]
         running = running_jobs(session, settings=self.sharing)
         limits = quotas(session, running, now=utcnow())
@@ -185,8 +185,10 @@ class Scheduler:
         self._preempting, preempted = apply_preemptions(session, pairs)
         still = [q for q in queue_order(queue) if q.id in result.waiting]  # not placed now
         waiting_changed = number_queue(session, jobs, still, result.waiting) | preempted
-        orders = self._dispatch(session, jobs, result.placements)
-        return result.placements, orders, waiting_changed
+        placed = placed_jobs(session, [p.job_id for p in result.placements])
+        placements = [p for p in result.placements if p.job_id in placed]  # none cancelled since
+        orders = self._dispatch(session, placed, placements)
+        return placements, orders, waiting_changed
 
     def _dispatch(
         self, session: Session, jobs: dict[int, Job], placements: list[Placement]
@@ -195,7 +197,6 @@ class Scheduler:
         if not placements:
             return []
         resume = newest_checkpoints(session, [p.job_id for p in placements])
-        load_specs(session, [p.job_id for p in placements])
         attempts = [
             Attempt(
                 job_id=p.job_id,

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from backend.auth.models import User
 from backend.db import Database
 from backend.jobs.models import Job
-from backend.scheduler.inputs import load_specs, queued_jobs
+from backend.scheduler.inputs import placed_jobs, queued_jobs
 from tests.backend.test_claim_gang import settings  # noqa: F401 (on SQLite and PostgreSQL)
 from workers.contract.spec import JobSpec
 
@@ -40,9 +40,19 @@ def test_each_queued_job_comes_with_the_nodes_its_gang_spans(
     add_job(database, two_nodes, state="running")
 
     with database.session() as session:
-        queue = {job.id: nodes for job, nodes in queued_jobs(session)}
+        queue = {job.id: job.nodes for job in queued_jobs(session)}
         assert queue == {gang: 2, older: JobSpec.model_validate(minimal).parallelism.nodes}
 
-        load_specs(session, [gang])  # once placed, its spec is read as any other
-        job = session.get_one(Job, gang)
-        assert job.spec_model.parallelism.nodes == 2
+        placed = placed_jobs(session, [gang])  # once placed, its spec is read as any other
+        assert placed[gang].spec_model.parallelism.nodes == 2
+
+
+def test_a_job_cancelled_after_the_queue_was_read_is_not_placed(
+    database: Database, tokens: dict[str, str]
+) -> None:
+    spec = {"name": "c", "template": "mlp"}
+    kept, cancelled = add_job(database, spec), add_job(database, spec)
+    with database.session() as session:
+        assert {job.id for job in queued_jobs(session)} == {kept, cancelled}
+        session.execute(update(Job).where(Job.id == cancelled).values(state="cancelled"))
+        assert set(placed_jobs(session, [kept, cancelled])) == {kept}
