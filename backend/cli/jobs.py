@@ -62,6 +62,8 @@ def attempts(ctx: typer.Context, job_id: JobId) -> None:
     rows = connect(ctx).call("GET", f"/api/jobs/{job_id}/attempts")
     for row in rows:
         where = f"{row['node']:<16} {row['devices']}"
+        if row.get("slurm_job_id"):  # the Slurm executor's: the job Slurm knows it by
+            where += f" (Slurm job {row['slurm_job_id']})"
         typer.echo(f"#{row['number']:<3} {row['state']:<10} {where}  {row['exit_reason'] or ''}")
 
 

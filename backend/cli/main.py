@@ -95,6 +95,8 @@ def list_jobs(
         line = f"{job['id']:>5}  {job['state']:<11} {step:>13}  {devices:<10} {job['name']}"
         if job["state"] == "queued" and job.get("queue_position"):
             line += f"  [#{job['queue_position']} in queue: {job['wait_reason'] or 'placing'}]"
+        elif job["state"] == "scheduled" and job.get("wait_reason"):
+            line += f"  [{job['wait_reason']}]"  # held by the executor: Slurm's pending reason
         typer.echo(line)
 
 
