@@ -17,8 +17,19 @@ from workers.rank.engine.templates import build_task
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def reference_weights(spec: JobSpec, steps: int | None = None) -> dict[str, torch.Tensor]:
-    """Weights after `steps` optimizer steps on the global batches a parallel run would see."""
+def reference_weights(
+    spec: JobSpec,
+    steps: int | None = None,
+    *,
+    skipped: frozenset[int] = frozenset(),
+    lr_scale_after: tuple[int, float] = (0, 1.0),
+) -> dict[str, torch.Tensor]:
+    """Weights after `steps` optimizer steps on the global batches a parallel run would see.
+
+    `skipped`: batch positions (one optimizer step's each) never trained on, as a NaN
+    rollback skips them; `lr_scale_after` (step, scale): the learning rate of every step
+    after that one is scaled, as a rollback to that step halves it.
+    """
     assert spec.template is not None
     hp, dp = spec.hyperparameters, spec.parallelism.data_parallel_degree
     task = build_task(spec.template, hp)
@@ -37,13 +48,17 @@ def reference_weights(spec: JobSpec, steps: int | None = None) -> dict[str, torc
         )
         for r in range(dp)
     ]
-    accum = spec.grad_accum
+    accum, position = spec.grad_accum, -1
+    after, scale = lr_scale_after
     for step in range(hp["steps"] if steps is None else steps):
-        parts = [shard.batch(step * accum + i) for shard in shards for i in range(accum)]
+        position += 1
+        while position in skipped:
+            position += 1
+        parts = [shard.batch(position * accum + i) for shard in shards for i in range(accum)]
         inputs = torch.cat([x for x, _ in parts])
         targets = torch.cat([y for _, y in parts])
         for group in optimizer.param_groups:
-            group["lr"] = lr_at(
+            group["lr"] = (scale if step >= after else 1.0) * lr_at(
                 step + 1, peak=hp["lr"], total_steps=hp["steps"], schedule=spec.lr_schedule
             )
         task.loss_fn(model(inputs), targets).backward()
@@ -67,8 +82,9 @@ def resume(spec: JobSpec, out_dir: Path, checkpoint: Path) -> None:
 
 def torchrun(
     spec: JobSpec, out_dir: Path, *, nproc: int | None = None, driver: str = "parallel_driver.py"
-) -> None:
-    """Train spec on CPU ranks under torchrun with tests/workers/parallel_driver.py or `driver`."""
+) -> str:
+    """Train spec on CPU ranks under torchrun with tests/workers/parallel_driver.py or `driver`;
+    the ranks' standard output."""
     spec_file = out_dir / "spec.json"
     spec_file.write_text(spec.model_dump_json())
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
@@ -90,6 +106,7 @@ def torchrun(
         text=True,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
 
 
 def rank_weights(out_dir: Path, rank: int, step: int) -> dict[str, torch.Tensor]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from workers.rank.engine.optim import total_norm
+from workers.rank.engine.optim import finite_probe, total_norm
 from workers.rank.engine.templates.mlp import make_model
 
 
@@ -24,3 +24,19 @@ def test_total_norm_of_mixed_dtypes_and_of_nothing() -> None:
     assert torch.equal(total_norm(grads), torch.nn.utils.get_total_norm(grads).float())
     assert float(total_norm([torch.full((2,), float("nan"))])) != 0.0  # NaN is kept, not lost
     assert float(total_norm([])) == 0.0
+
+
+def test_the_weight_probe_is_finite_exactly_when_every_weight_is() -> None:
+    torch.manual_seed(0)
+    weights = [p.detach().clone() for p in make_model(16, 64, 4, 4).parameters()]
+    assert torch.isfinite(finite_probe(weights))
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        for i in (0, len(weights) - 1):
+            spoiled = [w.clone() for w in weights]
+            spoiled[i].view(-1)[-1] = bad
+            assert not torch.isfinite(finite_probe(spoiled)), (bad, i)
+    mixed = [torch.ones(3), torch.full((2,), float("nan"), dtype=torch.float64)]
+    assert not torch.isfinite(finite_probe(mixed)) and finite_probe(mixed).dtype == torch.float32
+    assert float(finite_probe([])) == 0.0
+    params = list(make_model(4, 8, 2, 2).parameters())
+    assert finite_probe(params).grad_fn is None  # no graph kept from the weights

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import torch
 
@@ -49,6 +49,31 @@ def total_norm(grads: list[torch.Tensor], *, mixed: bool | None = None) -> torch
         return torch.nn.utils.get_total_norm(grads).float()
     norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
     return norm if norm.dtype is torch.float32 else norm.float()
+
+
+def finite_probe(tensors: Sequence[torch.Tensor], *, mixed: bool | None = None) -> torch.Tensor:
+    """A 0-d float32 tensor on their device (no host sync), finite exactly when every element
+    of `tensors` is, unless their finite values overflow it (past 3.4e38).
+
+    On CPU the sum of one `sum` per tensor, the cheapest complete check found there (a
+    `_foreach_norm` is a loop of norms on CPU; docs/benchmarks.md "The gradient-norm pass
+    every N steps"); on a GPU the sum of one fused `_foreach_norm` (a launch or two, where a
+    `sum` per tensor is a launch each). `mixed` as for `total_norm`.
+    """
+    if not tensors:
+        return torch.zeros(())
+    if mixed is None:
+        mixed = has_mixed_kinds(tensors)
+    with torch.no_grad():  # of the weights too: no graph
+        if mixed:
+            device = tensors[0].device
+            parts = [t.sum().float().to(device) for t in tensors]
+        elif tensors[0].device.type == "cpu":
+            parts = [t.sum() for t in tensors]
+        else:
+            parts = list(torch._foreach_norm(list(tensors), 2.0))
+        total = torch.stack(parts).sum()
+    return total if total.dtype is torch.float32 else total.float()
 
 
 def grads_of(params: list[torch.nn.Parameter]) -> list[torch.Tensor]:

@@ -18,12 +18,19 @@ REPORT_SECONDS = 0.25
 _NO_STEP = 2**40
 
 
+#: a check of this rank's weights taken after a step: (step, the sum of every weight)
+Check = tuple[int, float]
+
+
 @dataclass(frozen=True)
 class Votes:
     """What every rank agreed on at a report."""
 
     #: the earliest step any rank saw a NaN/Inf at, None when all were finite
     bad_step: int | None
+    #: with a bad step, the last step before it after which every rank's weights are known
+    #: finite: a batch of the steps after it, up to the bad step, made the NaN/Inf
+    clean_step: int | None
     stop: bool
     time_due: bool
     #: the last loss of the rank that reports it (dp rank 0 of the loss stage), else -inf
@@ -37,6 +44,34 @@ def steps_between_reports(step_seconds: float) -> int:
     return max(1, min(REPORT_EVERY, int(REPORT_SECONDS / max(step_seconds, 1e-9))))
 
 
+def first_bad(rows: list[Row], checks: list[Check]) -> int | None:
+    """The earliest step with a NaN/Inf in its row (loss, gradient norm...) or its weights."""
+    bad = [s for s, total in checks if not math.isfinite(total)]
+    bad.append(next((s for s, r in rows if not all(map(math.isfinite, r.values()))), _NO_STEP))
+    earliest = min(bad)
+    return None if earliest == _NO_STEP else earliest
+
+
+def last_clean(rows: list[Row], checks: list[Check], *, start: int, before: int) -> int:
+    """The last step before `before` after which this rank's weights are known finite.
+
+    `start` (the last report's step, whose weights were checked) is; so is a step whose
+    weights were checked finite, and a step whose gradient norm was measured right after a
+    known one: finite weights and finite gradients make finite weights. Every value before
+    `before` is finite (it is at most the first bad step). Any other step may have left a
+    NaN that only later steps show: its gradients were not looked at.
+    """
+    checked = {step for step, total in checks if math.isfinite(total)}
+    clean = previous = start
+    for step, row in rows:
+        if step >= before:
+            break
+        if step in checked or ("grad_norm" in row and clean == previous):
+            clean = step
+        previous = step
+    return clean
+
+
 def agree(
     ctx: ParallelContext,
     rows: list[Row],
@@ -45,12 +80,17 @@ def agree(
     stop: bool,
     time_due: bool,
     paced: bool = True,
+    checks: list[Check] | None = None,
+    clean_from: int = 0,
 ) -> Votes:
     """One collective over the gang: NaN seen, the loss to print, stop and time votes, pace.
 
     `paced`: this rank's step time sets the pace (not an async worker's: rank 0's steps do).
+    `checks`: this rank's weight checks since the last report (`clean_from`, its step). When
+    any rank saw a NaN/Inf, a second collective agrees on the last step known clean.
     """
-    bad = next((s for s, r in rows if not all(map(math.isfinite, r.values()))), None)
+    checks = checks or []
+    bad = first_bad(rows, checks)
     designated = has_loss and ctx.dp_rank == 0 and bool(rows)
     loss = rows[-1][1].get("loss", -math.inf) if designated else -math.inf
     step_time = max((r["step_time"] for _, r in rows), default=0.0) if paced else 0.0
@@ -62,8 +102,15 @@ def agree(
         float(time_due),
         step_time,
     )
+    bad_step = clean_step = None
+    if any_bad:  # every rank is here: agree on the steps whose batches made it
+        bad_step = int(_NO_STEP - earliest)
+        clean = last_clean(rows, checks, start=clean_from, before=bad_step)
+        (latest,) = ctx.max_all(float(_NO_STEP - clean))  # the earliest rank's
+        clean_step = int(_NO_STEP - latest)
     return Votes(
-        bad_step=int(_NO_STEP - earliest) if any_bad else None,
+        bad_step=bad_step,
+        clean_step=clean_step,
         stop=stop_vote > 0,
         time_due=time_vote > 0,
         loss=loss,

@@ -18,12 +18,18 @@ from workers.rank.engine.data import ShardedBatches
 from workers.rank.engine.distributed import ParallelContext
 from workers.rank.engine.errors import CheckpointNoSpace, Diverged
 from workers.rank.engine.metrics import MetricBuffer, StepClock, Value, peak_memory_bytes
-from workers.rank.engine.optim import build_optimizer, lr_at
+from workers.rank.engine.optim import build_optimizer, finite_probe, has_mixed_kinds, lr_at
 from workers.rank.engine.parallelize import parallelize
 from workers.rank.engine.precision import MixedPrecision
 from workers.rank.engine.report import agree, progress_line
 from workers.rank.engine.reshape import batch_for
 from workers.rank.engine.templates import Task
+
+#: steps between gradient-norm passes (the `grad_norm` metric) without `grad_clip`, which needs
+#: one every step; each such step also checks the weights for NaN/Inf. The pass reads every
+#: gradient, 2% of a small model's CPU step (docs/benchmarks.md "The gradient-norm pass
+#: every N steps"); a NaN rollback skips at most this many batches (docs/engine.md)
+GRAD_NORM_EVERY = 10
 
 
 @dataclass
@@ -65,6 +71,7 @@ class Trainer:
         self.model = self.runner.model
         #: fixed for the run (walking the module tree every step is measurable on small models)
         self.params = list(self.model.parameters())
+        self.mixed = has_mixed_kinds(self.params)
         self.optimizer = build_optimizer(
             self.model.parameters(),
             name=hp["optimizer"],
@@ -75,8 +82,16 @@ class Trainer:
         #: the job's step (rank 0's under async), and the steps this rank took (its data): the
         #: same but for an async worker, which steps at its own pace
         self.step = self.own_step = 0
-        #: batches skipped by rollbacks before `step`, and steps whose batch will be skipped
-        self.data_offset, self.skip_at = 0, set[int]()
+        #: batches skipped by rollbacks before `step`, and the batches never to train on again
+        #: (positions in the run's data: step index + offset, one optimizer step's batch each)
+        self.data_offset, self.skipped = 0, set[int]()
+        #: since the last report: each step's (job step, batch position), this rank's weight
+        #: checks (job step, sum of the weights), and whether this step takes the norm
+        self.used: list[tuple[int, int]] = []
+        self.checks: list[tuple[int, torch.Tensor]] = []
+        self.measuring = True
+        #: the last step whose weights every rank checked finite (the last healthy report)
+        self.clean_step = 0
         self.lr_scale, self.rollbacks = 1.0, 0
         self._reshape(hp["batch_size"], spec.grad_accum)
         self.metrics = MetricBuffer(sdk.report_many)
@@ -131,21 +146,26 @@ class Trainer:
         self.data_offset = int(progress.get("data_offset", 0))
         self.lr_scale = progress.get("lr_scale", 1.0)
         self.rollbacks = max(self.rollbacks, int(progress.get("rollbacks", 0)))
-        self.skip_at = {s for s in self.skip_at if s >= self.step}
+        self.clean_step = self.step  # a checkpoint is saved after its weights were checked
+        self.used, self.checks = [], []
 
     def train_step(self, *, meeting: bool = False) -> None:
         """One optimizer step over `accum` micro-batches (`meeting`: a report follows it)."""
         hp = self.spec.hyperparameters
         start = self.clock.mark()
-        if self.own_step in self.skip_at:
-            self.data_offset += 1  # a rollback skips the batch that produced a NaN
+        while self.own_step + self.data_offset in self.skipped:
+            self.data_offset += 1  # a rollback skips the batches that may have made a NaN
+        position = self.own_step + self.data_offset
+        # clipping needs the norm every step; else the metric and the NaN check every N
+        checked = (self.own_step + 1) % GRAD_NORM_EVERY == 0
+        self.measuring = checked or self.spec.grad_clip is not None
         schedule = self.spec.lr_schedule
         lr = self.lr_scale * lr_at(
             self.step + 1, peak=hp["lr"], total_steps=self.total_steps, schedule=schedule
         )
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        first = (self.own_step + self.data_offset) * self.accum
+        first = position * self.accum
         batches = (
             []
             if self.ctx.serves_only
@@ -158,16 +178,22 @@ class Trainer:
         computed = self.clock.mark()
         # the update mode's exchange (nothing for pipelines) wraps the optimizer step
         grad_norm, traffic = updates.update(
-            self.runner, self._step_optimizer, step=self.step + 1, meeting=meeting
+            self.runner,
+            self._step_optimizer,
+            step=self.step + 1,
+            meeting=meeting,
+            measure=self.measuring,
         )
         self.own_step += 1
         self.step = updates.next_step(self.runner, self.step)  # async worker: rank 0's
+        self.used.append((self.step, position))
+        if checked:  # the weights this step left: a NaN since the last check shows here
+            self.checks.append((self.step, finite_probe(self.params, mixed=self.mixed)))
         done = self.clock.mark()
         step_time = self.clock.between(start, done)
         rate = _per_second(self.global_batch, step_time)
         row: dict[str, Value] = dict(
             lr=lr,
-            grad_norm=grad_norm,
             step_time=step_time,
             data_time=self.clock.between(start, fetched),
             compute_time=self.clock.between(fetched, computed),
@@ -175,6 +201,8 @@ class Trainer:
             samples_per_s=rate,
             **traffic,
         )
+        if grad_norm is not None:
+            row["grad_norm"] = grad_norm
         if loss is not None:
             row["loss"] = loss
         if self.task.tokens_per_sample:
@@ -182,13 +210,14 @@ class Trainer:
             row["tokens_per_s"] = _per_second(tokens, step_time)
         self.metrics.add(self.step, row)  # an async worker's second row of a step merges
 
-    def _step_optimizer(self) -> torch.Tensor:
+    def _step_optimizer(self) -> torch.Tensor | None:
         scaler, clip = self.precision.scaler, self.spec.grad_clip
         if scaler is not None:
             scaler.unscale_(self.optimizer)
         # one norm pass serves telemetry and clipping; it stays on the device until a report
-        grad_norm = self.runner.grad_norm()
+        grad_norm = self.runner.grad_norm() if self.measuring else None
         if clip is not None:  # it skips parameters without a gradient itself
+            assert grad_norm is not None, "clipping measures every step"
             torch.nn.utils.clip_grads_with_norm_(self.params, clip, grad_norm)
         if scaler is not None:
             scaler.step(self.optimizer)
@@ -281,6 +310,11 @@ class Trainer:
         Returns (healthy, stop, time_due); not healthy means it rolled back.
         """
         rows = self.metrics.flush(peak_mem=peak_memory_bytes(self.ctx.device))
+        if not self.checks or self.checks[-1][0] != self.step:  # what a checkpoint would save
+            self.checks.append((self.step, finite_probe(self.params, mixed=self.mixed)))
+        sums = torch.stack([total for _, total in self.checks]).tolist()
+        checks = [(step, total) for (step, _), total in zip(self.checks, sums, strict=True)]
+        used, self.used, self.checks = self.used, [], []
         votes = agree(
             self.ctx,
             rows,
@@ -288,20 +322,31 @@ class Trainer:
             stop=stop,
             time_due=time_due,
             paced=updates.leads(self.runner),
+            checks=checks,
+            clean_from=self.clean_step,
         )
         self.report_every = votes.report_every
         if votes.bad_step is not None:
-            self._on_nonfinite(votes.bad_step)
+            assert votes.clean_step is not None, "a bad step comes with the last clean one"
+            self._on_nonfinite(votes.bad_step, votes.clean_step, used)
             return False, votes.stop, False
+        self.clean_step = self.step
         if rows:  # every rank logs (its own log on the job page); the leader's has the loss
             row, total = rows[-1][1], self.total_steps
             line = progress_line(self.ctx, step=self.step, total=total, row=row, loss=votes.loss)
             print(line, flush=True)
         return True, votes.stop, votes.time_due
 
-    def _on_nonfinite(self, bad_step: int) -> None:
+    def _on_nonfinite(self, bad_step: int, clean_step: int, used: list[tuple[int, int]]) -> None:
+        """Stop, or roll back skipping the batches of the steps after `clean_step` up to
+        `bad_step` (`used`: each step's batch since the last report)."""
         policy = self.spec.nan_policy
         what = f"the loss or gradients became NaN/Inf at step {bad_step}"
+        if clean_step < bad_step - 1:  # the steps between took no norm: any of them may have
+            what = (
+                f"the loss, gradients or weights became NaN/Inf at step {bad_step} (the weights"
+                f" were last checked finite after step {clean_step})"
+            )
         if policy.action == "stop":
             raise Diverged(what)
         path = newest_checkpoint(self.checkpoint_dir) if self.checkpoint_dir else None
@@ -311,12 +356,19 @@ class Trainer:
         if self.rollbacks >= policy.max_rollbacks:
             raise Diverged(f"{what} after {self.rollbacks} rollbacks (max_rollbacks)")
         lr_scale, rollbacks = self.lr_scale / 2, self.rollbacks + 1
-        self.skip_at.add(bad_step - 1)
+        # every batch since the last clean step: the bad one is among them, and a NaN that
+        # only shows later must not come back on the next try
+        self.skipped.update(p for step, p in used if clean_step < step <= bad_step)
         self.resume(path)
         self.lr_scale, self.rollbacks = lr_scale, rollbacks
         if self.ctx.is_leader:
+            skipped = (
+                "that batch"
+                if clean_step == bad_step - 1
+                else f"the batches of steps {clean_step + 1}-{bad_step}"
+            )
             message = (
-                f"{what}: rolled back to step {self.step}, skipped that batch, lr x{lr_scale:g}"
+                f"{what}: rolled back to step {self.step}, skipped {skipped}, lr x{lr_scale:g}"
             )
             sdk.event("rollback", message=message, step=self.step)
             print(message, flush=True)

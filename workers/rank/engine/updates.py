@@ -65,6 +65,9 @@ HEADER_TAG = 13
 GO_ON, MEET = 0, 1
 #: a dedicated async server's arrival queue: the tickets taken, and ticket n's worker rank
 QUEUE_TAIL, QUEUE_KEY = "trainboard/async-queue/tail", "trainboard/async-queue/{ticket}"
+#: the Trainer's optimizer step (unscale, clip, step, zero the gradients): the gradient norm,
+#: or None on the steps that take none (docs/engine.md "The loop and reports")
+OptimizerStep = Callable[[], torch.Tensor | None]
 
 
 @dataclass
@@ -82,6 +85,8 @@ class Exchange:
     #: a dedicated server's loss: the workers' mean (sync) or the applied gradients' (async)
     loss: torch.Tensor | None = None
     loss_sum: torch.Tensor | None = None
+    #: the norm of the last gradient rank 0 applied, when it took one
+    norm: torch.Tensor | None = None
 
     def row(self, *, server: bool) -> dict[str, Value]:
         """Metrics of the step, read at the report (a meet before it adds its own part)."""
@@ -165,27 +170,33 @@ class UpdateRunner:
         return self.local.grad_norm()
 
     def update(
-        self, optimizer_step: Callable[[], torch.Tensor], *, step: int, meeting: bool = False
-    ) -> tuple[torch.Tensor, dict[str, Value]]:
+        self,
+        optimizer_step: OptimizerStep,
+        *,
+        step: int,
+        meeting: bool = False,
+        measure: bool = True,
+    ) -> tuple[torch.Tensor | None, dict[str, Value]]:
         """Apply this step's gradients as the mode says; the gradient norm and traffic metrics.
 
         `optimizer_step` unscales, clips, steps and zeroes the gradients (the Trainer's own);
         `step` is the 1-based step being completed; `meeting`: this rank's step ends in a
-        report (async: rank 0's decides, and its replies tell the workers).
+        report (async: rank 0's decides, and its replies tell the workers); `measure`: this
+        step takes the gradient norm (a worker's own; else None).
         """
         self.exchange = Exchange()
         self.updates += 1
         if self.ctx.world_size == 1:
             norm = optimizer_step()
         elif self.mode == "sync/parameter_server":
-            norm = self._sync_server(optimizer_step) if self.server else self._worker()
+            norm = self._sync_server(optimizer_step) if self.server else self._worker(measure)
         elif self.mode == "async":
             if self.server:
                 self.closing, self.job_step = meeting, step
                 serve = self._dedicated_server if self.dedicated else self._async_server
                 norm = serve(optimizer_step)
             else:
-                norm = self._worker(async_=True)
+                norm = self._worker(measure, async_=True)
         else:
             norm = optimizer_step()
             if step % self.sync_every == 0:
@@ -194,7 +205,7 @@ class UpdateRunner:
 
     # -- the parameter server -------------------------------------------------------------
 
-    def _sync_server(self, optimizer_step: Callable[[], torch.Tensor]) -> torch.Tensor:
+    def _sync_server(self, optimizer_step: OptimizerStep) -> torch.Tensor | None:
         # a dedicated server starts from nothing: 0 + g1 + g2 is g1 + g2, bit for bit
         total = self._empty(self.grad_numel).zero_() if self.dedicated else self._flat_grads()
         # one inbox, filled worker after worker: rank 0 holds one extra gradient, not N-1
@@ -212,11 +223,11 @@ class UpdateRunner:
         self._send_weights(list(self.workers))
         return norm
 
-    def _dedicated_server(self, optimizer_step: Callable[[], torch.Tensor]) -> torch.Tensor:
+    def _dedicated_server(self, optimizer_step: OptimizerStep) -> torch.Tensor | None:
         """A dedicated async server's step: the next dp_size gradients to arrive (a global
         batch's worth, from whichever workers send them), each applied on its own; the last
         one's norm."""
-        ex, norm = self.exchange, None
+        ex = self.exchange
         ex.queued += self._announced() - sum(self.served.values())
         # a meeting's replies tell each worker once, and a told worker sends nothing more
         while ex.applied < self.ctx.dp_size and not (
@@ -225,11 +236,10 @@ class UpdateRunner:
             worker = self._next_arrival()
             if self.arrived[worker] <= self.served[worker]:
                 continue  # a ticket of a gradient already taken (at a meeting or the bound)
-            applied = self._apply_from(worker, optimizer_step)
-            norm = norm if applied is None else applied
-        assert norm is not None and ex.loss_sum is not None, "a step applies a gradient"
+            self._apply_from(worker, optimizer_step)
+        assert ex.loss_sum is not None, "a step applies a gradient"
         ex.loss = ex.loss_sum / ex.applied
-        return norm
+        return ex.norm
 
     def _next_arrival(self) -> int:
         """The worker of the next ticket in the arrival queue, waiting until it is taken."""
@@ -243,7 +253,7 @@ class UpdateRunner:
     def _announced(self) -> int:
         return int(self._the_store().add(QUEUE_TAIL, 0))
 
-    def _async_server(self, optimizer_step: Callable[[], torch.Tensor]) -> torch.Tensor:
+    def _async_server(self, optimizer_step: OptimizerStep) -> torch.Tensor | None:
         if self._most_urgent() is not None:  # a worker at the staleness bound goes first
             own = self._flat_grads()
             self._make_room(optimizer_step)
@@ -275,9 +285,7 @@ class UpdateRunner:
                 return pending[0][1]
         return None
 
-    def _make_room(
-        self, optimizer_step: Callable[[], torch.Tensor], besides: int | None = None
-    ) -> None:
+    def _make_room(self, optimizer_step: OptimizerStep, besides: int | None = None) -> None:
         """Serve the oldest workers (waiting for their gradients) until one more update fits."""
         while (worker := self._most_urgent(besides)) is not None:
             self._apply_from(worker, optimizer_step)
@@ -285,20 +293,20 @@ class UpdateRunner:
     def _apply_from(
         self,
         worker: int,
-        optimizer_step: Callable[[], torch.Tensor],
+        optimizer_step: OptimizerStep,
         *,
         only_waiting: bool = False,
-    ) -> torch.Tensor | None:
+    ) -> None:
         """Receive `worker`'s gradient (waiting for it if need be), apply it, send the weights;
-        the applied gradient's norm (None: nothing to apply)."""
+        the applied gradient's norm goes to the step's exchange."""
         if only_waiting and self._ready(worker) <= self.served[worker]:
-            return None  # the bound had rank 0 serve it already
+            return  # the bound had rank 0 serve it already
         # room first: nothing may be applied between this worker's recv and its update, so
         # its staleness is what the bound allowed when it was served
         served = self.served[worker]
         self._make_room(optimizer_step, besides=worker)
         if self.served[worker] != served:
-            return None  # the room made served this very worker (its next gradient may not come)
+            return  # the room made served this very worker (its next gradient may not come)
         grads = self._empty(self.grad_numel)
         dist.recv(grads, src=worker, tag=GRAD_TAG)
         self.exchange.received += _nbytes(grads)
@@ -311,18 +319,19 @@ class UpdateRunner:
         staleness = self.version - self.based_on[worker]
         self.version += 1
         ex = self.exchange
+        ex.norm = norm
         ex.applied, ex.staleness_sum = ex.applied + 1, ex.staleness_sum + staleness
         ex.staleness_max = max(ex.staleness_max, staleness)
         self.based_on[worker] = self.version
         if self.closing:
             self.told.add(worker)
         self._send_weights([worker], flag=MEET if self.closing else GO_ON)
-        return norm
 
-    def _worker(self, *, async_: bool = False) -> torch.Tensor:
+    def _worker(self, measure: bool, *, async_: bool = False) -> torch.Tensor | None:
         """Send this replica's gradient to rank 0 and take the weights it sends back."""
         grads = self._flat_grads(with_loss=self.dedicated)
-        norm = self.local.grad_norm()  # this replica's own; rank 0 reports the applied one
+        # this replica's own (`measure`: this step takes one); rank 0 reports the applied one
+        norm = self.local.grad_norm() if measure else None
         if async_:
             self._raise_ready()
         dist.send(grads, dst=0, tag=GRAD_TAG)
@@ -377,7 +386,7 @@ class UpdateRunner:
             return wanted
         return self.meeting_asked
 
-    def meet(self, optimizer_step: Callable[[], torch.Tensor], *, step: int) -> int:
+    def meet(self, optimizer_step: OptimizerStep, *, step: int) -> int:
         """Before a report (async): rank 0 applies each worker's next gradient, answering
         "meet", then broadcasts its weights and step; every rank returns the job's step."""
         if self.mode != "async" or self.ctx.world_size == 1:
@@ -509,11 +518,19 @@ def _broadcast_json(value: list[list[object]], ctx: ParallelContext) -> list[lis
 
 
 def update(
-    runner: object, optimizer_step: Callable[[], torch.Tensor], *, step: int, meeting: bool
-) -> tuple[torch.Tensor, dict[str, Value]]:
-    """The optimizer step of `step` under the runner's update mode, and its traffic metrics."""
+    runner: object,
+    optimizer_step: OptimizerStep,
+    *,
+    step: int,
+    meeting: bool,
+    measure: bool = True,
+) -> tuple[torch.Tensor | None, dict[str, Value]]:
+    """The optimizer step of `step` under the runner's update mode, and its traffic metrics.
+
+    The gradient norm: `optimizer_step`'s, or a worker's own when `measure` (else None).
+    """
     if isinstance(runner, UpdateRunner):
-        return runner.update(optimizer_step, step=step, meeting=meeting)
+        return runner.update(optimizer_step, step=step, meeting=meeting, measure=measure)
     traffic = getattr(runner, "traffic", None)
     if isinstance(traffic, AllreduceTraffic):
         return optimizer_step(), traffic.take().row(server=False)
@@ -545,7 +562,7 @@ def meeting(runner: object, wanted: bool) -> bool:
     return wanted
 
 
-def meet(runner: object, optimizer_step: Callable[[], torch.Tensor], *, step: int) -> int:
+def meet(runner: object, optimizer_step: OptimizerStep, *, step: int) -> int:
     """Before a report's collective: async ranks catch up with rank 0; the job's step."""
     if isinstance(runner, UpdateRunner):
         return runner.meet(optimizer_step, step=step)
