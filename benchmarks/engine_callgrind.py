@@ -88,9 +88,11 @@ _TOTALS = re.compile(r"^totals: (\d+)$", re.MULTILINE)
 def _count_regions(size: Size, steps: int, redis_url: str) -> None:
     """Under callgrind: warm both sides up, then run each region inside `operator.call`."""
     from workers.rank import sdk
+    from workers.rank.engine.optim import finite_probe
 
     with Sides(size, redis_url) as sides:
         trainer, runner = sides.trainer, sides.trainer.runner
+        params = trainer.params
         sides.bare_steps(3)  # optimizer state, allocator and first-call costs outside the count
         sides.engine_steps(3, report_every=3)
         first = (trainer.step + trainer.data_offset) * trainer.accum
@@ -103,6 +105,7 @@ def _count_regions(size: Size, steps: int, redis_url: str) -> None:
             ("engine_report", lambda: trainer._report(False, False)),  # its SDK send included
             ("report_send", lambda: sdk.report_many(rows)),  # that send alone, for the breakdown
             ("grad_norm", lambda: [runner.grad_norm() for _ in range(steps)]),
+            ("weight_check", lambda: [finite_probe(params, mixed=False) for _ in range(steps)]),
             ("engine_fetch", lambda: [trainer.batches.batch(first + i) for i in range(steps)]),
             ("bare_fetch", lambda: [sides.bare_fetch() for _ in range(steps)]),
         ]

@@ -31,6 +31,7 @@ REGIONS = (
     "engine_report",
     "report_send",
     "grad_norm",
+    "weight_check",
     "engine_fetch",
     "bare_fetch",
 )
@@ -162,19 +163,19 @@ class Sides:
                 trainer._report(False, False)
 
     def engine_steps_without_norm(self, steps: int) -> None:
-        """The engine's steps with a constant for its gradient-norm pass: what that pass costs.
+        """The engine's steps without its gradient-norm passes and weight checks between
+        reports: what they cost (every `GRAD_NORM_EVERY` steps, as the engine takes them).
 
-        Not a configuration the engine has (`grad_norm` is a per-step metric and the NaN
-        policy checks it); it prices an option to sample it.
+        Not a configuration the engine has (the NaN policy needs the checks); the report's
+        own weight check stays.
         """
-        import torch
+        from workers.rank.engine import train
 
-        runner, constant = self.trainer.runner, torch.tensor(1.0)
-        runner.grad_norm = lambda: constant  # type: ignore[method-assign]
+        every, train.GRAD_NORM_EVERY = train.GRAD_NORM_EVERY, 2**62
         try:
             self.engine_steps(steps)
         finally:
-            delattr(runner, "grad_norm")
+            train.GRAD_NORM_EVERY = every
 
 
 def telemetry_steps(steps: int, *, report_every: int, pause: float = 0.0) -> float:
@@ -236,7 +237,7 @@ def alternating_blocks(sides: Sides, *, block: int, blocks: int) -> dict[str, li
     """Wall and CPU µs per step of each side, alternating blocks so all see the same machine.
 
     CPU is the process's (every thread), the rank's; the relay process's is not in it. A third side,
-    `no_norm`, is the engine without its gradient-norm pass.
+    `no_norm`, is the engine without its gradient-norm passes and weight checks.
     """
     runs = {
         "bare": sides.bare_steps,

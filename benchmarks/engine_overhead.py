@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import os
 import sys
 import time
 from collections.abc import Iterable
@@ -108,7 +109,7 @@ def inprocess_rows(sides: Sides, *, blocks: int) -> tuple[list[tuple[str, str]],
         ("one process: bare step, CPU µs (all threads)", spread(times["bare_cpu"], ",.0f")),
         ("one process: engine step, CPU µs (all threads)", spread(times["engine_cpu"], ",.0f")),
         ("one process: ratio bare / engine (CPU per step), per block pair", _ratio(cpu_pairs)),
-        ("one process: engine, its grad-norm pass a constant, CPU µs", no_norm),
+        ("one process: engine without grad-norm passes and weight checks, CPU µs", no_norm),
         ("one process: ratio bare / that engine (CPU per step), per block", _ratio(no_norm_pairs)),
     ], every
 
@@ -122,6 +123,8 @@ def instruction_rows(
 ) -> list[tuple[str, str]]:
     """Instructions per step of both sides and where the engine's extra ones go (the rank's
     work only: the relay process is the supervisor's)."""
+    from workers.rank.engine.train import GRAD_NORM_EVERY
+
     n = count_instructions(size, report_every=report_every, redis_url=redis_url, python=python)
     telemetry = count_telemetry_instructions(
         report_every=report_every, redis_url=redis_url, python=python
@@ -133,7 +136,14 @@ def instruction_rows(
         (f"{cg}: engine step incl. report and its SDK send, instructions", f"{engine:,.0f}"),
         ("callgrind: ratio bare / engine (instructions per step)", f"{n['bare'] / engine:.4f}"),
         ("callgrind: engine − bare per step", f"{engine - n['bare']:+,.0f}"),
-        ("… of which the gradient-norm pass", f"{n['grad_norm']:,.0f}"),
+        (
+            f"… of which the gradient-norm passes (one every {GRAD_NORM_EVERY} steps; one pass)",
+            f"{n['grad_norm'] / GRAD_NORM_EVERY:,.0f} ({n['grad_norm']:,.0f})",
+        ),
+        (
+            f"… of which the weight checks (one every {GRAD_NORM_EVERY} steps; one check)",
+            f"{n['weight_check'] / GRAD_NORM_EVERY:,.0f} ({n['weight_check']:,.0f})",
+        ),
         ("… of which the report (read-back, vote, SDK send)", f"{n['engine_report']:,.0f}"),
         ("… of which the SDK send alone (JSON, pipe write)", f"{n['report_send']:,.0f}"),
         ("… data fetch: engine / bare (randint + gather)", _pair(n, "engine_fetch", "bare_fetch")),
@@ -142,6 +152,10 @@ def instruction_rows(
             f"{telemetry:,.0f} ({telemetry / n['bare']:.3%} of the bare step)",
         ),
     ]
+
+
+def _loads(loads: Iterable[tuple[float, float, float]]) -> str:
+    return "; ".join(", ".join(f"{v:.1f}" for v in load) for load in loads)
 
 
 def _pair(n: dict[str, float], a: str, b: str) -> str:
@@ -168,6 +182,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     size = Size(args.batch, args.hidden, args.layers)
+    began_load = os.getloadavg()
     with own_redis() as args.redis_url:
         rows = ddp_rows(args) if args.ddp else []
         # progress lines to nowhere
@@ -195,6 +210,8 @@ def main() -> None:
             f"{relay.cpu_us_per_point():.2f} ({relay.points:,} points)",
         ),
     ]
+    loads = (began_load, os.getloadavg())
+    rows.append(("load average (1, 5, 15 min) at start; at end", _loads(loads)))
     print(f"| mlp {args.layers} blocks, {size.label()} per rank | median (min – max) |")
     print("|---|---|")
     for label, value in rows:
