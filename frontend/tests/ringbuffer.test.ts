@@ -30,6 +30,16 @@ describe("RingBuffer", () => {
     expect(rb.columns()).toEqual([[1, 2, 3], [1, 2, 3]]);
   });
 
+  it("finds an x by binary search across the wrap while rows arrived in order", () => {
+    const rb = new RingBuffer(4);
+    for (const x of [1, 3, 5, 7, 9, 11]) rb.push(x, x); // wrapped: holds 5, 7, 9, 11
+    expect(rb.sorted).toBe(true);
+    expect([4, 5, 7, 8, 9, 11, 12, 1, 3].map((x) => rb.includes(x))).toEqual([false, true, true, false, true, true, false, false, false]);
+    rb.push(6, 6); // late: no longer sorted, so no search
+    expect(rb.sorted).toBe(false);
+    expect(() => rb.includes(6)).toThrow();
+  });
+
   it("refuses a bad capacity and a wrong row width", () => {
     expect(() => new RingBuffer(0)).toThrow();
     expect(() => new RingBuffer(2, 2).push(1, 1)).toThrow();

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { alignSeries, countPoints, DeviceStore, MetricStore, smooth, ofRank } from "../src/lib/series";
 import { LogTail, jobsFromSnapshot, upsertJob } from "../src/lib/stores";
+import { random } from "./random";
 import type { Job } from "../src/api/types";
 
 describe("MetricStore", () => {
@@ -35,6 +36,44 @@ describe("MetricStore", () => {
     for (const step of [1, 2, 3, 4]) store.add("loss", 0, step, step);
     expect(store.add("loss", 0, 1, 1)).toBe(false);
     expect(store.data("loss")[0]).toEqual([2, 3, 4]);
+  });
+
+  it("dedupes exactly as a set of the held steps would, in order or not, through evictions", () => {
+    // the reference: a set of the steps held, the oldest-inserted evicted when over capacity
+    // in order through many evictions (searched), rarely late, often late (a set from then on)
+    for (const [seed, late] of [[1, 0], [2, 0.002], [3, 0.3]] as const) {
+      const next = random(seed);
+      const store = new MetricStore(50);
+      const held: number[] = [];
+      let newest = 0;
+      for (let i = 0; i < 2_000; i += 1) {
+        // the next steps, a repeat of a held one, a late one, one the window left behind
+        const step = next() >= late ? newest + 1 + Math.floor(next() * 2) - (next() < 0.1 ? 1 : 0) : Math.max(0, newest - Math.floor(next() * 70));
+        const full = held.length === 50;
+        const expected = !held.includes(step) && !(full && step < held[0]!);
+        expect(store.add("loss", 0, step, i)).toBe(expected);
+        if (expected) {
+          held.push(step);
+          newest = Math.max(newest, step);
+          if (held.length > 50) held.shift();
+        }
+      }
+      expect(store.data("loss")[0]).toEqual([...held].sort((a, b) => a - b));
+    }
+  });
+
+  it("a snapshot repeated after live points adds nothing (the in-order dedupe searches the buffer)", () => {
+    const store = new MetricStore(100);
+    const snapshot = { loss: { step: [1, 2, 3, 4], time: [1, 2, 3, 4], value: [4, 3, 2, 1], rank: [0, 0, 0, 0] } };
+    expect(store.applySnapshot(snapshot)).toEqual(new Set(["loss"]));
+    expect(store.applySnapshot(snapshot)).toEqual(new Set());
+    expect(store.add("loss", 0, 0, 5)).toBe(true); // a late one: the buffer is out of order from here
+    expect(store.applySnapshot(snapshot)).toEqual(new Set());
+    expect(store.add("loss", 0, 0, 5)).toBe(false);
+    expect(store.data("loss")).toEqual([
+      [0, 1, 2, 3, 4],
+      [5, 4, 3, 2, 1],
+    ]);
   });
 });
 
@@ -127,6 +166,19 @@ describe("job stores", () => {
     expect(tail.apply([line(2)])).toBe(false);
     tail.apply([line(3)]);
     expect(tail.lines.map((l) => l.seq)).toEqual([2, 3]);
+  });
+
+  it("log tail keeps lines ordered by time, rank and seq, in order or late", () => {
+    const tail = new LogTail(4);
+    const line = (rank: number, seq: number, time: number) => ({ attempt_id: 1, rank, stream: "stdout" as const, seq, line: `${rank}:${seq}`, time });
+    tail.apply([line(0, 1, 10), line(1, 1, 10)]);
+    tail.apply([line(0, 2, 11)]);
+    tail.apply([line(1, 2, 10.5), line(0, 3, 12)]); // rank 1's line is late
+    expect(tail.lines.map((l) => l.line)).toEqual(["1:1", "1:2", "0:2", "0:3"]); // capped at 4: "0:1" left
+    // "0:1" left with the cap, so it is new again, and the oldest: sorted in, then capped off
+    expect(tail.apply([line(0, 1, 10)])).toBe(true);
+    expect(tail.lines.map((l) => l.line)).toEqual(["1:1", "1:2", "0:2", "0:3"]);
+    expect(tail.apply([line(1, 2, 10.5)])).toBe(false);
   });
 });
 

@@ -12,7 +12,7 @@ export class RingBuffer {
   /** Set when a row arrived with x below the newest x; `columns()` then sorts. */
   private unsorted = false;
   /** Called with the x of each row pushed out by a full buffer (to drop dedupe keys). */
-  onEvict?: (x: number, values: (number | null)[]) => void;
+  onEvict?: (x: number) => void;
 
   constructor(capacity: number, width = 1) {
     if (!Number.isInteger(capacity) || capacity < 1) throw new Error("capacity must be >= 1");
@@ -39,11 +39,30 @@ export class RingBuffer {
       this.count += 1;
     } else {
       slot = this.start;
-      if (this.onEvict) this.onEvict(this.cols[0]![slot]!, this.row(slot).slice(1));
+      if (this.onEvict) this.onEvict(this.cols[0]![slot]!);
       this.start = (this.start + 1) % this.capacity;
     }
     this.cols[0]![slot] = x;
-    values.forEach((v, i) => (this.cols[i + 1]![slot] = v ?? Number.NaN));
+    for (let i = 0; i < values.length; i += 1) this.cols[i + 1]![slot] = values[i] ?? Number.NaN;
+  }
+
+  /** Whether every row arrived in ascending x (ties allowed): `includes` then searches. */
+  get sorted(): boolean {
+    return !this.unsorted;
+  }
+
+  /** Whether a row has this x, by binary search: only while `sorted` (throws otherwise). */
+  includes(x: number): boolean {
+    if (this.unsorted) throw new Error("includes() needs rows in ascending x");
+    const xs = this.cols[0]!;
+    let lo = 0;
+    let hi = this.count;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (xs[(this.start + mid) % this.capacity]! < x) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo < this.count && xs[(this.start + lo) % this.capacity] === x;
   }
 
   /** The newest x, or NaN when empty. */
@@ -93,9 +112,5 @@ export class RingBuffer {
       }),
     );
     return [xs, ...ys];
-  }
-
-  private row(slot: number): (number | null)[] {
-    return this.cols.map((col) => (Number.isNaN(col[slot]!) ? null : col[slot]!));
   }
 }

@@ -33,23 +33,28 @@ export class LogTail {
 
   /** Returns true when any line was new. */
   apply(lines: LogLine[]): boolean {
-    let changed = false;
+    const before = this.lines.length;
+    let ordered = true; // the new lines all come after the held ones, in order: no sort needed
     for (const line of lines) {
-      const key = `${line.attempt_id}:${line.rank}:${line.stream}:${line.seq}`;
+      const key = logKey(line);
       if (this.keys.has(key)) continue;
       this.keys.add(key);
+      const last = this.lines[this.lines.length - 1];
+      if (last && byTime(last, line) > 0) ordered = false;
       this.lines.push(line);
-      changed = true;
     }
-    if (!changed) return false;
-    this.lines.sort((a, b) => a.time - b.time || a.rank - b.rank || a.seq - b.seq);
-    while (this.lines.length > this.capacity) {
-      const old = this.lines.shift()!;
-      this.keys.delete(`${old.attempt_id}:${old.rank}:${old.stream}:${old.seq}`);
-    }
+    if (this.lines.length === before) return false;
+    // a live job's lines arrive in order, ~170 messages a second: sorting the whole tail on
+    // each (and shifting it line by line) was a cost per message of the job page (issue #33)
+    if (!ordered) this.lines.sort(byTime);
+    const over = this.lines.length - this.capacity;
+    if (over > 0) for (const old of this.lines.splice(0, over)) this.keys.delete(logKey(old));
     return true;
   }
 }
+
+const logKey = (l: LogLine): string => `${l.attempt_id}:${l.rank}:${l.stream}:${l.seq}`;
+const byTime = (a: LogLine, b: LogLine): number => a.time - b.time || a.rank - b.rank || a.seq - b.seq;
 
 /** Nodes with each heartbeat's machine load, data disk (when it says) and time applied. */
 export function withHosts(nodes: Node[], hosts: HostUpdate[]): Node[] {
