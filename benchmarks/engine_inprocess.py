@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis
@@ -162,7 +163,7 @@ class Sides:
             if len(trainer.metrics) >= (report_every or trainer.report_every):
                 trainer._report(False, False)
 
-    def engine_steps_without_norm(self, steps: int) -> None:
+    def engine_steps_without_norm(self, steps: int, report_every: int | None = None) -> None:
         """The engine's steps without its gradient-norm passes and weight checks between
         reports: what they cost (every `GRAD_NORM_EVERY` steps, as the engine takes them).
 
@@ -173,7 +174,7 @@ class Sides:
 
         every, train.GRAD_NORM_EVERY = train.GRAD_NORM_EVERY, 2**62
         try:
-            self.engine_steps(steps)
+            self.engine_steps(steps, report_every)
         finally:
             train.GRAD_NORM_EVERY = every
 
@@ -233,16 +234,21 @@ def report_every_for(step_seconds: float) -> int:
     return steps_between_reports(step_seconds)
 
 
-def alternating_blocks(sides: Sides, *, block: int, blocks: int) -> dict[str, list[float]]:
+def alternating_blocks(
+    sides: Sides, *, block: int, blocks: int, pinned: bool = False
+) -> dict[str, list[float]]:
     """Wall and CPU µs per step of each side, alternating blocks so all see the same machine.
 
     CPU is the process's (every thread), the rank's; the relay process's is not in it. A third side,
-    `no_norm`, is the engine without its gradient-norm passes and weight checks.
+    `no_norm`, is the engine without its gradient-norm passes and weight checks. `pinned`: the
+    engine reports once a block (else as often as its step time says, which a loaded machine
+    shortens).
     """
-    runs = {
+    every = block if pinned else None
+    runs: dict[str, Callable[[int], None]] = {
         "bare": sides.bare_steps,
-        "engine": sides.engine_steps,
-        "no_norm": sides.engine_steps_without_norm,
+        "engine": lambda steps: sides.engine_steps(steps, every),
+        "no_norm": lambda steps: sides.engine_steps_without_norm(steps, every),
     }
     out: dict[str, list[float]] = {f"{n}{cpu}": [] for n in runs for cpu in ("", "_cpu")}
     for _ in range(blocks):

@@ -81,8 +81,11 @@ def relay_backpressure_us(redis_url: str, steps: int = 5_000, *, report_every: i
     return wall / steps * 1e6
 
 
-def inprocess_rows(sides: Sides, *, blocks: int) -> tuple[list[tuple[str, str]], int]:
-    """One process: alternating blocks of one report cycle each; and that cycle's steps.
+def inprocess_rows(
+    sides: Sides, *, blocks: int, every: int | None = None
+) -> tuple[list[tuple[str, str]], int]:
+    """One process: alternating blocks of one report cycle each; and that cycle's steps
+    (`every`: pinned, one report a block; else as the engine's step time sets it).
 
     Denormals are flushed to zero on both sides here: as this small task's loss approaches
     zero, gradients turn denormal and each float op on them slows down many times, on each
@@ -94,8 +97,9 @@ def inprocess_rows(sides: Sides, *, blocks: int) -> tuple[list[tuple[str, str]],
     sides.engine_steps(5)  # first calls, and the engine's first report sets its cadence
     began = time.perf_counter()
     sides.engine_steps(10)
-    every = report_every_for((time.perf_counter() - began) / 10)
-    times = alternating_blocks(sides, block=every, blocks=blocks)
+    pinned = every is not None
+    every = every or report_every_for((time.perf_counter() - began) / 10)
+    times = alternating_blocks(sides, block=every, blocks=blocks, pinned=pinned)
     torch.set_flush_denormal(False)
     pairs = zip(times["bare"], times["engine"], strict=True)
     cpu_pairs = zip(times["bare_cpu"], times["engine_cpu"], strict=True)
@@ -173,7 +177,9 @@ def main() -> None:
     parser.add_argument("--instructions", action="store_true", help="count with callgrind")
     parser.add_argument("--no-ddp", dest="ddp", action="store_false", help="one process only")
     parser.add_argument(
-        "--report-every", type=int, help="steps per report cycle (default: as the engine sets it)"
+        "--report-every",
+        type=int,
+        help="steps per report cycle and per one-process block (default: as the engine sets it)",
     )
     parser.add_argument(
         "--callgrind-python",
@@ -187,7 +193,7 @@ def main() -> None:
         rows = ddp_rows(args) if args.ddp else []
         # progress lines to nowhere
         with Sides(size, args.redis_url) as sides, contextlib.redirect_stdout(io.StringIO()):
-            one, every = inprocess_rows(sides, blocks=args.blocks)
+            one, every = inprocess_rows(sides, blocks=args.blocks, every=args.report_every)
         every = args.report_every or every
         relay = sides.pipe.stats
         assert relay is not None and not relay.refused, relay
