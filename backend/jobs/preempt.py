@@ -87,8 +87,10 @@ def apply_preemptions(
             .where(Job.id.in_([victim for victim, _ in pairs]))
         )
     }
-    # held here: the session's identity map keeps unmodified rows only weakly
-    loaded = {j.id: j for j in session.scalars(select(Job).where(Job.id.in_(list(current))))}
+    # held here: the session's identity map keeps unmodified rows only weakly; the jobs
+    # preempting too (`preempt` reads them), or it asks for each (a pass reads the queue as rows)
+    wanted = [*current, *{by for _, by in pairs}]
+    loaded = {j.id: j for j in session.scalars(select(Job).where(Job.id.in_(wanted)))}
     for victim_id, by_id in pairs:
         attempt_id = current.get(victim_id)
         if (
