@@ -16,12 +16,12 @@ from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from backend.db import fields_of, utcnow
+from backend.db import as_utc, fields_of, utcnow
 from backend.deployment_keys import keys_of
 from backend.jobs.attempt_states import LIVE_SLICE_VALUES
 from backend.jobs.models import Attempt, AttemptSlice, JobEvent
 from backend.nodes.models import NodeState
-from backend.nodes.schemas import DeviceOut, DeviceStragglers, ManagerOut, NodeOut
+from backend.nodes.schemas import DeviceOut, DeviceStragglers, ExecutorOut, ManagerOut, NodeOut
 from backend.nodes.service import NODE_FIELDS, all_nodes, disk_view, host_view
 
 log = logging.getLogger(__name__)
@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 MANAGER_KEY = "tb:cluster:manager"
 #: a view not refreshed for this long is gone (its executor stopped): seconds
 MANAGER_TTL = 300
+#: a manager view older than this (seconds) is stale: the scheduler's executor stopped reading it
+MANAGER_STALE_SECONDS = 60
 #: the job event kind of a straggler report (backend.health.stragglers writes them)
 STRAGGLER_KIND = "straggler"
 WINDOW_HOURS = 24
@@ -118,3 +120,19 @@ def manager_view(client: redis.Redis) -> ManagerOut | None:
         return ManagerOut.model_validate_json(raw)
     except ValidationError:  # written by another version: shown again at the next write
         return None
+
+
+def manager_warning(client: redis.Redis, *, executor: str) -> ExecutorOut:
+    """Whether the executor's cluster manager answers, in words for the board (None: it does)."""
+    if executor == "nodes":
+        return ExecutorOut(executor=executor)
+    view = manager_view(client)
+    name = "Slurm" if executor == "slurm" else executor
+    if view is None:
+        unread = f"{name}'s state has not been read (is the scheduler running?)"
+        return ExecutorOut(executor=executor, warning=unread)
+    age = (utcnow() - as_utc(view.observed_at)).total_seconds()
+    warning = view.unreachable
+    if warning is None and age > MANAGER_STALE_SECONDS:
+        warning = f"{name}'s state not read for {age:.0f} s (is the scheduler running?)"
+    return ExecutorOut(executor=executor, warning=warning, observed_at=view.observed_at)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Request, status
 
-from backend.auth.deps import AdminDep, NodeDep, ObjectId, ReaderDep, SessionDep
+from backend.auth.deps import AdminDep, NodeDep, ObjectId, ReaderDep, SessionDep, SettingsDep
 from backend.jobs import attempts, cluster, fencing
 from backend.jobs.schemas import ClaimIn, ClaimOut, FinishOut, RendezvousOut
 from backend.nodes import control, service, trust
 from backend.nodes.deployment import deployment_id
-from backend.nodes.schemas import NodeList, NodeOut, RegisteredOut
+from backend.nodes.schemas import ExecutorOut, NodeList, NodeOut, RegisteredOut
 from backend.signals import announce_jobs, announce_nodes, wake_scheduler
 from backend.telemetry.live import publish_live
 from workers.contract.protocol import (
@@ -28,6 +28,13 @@ def list_nodes(_: ReaderDep, session: SessionDep, request: Request) -> NodeList:
     Slurm's own nodes and their state."""
     manager = cluster.manager_view(request.app.state.redis)
     return NodeList(nodes=cluster.describe_nodes(session), manager=manager)
+
+
+@router.get("/executor", response_model=ExecutorOut)
+def executor_status(_: ReaderDep, settings: SettingsDep, request: Request) -> ExecutorOut:
+    """Which executor runs attempts and whether its cluster manager answers (one Redis read:
+    the board and a job's page ask it every 10 s under Slurm)."""
+    return cluster.manager_warning(request.app.state.redis, executor=settings.executor)
 
 
 @router.post("/nodes/{name}/drain", response_model=NodeOut)

@@ -98,6 +98,19 @@ class ManagerOut(BaseModel):
     nodes: list[ManagerNodeOut]
 
 
+class ExecutorOut(BaseModel):
+    """Whether the executor's cluster manager answers: what the board and a job's page warn of."""
+
+    executor: str = Field(description='"nodes" (Trainboard\'s own pool) or "slurm"')
+    warning: str | None = Field(
+        None,
+        description="set while the manager does not answer or its view is not being read; "
+        "running jobs go on, nothing new starts, states are as last seen (null under the node "
+        "pool)",
+    )
+    observed_at: datetime | None = Field(None, description="when the manager was last read")
+
+
 class NodeList(BaseModel):
     nodes: list[NodeOut]
     manager: ManagerOut | None = Field(

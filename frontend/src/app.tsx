@@ -3,6 +3,7 @@ import { useEffect, useState } from "preact/hooks";
 import { ApiError, client, ok, setUnauthorizedHandler } from "./api/http";
 import type { Me } from "./api/types";
 import { live, useConnStatus } from "./live";
+import { ExecutorBanner } from "./components/ExecutorBanner";
 import { RetryNow } from "./components/RetryNow";
 import { setThemeChoice, themeChoice, type ThemeChoice } from "./lib/theme";
 import { currentPath, Link, navigate, useRoute, type Route } from "./router";
@@ -62,6 +63,7 @@ export function App() {
     <div class="shell">
       <Header me={me} route={route} onLogout={() => setMe(null)} />
       <ConnBanner />
+      {me && <ExecutorBanner />}
       <main>
         {loadError && <p class="error">Could not reach the server: {loadError}</p>}
         {me ? <View route={route} me={me} /> : !loadError && <p class="muted">Loading…</p>}
