@@ -208,7 +208,13 @@ def _start_loops(
         )
         loops.append(("stragglers", lambda: run_stragglers(db=db, client=client, stop=stop)))
         allow = AllowList.parse(settings.webhook_allowed_hosts)
-        loops.append(("webhooks", lambda: run_webhooks(db=db, stop=stop, allow=allow)))
+        hooks_news = news.listen()
+        loops.append(
+            (
+                "webhooks",
+                lambda: run_webhooks(db=db, stop=stop, allow=allow, news=hooks_news),
+            )
+        )
     threads = [
         threading.Thread(target=target, name=f"trainboard-{name}", daemon=True)
         for name, target in loops

@@ -45,6 +45,9 @@ COULD_NOT_CONNECT = "delivery failed: could not connect"
 #: a destination the allow-list refuses at delivery time (decided before any connection)
 REFUSED = "delivery refused: the destination is not allowed (TRAINBOARD_WEBHOOK_ALLOWED_HOSTS)"
 RUN_EVERY_SECONDS = 1.0
+#: the longest the loop sleeps without news while no webhook is registered (a job change
+#: wakes it: most forwarded events come with one; docs/health.md "Webhooks")
+IDLE_SECONDS = 30.0
 BATCH = 20
 
 
@@ -190,45 +193,81 @@ def deliver_due(session: Session, poster: Callable[[], Poster]) -> int:
     return len(due)
 
 
-#: what a pass could find to do, in one query: the newest job event and whether a pending
-#: delivery is due; built once (building the pass's ORM statements costs more than running
-#: them, every second, on an idle control plane: docs/benchmarks.md, "An idle trainboard up")
+#: what a pass could find to do, in one query: the newest job event, whether a pending
+#: delivery is due, and whether any webhook is registered; built once (building the pass's
+#: ORM statements costs more than running them, every second, on an idle control plane:
+#: docs/benchmarks.md, "An idle trainboard up")
 NEWS = select(
     select(func.max(JobEvent.id)).scalar_subquery(),
     exists().where(
         WebhookDelivery.state == "pending",
         WebhookDelivery.next_at <= bindparam("now", type_=UtcDateTime()),
     ),
+    exists().where(Webhook.id.is_not(None)),
 )
 
 
-def run_webhooks(*, db: Database, stop: threading.Event, allow: AllowList) -> None:
-    """Queue deliveries for new job events and send due ones, every second, until stop."""
-    # made at the first delivery: building its TLS context costs ~25 ms of CPU at every
-    # start (every API test's), and most deployments have no webhook
-    posters: list[Poster] = []
+class WebhooksPass:
+    """One pass of the webhooks loop: queue deliveries for new job events, send the due ones.
 
-    def poster() -> Poster:
-        if not posters:
-            posters.append(Poster(allow))
-        return posters[0]
+    Calling it answers whether any webhook is registered: with none, the loop may sleep
+    until news (nothing can be sent; the pass only moved the event cursor on).
+    """
 
-    seen: list[int | None] = []  # the newest job event the last full pass looked past
+    def __init__(self, db: Database, allow: AllowList) -> None:
+        self.db, self.allow = db, allow
+        #: made at the first delivery: building its TLS context costs ~25 ms of CPU at every
+        #: start (every API test's), and most deployments have no webhook
+        self.poster: Poster | None = None
+        #: the newest job event the last full pass looked past
+        self.seen: list[int | None] = []
 
-    def step() -> None:
-        with db.session() as session:
-            news = session.execute(NEWS, {"now": utcnow()}).one()
-        newest, due = news[0], bool(news[1])
-        if seen == [newest] and not due:
-            return  # no new event, no delivery due: nothing to queue or send
-        with db.session() as session:
-            enqueue_new_events(session)
-        seen[:] = [newest]
-        with db.session() as session:
-            deliver_due(session, poster)
+    def __call__(self) -> bool:
+        with self.db.session() as session:
+            found = session.execute(NEWS, {"now": utcnow()}).one()
+        newest, due, hooked = found[0], bool(found[1]), bool(found[2])
+        if self.seen == [newest] and not due:
+            return hooked  # no new event, no delivery due: nothing to queue or send
+        with self.db.session() as session:
+            enqueue_new_events(session)  # with no webhook: the cursor moves past the events
+        self.seen[:] = [newest]
+        with self.db.session() as session:
+            deliver_due(session, self._poster)
+        return hooked
 
+    def _poster(self) -> Poster:
+        if self.poster is None:
+            self.poster = Poster(self.allow)
+        return self.poster
+
+    def close(self) -> None:
+        if self.poster is not None:
+            self.poster.close()
+
+
+def run_webhooks(
+    *,
+    db: Database,
+    stop: threading.Event,
+    allow: AllowList,
+    news: threading.Event | None = None,
+) -> None:
+    """Queue deliveries for new job events and send due ones, every second, until stop.
+
+    While no webhook is registered there is nothing to send: the loop then waits for `news`
+    (a job changed) or IDLE_SECONDS between passes, which only move the event cursor on.
+    """
+    step = WebhooksPass(db, allow)
     try:
-        every(RUN_EVERY_SECONDS, "webhooks", step, stop, log=log, wait_first=True)
+        every(
+            RUN_EVERY_SECONDS,
+            "webhooks",
+            step,
+            stop,
+            log=log,
+            wait_first=True,
+            news=news,
+            idle_seconds=IDLE_SECONDS,
+        )
     finally:
-        for made in posters:
-            made.close()
+        step.close()

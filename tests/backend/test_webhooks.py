@@ -11,12 +11,13 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from backend.auth.models import User
 from backend.config import Settings
 from backend.db import Database
 from backend.jobs.models import Job, JobEvent
-from backend.webhooks.delivery import COULD_NOT_CONNECT, Poster, deliver_due
+from backend.webhooks.delivery import COULD_NOT_CONNECT, Poster, WebhooksPass, deliver_due
 from backend.webhooks.destination import AllowList
 from backend.webhooks.models import Webhook, WebhookCursor, WebhookDelivery
 from backend.webhooks.service import enqueue_new_events
@@ -121,6 +122,17 @@ def test_a_slack_webhook_gets_a_signed_text_body(
     }
 
 
+def _owner_and_job(session: Session) -> tuple[int, int]:
+    """A user and a job of theirs, written: their ids."""
+    user = User(username="bob", role="user")
+    session.add(user)
+    session.flush()
+    job = Job(name="j", owner_id=user.id, spec={}, devices_requested=1)
+    session.add(job)
+    session.flush()
+    return user.id, job.id
+
+
 def _cursor(database: Database) -> bool:
     with database.session() as session:
         return session.scalar(select(WebhookCursor)) is not None
@@ -151,15 +163,10 @@ def test_on_postgresql_events_become_deliveries_once_and_a_dead_receiver_is_retr
 ) -> None:
     database = Database(migrated_postgres_url)
     with database.session() as session:
-        user = User(username="bob", role="user")
-        session.add(user)
-        session.flush()
-        job = Job(name="j", owner_id=user.id, spec={}, devices_requested=1)
-        session.add(job)
-        session.flush()
-        session.add(Webhook(owner_id=user.id, url=receiver.url, secret="s", events=["failed"]))
+        owner, job_id = _owner_and_job(session)
+        session.add(Webhook(owner_id=owner, url=receiver.url, secret="s", events=["failed"]))
         assert enqueue_new_events(session) == 0  # the cursor starts at the newest event
-        session.add(JobEvent(job_id=job.id, kind="failed", message="rank 0 exited with 1"))
+        session.add(JobEvent(job_id=job_id, kind="failed", message="rank 0 exited with 1"))
     with database.session() as session:
         assert enqueue_new_events(session) == 1
         assert enqueue_new_events(session) == 0
@@ -175,3 +182,26 @@ def test_on_postgresql_events_become_deliveries_once_and_a_dead_receiver_is_retr
         assert deliver_due(session, lambda: poster) == 0  # not due before its backoff
     poster.close()
     database.dispose()
+
+
+def test_a_pass_without_webhooks_only_moves_the_cursor_and_tells_the_loop_it_may_sleep(
+    database: Database, receiver: Receiver
+) -> None:
+    """With no webhook the loop sleeps until a job changes (or 30 s): its pass says so, and
+    the events it looked past are not sent to a webhook registered after it."""
+    with database.session() as session:
+        owner, job_id = _owner_and_job(session)
+    look = WebhooksPass(database, AllowList.parse("127.0.0.1"))
+    assert look() is False  # the first pass: the cursor starts at the newest event
+    _event(database, job_id, "failed", "rank 0 exited with 1")
+    assert look() is False
+    with database.session() as session:
+        assert session.scalars(select(WebhookDelivery)).all() == []
+        session.add(Webhook(owner_id=owner, url=receiver.url, secret="s", events=["failed"]))
+    assert look() is True  # a webhook now: the loop looks every second again
+    assert receiver.received == []  # the event before it was looked past
+    _event(database, job_id, "failed", "rank 1 exited with 1")
+    assert look() is True
+    [post] = receiver.received  # the 500 the receiver answers first: retried later
+    assert json.loads(post["body"])["message"] == "rank 1 exited with 1"
+    look.close()
