@@ -216,4 +216,26 @@ describe("throttle", () => {
     t.run();
     expect(calls).toBe(3);
   });
+
+  it("reads a function's ms at each call (a pane out of view waits longer)", () => {
+    let now = 0;
+    let ms = 250;
+    const timers: number[] = [];
+    let calls = 0;
+    const t = throttle(
+      () => (calls += 1),
+      () => ms,
+      () => now,
+      (_run, wait) => {
+        timers.push(now + wait);
+        return 0 as unknown as ReturnType<typeof setTimeout>;
+      },
+    );
+    t.run();
+    ms = 1000;
+    now = 100;
+    t.run();
+    expect(timers).toEqual([1000]);
+    expect(calls).toBe(1);
+  });
 });

@@ -6,7 +6,7 @@
  * decimated per pixel, lib/decimate.ts) and keeps `data()` exact for its legend, count and text;
  * zoomed in (a drag on x), it decimates the raw rows in view again.
  */
-import { useEffect, useRef } from "preact/hooks";
+import { useLayoutEffect, useRef } from "preact/hooks";
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 import { lowerBound } from "../lib/bisect";
@@ -86,7 +86,9 @@ function recordingLabels(axes: uPlot.Axis[] | undefined, el: HTMLElement): uPlot
     if (i === 0 || typeof values !== "function") return a;
     const recorded: uPlot.Axis.DynamicValues = (u, splits, axisIdx, space, incr) => {
       const out = values(u, splits, axisIdx, space, incr);
-      el.dataset[i === 1 ? "yLabels" : `y${i}Labels`] = out.map((v) => String(v)).join("|");
+      const key = i === 1 ? "yLabels" : `y${i}Labels`;
+      const text = out.map((v) => String(v)).join("|");
+      if (el.dataset[key] !== text) el.dataset[key] = text; // unchanged on most live redraws: no attribute write
       return out;
     };
     return { ...a, values: recorded };
@@ -126,7 +128,10 @@ export function Chart({ testId, title, options, data, drawn, points, subscribe, 
   const latest = useRef({ options, data, drawn, points, subscribe, count });
   latest.current = { options, data, drawn, points, subscribe, count };
 
-  useEffect(() => {
+  // The plot is built and drawn right after the render, before the browser paints (a layout
+  // effect): as a plain effect it waited for the next frame, so a chart first painted as an
+  // empty box and drew a frame or more later (the first draw, issue #34).
+  useLayoutEffect(() => {
     const el = box.current!;
     // every point, read at most once per redraw and only when something asks (a legend, the text)
     let exactData: AlignedData | null = null;

@@ -19,9 +19,23 @@ interface Found {
   lines: LogLine[];
 }
 
-/** `ranks`: every rank of the current attempt (listed in the filter before it has printed). */
-export function LogView({ jobId, tail, ranks: attempt = [] }: { jobId: number; tail: LogTail; ranks?: number[] }) {
+/**
+ * The margin around the viewport within which the pane counts as in view (`onNear`): the one
+ * within which Chromium renders a `content-visibility: auto` box (styles.css, `.log-box`; away
+ * from the viewport the box is not painted, and laid out only for the scroll to its newest
+ * line after a render), half the viewport's height.
+ */
+const NEAR_MARGIN = "50% 0px";
+
+/**
+ * `ranks`: every rank of the current attempt (listed in the filter before it has printed).
+ * `onNear`: told when the pane comes within NEAR_MARGIN of the viewport and when it leaves it.
+ */
+export function LogView({ jobId, tail, ranks: attempt = [], onNear }: { jobId: number; tail: LogTail; ranks?: number[]; onNear?: (near: boolean) => void }) {
   const box = useRef<HTMLPreElement>(null);
+  const outer = useRef<HTMLDivElement>(null);
+  const nearChanged = useRef(onNear);
+  nearChanged.current = onNear;
   const [follow, setFollow] = useState(true);
   const following = useRef(true);
   following.current = follow;
@@ -59,7 +73,21 @@ export function LogView({ jobId, tail, ranks: attempt = [] }: { jobId: number; t
       lastTop.current = el.scrollTop;
     });
   });
-  useEffect(() => () => void (scrolling.current !== null && cancelAnimationFrame(scrolling.current)), []);
+  useEffect(() => {
+    let near = true;
+    const seen = new IntersectionObserver(
+      (entries) => {
+        const now = entries[entries.length - 1]!.isIntersecting;
+        if (now !== near) nearChanged.current?.((near = now));
+      },
+      { rootMargin: NEAR_MARGIN },
+    );
+    seen.observe(outer.current!);
+    return () => {
+      seen.disconnect();
+      if (scrolling.current !== null) cancelAnimationFrame(scrolling.current);
+    };
+  }, []);
 
   // A search asks the server (every stored line, not only the tail held here), 300 ms after typing.
   useEffect(() => {
@@ -133,7 +161,7 @@ export function LogView({ jobId, tail, ranks: attempt = [] }: { jobId: number; t
             : `The newest ${tail.lines.length} lines, live`}
         {capped && capped.dropped > 0 ? <span data-testid="log-dropped">{` · ${capped.dropped.toLocaleString()} earlier lines dropped (cap ${capped.cap.toLocaleString()} per attempt)`}</span> : null}
       </p>
-      <div class="log-box">
+      <div class="log-box" ref={outer}>
         <pre
           ref={box}
           class="logs"

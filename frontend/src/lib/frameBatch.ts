@@ -141,12 +141,13 @@ export class RedrawQueue {
 
 /**
  * A trailing throttle: `run()` calls `fn` at once when it last ran `ms` ago or more, else once
- * when that much time has passed (calls in between fold into that one). The job page's log pane
+ * when that much time has passed (calls in between fold into that one). `ms` may be a function,
+ * read at each call (a pane out of view re-renders less often). The job page's log pane
  * and progress re-render this way, a few times a second, instead of on every frame.
  */
 export function throttle(
   fn: () => void,
-  ms: number,
+  ms: number | (() => number),
   now: () => number = () => performance.now(),
   later: (run: () => void, ms: number) => ReturnType<typeof setTimeout> = (run, wait) => setTimeout(run, wait),
 ): { run: () => void; dispose: () => void } {
@@ -160,7 +161,7 @@ export function throttle(
   return {
     run: () => {
       if (timer !== null) return;
-      const wait = last + ms - now();
+      const wait = last + (typeof ms === "number" ? ms : ms()) - now();
       if (wait <= 0) fire();
       else timer = later(fire, wait);
     },

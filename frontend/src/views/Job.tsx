@@ -1,5 +1,5 @@
 /** One job: status, live loss and metric charts, its devices, events, log tail, cancel. */
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { ApiError, client, ok } from "../api/http";
 import type { Job, JobEvent, JobTopicData, MetricPoint, SnapshotSeries } from "../api/types";
 import { JobDevices, Progress, StateBadge } from "../components/bits";
@@ -89,6 +89,15 @@ export function JobView({ id }: { id: number }) {
     if (names.size || newLines || events) frame.current!.add({ names, logs: newLines, events });
   });
 
+  // The log pane (500 lines) is the page's largest subtree: a job update (about once a second)
+  // re-renders the page, not it; its own lines re-render it (LiveLog). The same element skips
+  // Preact's diff of it (issue #33: that diff was most of the page's render cost).
+  const logSize = job ? attemptRanks(job).length : 0;
+  const logPane = useMemo(
+    () => job && <LiveLog jobId={job.id} tail={logs} changed={logsChanged} ranks={attemptRanks(job)} />,
+    [job?.id, logSize],
+  );
+
   if (missing && !job) {
     return (
       <section>
@@ -125,7 +134,7 @@ export function JobView({ id }: { id: number }) {
       <JobDeviceCharts job={job} cluster={cluster} />
       <div class="two-col">
         <EventList events={events} />
-        <LiveLog jobId={job.id} tail={logs} changed={logsChanged} ranks={attemptRanks(job)} />
+        {logPane}
       </div>
       <HangStacks jobId={job.id} version={`${job.attempt}:${eventsVersion}`} />
       <JobAttempts job={job} eventsVersion={eventsVersion} />
@@ -203,11 +212,18 @@ function unixSeconds(value: string | null | undefined): number | null {
  * charts, the live page's largest cost (issue #33, benchmarks.job_page_soak).
  */
 const LIVE_TEXT_MS = 250;
+/**
+ * How often the log pane re-renders while it is out of view (and not about to come into it),
+ * at most, ms, as a chart out of view redraws (components/Chart.tsx): at 1280x800 the pane sits
+ * below the device charts, and re-laying out and repainting its 500 shifting lines four times a
+ * second was the largest rendering cost left on a running job's page (issue #33).
+ */
+const FAR_TEXT_MS = 1000;
 
-/** Call `fn` when `signal` fires, at most once per LIVE_TEXT_MS (the last call never lost). */
-function usePaced<T>(signal: Signal<T>, fn: () => void): void {
+/** Call `fn` when `signal` fires, at most once per `ms()` (LIVE_TEXT_MS; the last call never lost). */
+function usePaced<T>(signal: Signal<T>, fn: () => void, ms: () => number = () => LIVE_TEXT_MS): void {
   useEffect(() => {
-    const paced = throttle(fn, LIVE_TEXT_MS);
+    const paced = throttle(fn, ms);
     const off = signal.on(paced.run);
     return () => {
       off();
@@ -216,11 +232,19 @@ function usePaced<T>(signal: Signal<T>, fn: () => void): void {
   }, [signal]);
 }
 
-/** The log pane, re-rendered when lines arrive (a few times a second), not with the page. */
+/**
+ * The log pane, re-rendered when lines arrive (a few times a second, once a second while out of
+ * view), not with the page; at once when it comes into view.
+ */
 function LiveLog({ jobId, tail, changed, ranks }: { jobId: number; tail: LogTail; changed: Signal<void>; ranks: number[] }) {
   const [, setVersion] = useState(0);
-  usePaced(changed, () => setVersion((v) => v + 1));
-  return <LogView jobId={jobId} tail={tail} ranks={ranks} />;
+  const near = useRef(true);
+  usePaced(changed, () => setVersion((v) => v + 1), () => (near.current ? LIVE_TEXT_MS : FAR_TEXT_MS));
+  const onNear = (now: boolean) => {
+    near.current = now;
+    if (now) setVersion((v) => v + 1);
+  };
+  return <LogView jobId={jobId} tail={tail} ranks={ranks} onNear={onNear} />;
 }
 
 /**
