@@ -4,6 +4,12 @@
  *  2. 10 live job charts + 8 device charts through the app's own Chart component, fed points
  *     at a steady rate: time spent per animation frame in chart redraws, and long tasks.
  * Results go to window.__bench (and the page's <pre>).
+ *
+ * With `?first=raw` or `?first=app` the page measures only one first draw of 150,000 points, in
+ * a fresh page (cold code, as a chart opening on a page is): `raw`, uPlot handed every point
+ * (what part 1's `create_ms` times); `app`, the job page's way, the app's `Chart` over a
+ * `MetricStore` holding 8 ranks × 18,750 steps, drawing its per-pixel min/max decimation
+ * (what a job page open for a while draws when a chart is built again: a setting changed).
  */
 import { render } from "preact";
 import uPlot from "uplot";
@@ -60,7 +66,45 @@ async function bigChart(points: number, repeats: number) {
   }
   plot.destroy();
   el.remove();
-  return { points, create_ms: +create.toFixed(2), redraw_ms: stats(redraws) };
+  return { points, create_ms: +create.toFixed(2), ...(repeats > 0 ? { redraw_ms: stats(redraws) } : {}) };
+}
+
+/** The app's first draw of a metric chart over a store holding `ranks` × `steps` points: ms from mounting to uPlot's draw hook. */
+async function appFirstDraw(ranks: number, steps: number) {
+  const store = new MetricStore(steps);
+  for (let step = 0; step < steps; step += 1)
+    for (let rank = 0; rank < ranks; rank += 1) store.add("loss", rank, step, Math.exp(-step / 40_000) + 0.05 * Math.sin(step / 50 + rank) + 0.02 * Math.random(), 1.7e9 + step);
+  const signal = new Signal<Set<string>>();
+  const el = document.createElement("div");
+  el.style.width = "1200px";
+  host.appendChild(el);
+  await sleep(0);
+  let drawnAt = 0;
+  const t0 = performance.now();
+  render(
+    <Chart
+      testId="first"
+      title="loss"
+      options={() => ({
+        scales: { x: { time: false } },
+        series: [{}, ...Array.from({ length: ranks }, (_, r) => ({ label: `rank ${r}`, stroke: "#2563eb", width: 1.5 }))],
+        hooks: { draw: [() => (drawnAt ||= performance.now())] },
+      })}
+      data={() => store.data("loss")}
+      drawn={(px) => store.drawn("loss", px)}
+      points={() => store.count("loss")}
+      subscribe={(fn) => signal.on(fn)}
+      countAttr="data-points"
+      height={300}
+    />,
+    el,
+  );
+  while (!drawnAt) await sleep(0);
+  const ms = drawnAt - t0;
+  const points = Number(el.querySelector('[data-testid="first"]')?.getAttribute("data-points"));
+  render(null, el);
+  el.remove();
+  return { points, first_draw_ms: +ms.toFixed(2) };
 }
 
 async function liveCharts(jobs: number, devices: number, seconds: number, pointsPerSecond: number) {
@@ -158,6 +202,14 @@ async function liveCharts(jobs: number, devices: number, seconds: number, points
 }
 
 async function main() {
+  const first = new URLSearchParams(location.search).get("first");
+  if (first) {
+    // one cold first draw of 150,000 points, the whole page for it (bench/run.py alternates them)
+    const results = first === "app" ? await appFirstDraw(8, 18_750) : { points: 150_000, first_draw_ms: (await bigChart(150_000, 0)).create_ms };
+    out.textContent = JSON.stringify(results, null, 2);
+    (window as unknown as { __bench: unknown }).__bench = results;
+    return;
+  }
   const results = {
     user_agent: navigator.userAgent,
     hardware_concurrency: navigator.hardwareConcurrency,

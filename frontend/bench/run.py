@@ -1,16 +1,29 @@
 """Build nothing; serve bench-dist/ and run the chart benchmark in Debian's Chromium.
 
-Usage (from frontend/): npm run bench:build && ../.venv/bin/python bench/run.py
+Usage (from frontend/): npm run bench:build && ../.venv/bin/python bench/run.py [--rounds N]
+[--other DIR] [--first-only]
+
+After the page's own run, rounds of cold first draws of 150,000 points, each in a fresh page, the
+order rotating every round: uPlot handed every point (`?first=raw`) and the app's chart over
+the store (`?first=app`), so each round is a same-run ratio. `--other DIR` (another bench
+build, e.g. of the code before a change) adds its app first draw to every round: the change's
+own same-run ratio. `--first-only` skips the page's own run.
 """
 
 from __future__ import annotations
 
+import argparse
 import functools
 import http.server
 import json
+import os
 import platform
+import statistics
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from playwright.sync_api import sync_playwright
 
@@ -18,22 +31,74 @@ DIST = Path(__file__).resolve().parents[1] / "bench-dist"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
 
 
-def main() -> None:
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(DIST))
+@contextmanager
+def serving(directory: Path) -> Iterator[str]:
+    """A static server of `directory`; its index page's URL."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(directory))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.goto(f"http://127.0.0.1:{server.server_port}/index.html")
-            page.wait_for_function("window.__bench !== undefined", timeout=180_000)
-            results = page.evaluate("window.__bench")
-            browser.close()
+        yield f"http://127.0.0.1:{server.server_port}/index.html"
     finally:
         server.shutdown()
-    results["machine"] = f"{platform.machine()} {platform.processor() or ''}".strip()
+
+
+def first_draw(browser: Any, url: str) -> float:
+    """One cold first draw, ms, in a page of its own."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(url)
+    page.wait_for_function("window.__bench !== undefined", timeout=180_000)
+    ms = float(page.evaluate("window.__bench.first_draw_ms"))
+    page.close()
+    return ms
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=6, help="rounds of cold first draws")
+    parser.add_argument("--other", type=Path, default=None, help="a second bench build")
+    parser.add_argument("--first-only", action="store_true", help="only the first draws")
+    a = parser.parse_args()
+    results: dict[str, Any] = {"load_before": os.getloadavg()}
+    with served_builds(DIST, a.other) as (url, other_url), sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+        if not a.first_only:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(url)
+            page.wait_for_function("window.__bench !== undefined", timeout=180_000)
+            results.update(page.evaluate("window.__bench"))
+            page.close()
+        kinds = {"raw": url + "?first=raw", "app": url + "?first=app"}
+        if other_url:
+            kinds["other_app"] = other_url + "?first=app"
+        rounds = []
+        names = list(kinds)
+        for i in range(a.rounds):
+            order = names[i % len(names) :] + names[: i % len(names)]
+            found = {which: first_draw(browser, kinds[which]) for which in order}
+            found["app/raw"] = round(found["app"] / found["raw"], 3)
+            if other_url:
+                found["app/other_app"] = round(found["app"] / found["other_app"], 3)
+            rounds.append(found)
+        browser.close()
+    results["first_draw_150k_rounds"] = rounds
+    results["first_draw_150k_median"] = {
+        key: round(statistics.median(r[key] for r in rounds), 3) for key in rounds[0]
+    }
+    results["machine"] = f"{platform.machine()} {os.cpu_count()} cores"
+    results["load_after"] = os.getloadavg()
     print(json.dumps(results, indent=2))
+
+
+@contextmanager
+def served_builds(first: Path, second: Path | None) -> Iterator[tuple[str, str | None]]:
+    """Serve one build, or two."""
+    with serving(first) as url:
+        if second is None:
+            yield url, None
+        else:
+            with serving(second) as other:
+                yield url, other
 
 
 if __name__ == "__main__":
