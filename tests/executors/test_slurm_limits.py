@@ -108,6 +108,7 @@ def test_a_job_at_its_slurm_time_limit_checkpoints_and_fails_with_slurms_timeout
     )
     assert record.reason == "TimeLimit", record
     said = (attempt["exit_reason"], _said(stack, attempt["id"]))
+    print(said[1])  # pytest shows it with a failure: the step's log, whole
     assert (job["state"], attempt["state"]) == ("failed", "failed"), said
     assert attempt["exit_reason"].startswith(
         f"Slurm: TIMEOUT: Slurm job {slurm_id} reached its time limit (TimeLimit=00:01:00)"

@@ -35,7 +35,7 @@ def test_preemption_is_read_from_the_controller_and_unknown_without_one() -> Non
     """No controller answers here (no SLURM_CONF cluster): a SIGTERM then counts as
     before, never as a preemption."""
     assert slurm_step.preempted("") is None
-    assert slurm_step.preempted("41", timeout=5) is None
+    assert slurm_step.preempted("41", timeout=1) is None
     found = slurm_step.PREEMPT_TIME.search(
         "JobId=1 PreemptEligibleTime=x PreemptTime=2026-11-28T18:11:18"
     )

@@ -31,6 +31,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,9 @@ log = logging.getLogger("workers.node.slurm_step")
 
 #: what run_attempt returns when it reported an outcome to the API
 REPORTED = frozenset({"succeeded", "failed", "stopped"})
+#: how long a SIGTERM's cause is asked of the controller: it is busy ending the job then, and
+#: a second SIGTERM (srun's) kills a scontrol that the first one's read had started
+RECORD_SECONDS = 15.0
 #: `scontrol show job`'s PreemptTime: set once the job was picked for preemption
 PREEMPT_TIME = re.compile(r"(?:^|\s)PreemptTime=(\S+)")
 #: `scontrol show job`'s reason once the job reached its time limit, and that limit
@@ -58,24 +62,34 @@ TIME_LIMIT_REASON = re.compile(r"(?:^|\s)Reason=(TimeLimit|DeadLine)(?:\s|$)")
 TIME_LIMIT = re.compile(r"(?:^|\s)TimeLimit=(\S+)")
 
 
-def job_record(job_id: str, *, timeout: float = 5.0) -> str:
+def job_record(job_id: str, *, timeout: float = RECORD_SECONDS) -> str:
     """This job's `scontrol show job --oneliner` line, or "" (no job id, or the controller
-    did not say within the timeout: a SIGTERM then reads as before)."""
+    did not say within the timeout: a SIGTERM then reads as before). Asked again until the
+    timeout when a read brings nothing: the controller is busy ending the job, and Slurm's
+    next SIGTERM to the step's processes kills a scontrol running then."""
     if not job_id:
         return ""
-    try:
-        return subprocess.run(
-            ["scontrol", "show", "job", "--oneliner", job_id],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        ).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            out = subprocess.run(
+                ["scontrol", "show", "job", "--oneliner", job_id],
+                capture_output=True,
+                text=True,
+                timeout=left,
+                check=False,
+            ).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+        if out.strip():
+            return out
+        time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+    return ""
 
 
-def preempted(job_id: str, *, timeout: float = 5.0, record: str | None = None) -> str | None:
+def preempted(
+    job_id: str, *, timeout: float = RECORD_SECONDS, record: str | None = None
+) -> str | None:
     """When Slurm picked this job for preemption (its PreemptTime), or None: not picked,
     or the controller did not say (`record`: the job's scontrol line, if already read)."""
     text = job_record(job_id, timeout=timeout) if record is None else record
@@ -150,8 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     active = ActiveAttempts()
 
     #: why the ranks were stopped, once a signal's cause was read from the controller: a
-    #: later signal (slurmd's SIGTERM and srun's forwarded one both come; the controller
-    #: may not answer the second read) never overwrites it
+    #: later signal (slurmd's SIGTERM and srun's forwarded one both come, the second while
+    #: the first one's handler may still be reading) never overwrites it
     known: list[str] = []
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -160,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
             log.info("already stopping: %s", known[0])
             return
         record = job_record(slurm_job) if signum == signal.SIGTERM else ""
+        if known:  # a signal that came during the read (its handler ran inside this one,
+            # seen: srun's forwarded SIGTERM 0.1 s after slurmd's, which also killed this
+            # read's scontrol) read the cause first: not overwritten with less
+            return
         since = preempted(slurm_job, record=record)
         if since is not None:  # the platform's doing: checkpoint, no restart spent
             why = f"preempted by Slurm at {since} (job {slurm_job}: a higher-priority partition)"
