@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
 
 import redis
-from sqlalchemy import select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -17,9 +18,10 @@ from backend.executors.base import Executor
 from backend.jobs.attempt_end import release_restarts
 from backend.jobs.attempt_states import (
     AttemptState,
+    SliceState,
 )
 from backend.jobs.attempts import newest_checkpoints
-from backend.jobs.models import Attempt, AttemptSlice, Job
+from backend.jobs.models import Attempt, AttemptSlice, Job, JobEvent
 from backend.jobs.preempt import apply_preemptions
 from backend.jobs.states import STOPPED, JobState, transition
 from backend.placement.policy import Placement, QueuedJob, queue_order
@@ -52,6 +54,8 @@ log = logging.getLogger(__name__)
 #: (backend.signals.wake_scheduler: a submission, an attempt's end, a node's registration or
 #: change), so this only bounds how late it sees time-based news (a silent node's lease)
 IDLE_SECONDS = 2.0
+#: what a pass writes of each "scheduled" event (the rest are the columns' defaults)
+EVENT_COLUMNS = ("job_id", "attempt_id", "kind", "message", "time")
 #: attempts dated per statement at a pass's commit (SQLite binds at most 32,766 values)
 CLAIM_CLOCK_CHUNK = 5_000
 #: job states in which a job can still give the scheduler work
@@ -216,19 +220,22 @@ class Scheduler:
         session.flush()  # one round trip assigns every attempt id
         self._placed = attempts
         orders = []
+        # the events and slices go in as rows through Core (one executemany each), not as ORM
+        # objects the flush inserts one by one (docs/benchmarks.md, "Scheduler throughput")
+        events: list[dict[str, Any]] = []
+        slices: list[dict[str, Any]] = []
         addresses: dict[str, str] = {}  # rank 0's node's, asked once per node and pass
         for placement, attempt in zip(placements, attempts, strict=True):
             job = jobs[placement.job_id]
             job.attempt, job.wait_reason = attempt.number, None
             where = "; ".join(f"{name} devices {list(devs)}" for name, devs in placement.slices)
-            session.add(
-                transition(
-                    job,
-                    JobState.scheduled,
-                    message=f"attempt {attempt.number} scheduled on {where}",
-                    attempt_id=attempt.id,
-                )
+            event = transition(
+                job,
+                JobState.scheduled,
+                message=f"attempt {attempt.number} scheduled on {where}",
+                attempt_id=attempt.id,
             )
+            events.append({column: getattr(event, column) for column in EVENT_COLUMNS})
             halvings = job.oom_reductions  # an out-of-memory restart runs a smaller shape
             spec = (
                 JobSpec.model_validate(reduced_spec(job.spec, halvings))
@@ -236,10 +243,14 @@ class Scheduler:
                 else job.spec_model
             )
             for rank, (name, devices) in enumerate(placement.slices):
-                session.add(
-                    AttemptSlice(
-                        attempt_id=attempt.id, node_name=name, node_rank=rank, devices=list(devices)
-                    )
+                slices.append(
+                    {
+                        "attempt_id": attempt.id,
+                        "node_name": name,
+                        "node_rank": rank,
+                        "devices": list(devices),
+                        "state": SliceState.scheduled.value,
+                    }
                 )
                 orders.append(
                     AttemptOrder(
@@ -256,6 +267,9 @@ class Scheduler:
                         deployment=self.keys.deployment,
                     )
                 )
+        connection = session.connection()
+        connection.execute(insert(JobEvent), events)
+        connection.execute(insert(AttemptSlice), slices)
         return orders
 
     def _address(self, session: Session, node: str, known: dict[str, str]) -> str:

@@ -42,6 +42,15 @@ def test_every_order_of_a_pass_reaches_its_nodes_queue(
     assert sent == {(p.job_id, p.slices[0][0], _attempt(api, alice, p.job_id)) for p in placed}
     assert {o["job_id"] for o in orders["n2"]} < set(jobs)
     assert all(o["spec"]["name"] == GOOD_SPEC["name"] for o in orders["n1"] + orders["n2"])
+    for p in placed:  # each job's timeline and its attempt's placement say where it went
+        (name, devices), attempt = p.slices[0], _attempt(api, alice, p.job_id)
+        events = api.get(f"/api/jobs/{p.job_id}/events", headers=alice).json()
+        scheduled = [e for e in events if e["kind"] == "scheduled"]
+        assert [(e["attempt_id"], e["message"]) for e in scheduled] == [
+            (attempt, f"attempt 1 scheduled on {name} devices {list(devices)}")
+        ]
+        view = api.get(f"/api/jobs/{p.job_id}/attempts", headers=alice).json()[-1]
+        assert [(s["node"], s["devices"]) for s in view["placement"]] == [(name, list(devices))]
 
 
 def _attempt(api: TestClient, headers: dict[str, str], job_id: int) -> int:
