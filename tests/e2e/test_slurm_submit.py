@@ -86,6 +86,12 @@ def test_jobs_from_the_browser_and_the_cli_wait_with_slurms_reason_then_run(
         reason = page.get_by_test_id("job-wait-reason")
         expect(reason).to_have_text(re.compile(rf"^Slurm job {browser_slurm}: waiting .*\(\w+\)$"))
         expect(page.get_by_test_id("job-state")).to_have_attribute("data-state", "scheduled")
+        # the attempts table names the Slurm job while it is pending: the reason naming it
+        # changed after the table's first read, which predates the id (stored at the
+        # executor's next pass), and a changed reason reads the table again
+        expect(page.get_by_test_id("attempt-placement-1")).to_contain_text(
+            f"(Slurm job {browser_slurm})"
+        )
 
         # from the CLI
         spec_file = tmp_path / "spec.json"
@@ -112,9 +118,6 @@ def test_jobs_from_the_browser_and_the_cli_wait_with_slurms_reason_then_run(
             "data-state", "succeeded", timeout=240_000
         )
         expect(reason).to_have_count(0)
-        # the attempts table is read again on a state change: the Slurm job id is there now
-        # (while pending, the table read at the attempt's creation may predate the id, which
-        # the executor stores at its next pass; the wait reason above carries it meanwhile)
         expect(page.get_by_test_id("attempt-placement-1")).to_contain_text(
             f"(Slurm job {browser_slurm})"
         )

@@ -8,12 +8,16 @@ import { TableHead } from "../components/bits";
 
 type Attempt = components["schemas"]["AttemptOut"];
 
-/** Fetched again on every state change and on every live event (a checkpoint is one). */
+/**
+ * Fetched again on every state change, on every live event (a checkpoint is one) and when the
+ * wait reason changes (under Slurm the executor stores the Slurm job id at its next pass, and
+ * the reason naming it is how the page learns of it while the job is still pending).
+ */
 export function JobAttempts({ job, eventsVersion }: { job: Job; eventsVersion: number }) {
   const [attempts, setAttempts] = useState<Attempt[] | null>(null);
   useEffect(() => {
     ok(client.GET("/api/jobs/{job_id}/attempts", { params: { path: { job_id: job.id } } })).then(setAttempts, () => {});
-  }, [job.id, job.state, job.attempt, eventsVersion]);
+  }, [job.id, job.state, job.attempt, job.wait_reason, eventsVersion]);
   if (!attempts?.length) return null;
   return (
     <div>
