@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
@@ -52,12 +54,23 @@ def page(browser: Browser) -> Iterator[Page]:
 @pytest.fixture
 def served(tmp_path: Path, sqlite_url: str, redis_url: str) -> Iterator[LiveServer]:
     """The API and the built frontend on a free port, without scheduler or workers."""
-    settings = Settings(
-        data_dir=tmp_path / "data",
-        database_url=sqlite_url,
-        redis_url=redis_url,
-        admin_token=ADMIN_TOKEN,
-        run_scheduler=False,
-    )
-    with LiveServer.running(settings) as server:
+    with serving(tmp_path, sqlite_url, redis_url) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def serving(
+    tmp_path: Path, sqlite_url: str, redis_url: str, **settings: Any
+) -> Iterator[LiveServer]:
+    """`served`, with other settings (e.g. `executor="slurm"`)."""
+    with LiveServer.running(
+        Settings(
+            data_dir=tmp_path / "data",
+            database_url=sqlite_url,
+            redis_url=redis_url,
+            admin_token=ADMIN_TOKEN,
+            run_scheduler=False,
+            **settings,
+        )
+    ) as server:
         yield server

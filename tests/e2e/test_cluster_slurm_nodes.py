@@ -8,6 +8,9 @@ tests/executors/test_slurm_accounting.py.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 import redis
 from playwright.sync_api import Page, expect
@@ -17,9 +20,12 @@ from backend.executors.slurm.cli import parse_scontrol_nodes
 from backend.executors.slurm.executor import manager_nodes
 from backend.jobs.cluster import MANAGER_KEY
 from backend.nodes.schemas import ManagerOut
-from tests.telemetry.helpers import ADMIN_TOKEN, LiveServer
+from tests.e2e.conftest import serving
+from tests.telemetry.helpers import ADMIN_TOKEN, LiveServer, add_attempt
 
 pytestmark = pytest.mark.browser
+
+DOWN = "Slurm unreachable: squeue did not answer within 30 s"
 
 #: two nodes as `scontrol show node --oneliner` prints them (fields trimmed), one drained
 SCONTROL = (
@@ -31,6 +37,7 @@ SCONTROL = (
 
 
 def _publish(served: LiveServer, *, unreachable: str | None = None) -> None:
+    """What the Slurm executor publishes every 10 s, even while the controller does not answer."""
     view = ManagerOut(
         manager="slurm",
         observed_at=utcnow(),
@@ -77,8 +84,38 @@ def test_the_cluster_page_shows_slurms_nodes_with_their_state_and_jobs(
     expect(page).to_have_url(f"{served.url}/jobs/7")
 
     # while the controller does not answer, the page says so over the nodes as last seen
-    _publish(served, unreachable="Slurm unreachable: squeue did not answer within 30 s")
+    _publish(served, unreachable=DOWN)
     page.goto(served.url + "/cluster")
-    expect(page.get_by_test_id("manager-warning")).to_have_text(
-        "Slurm unreachable: squeue did not answer within 30 s (nodes as last seen)"
+    expect(page.get_by_test_id("manager-warning")).to_have_text(f"{DOWN} (nodes as last seen)")
+
+
+@pytest.fixture
+def under_slurm(tmp_path: Path, sqlite_url: str, redis_url: str) -> Iterator[LiveServer]:
+    """The API and the built frontend under the Slurm executor, without its scheduler."""
+    with serving(tmp_path, sqlite_url, redis_url, executor="slurm") as server:
+        yield server
+
+
+def test_every_page_says_slurm_is_unreachable_until_it_answers(
+    page: Page, under_slurm: LiveServer
+) -> None:
+    """Issue #32 item 10: the board and a running job's page, in the server's words (GET
+    /api/executor); the executor's side, with slurmctld really stopped, runs in
+    tests/executors/test_slurm_unreachable.py."""
+    job_id, _ = add_attempt(under_slurm.db, owner="admin", state="running")
+    _publish(under_slurm, unreachable=DOWN)
+    page.goto(under_slurm.url + "/")
+    page.get_by_test_id("login-token").fill(ADMIN_TOKEN)
+    page.get_by_test_id("login-submit").click()
+    banner = page.get_by_test_id("executor-warning")
+    expect(banner).to_have_text(
+        f"{DOWN} — running jobs go on; nothing new starts until it answers; "
+        "job states are as last seen."
     )
+    page.goto(f"{under_slurm.url}/jobs/{job_id}")
+    expect(page.get_by_test_id("job-state")).to_be_visible()
+    expect(banner).to_contain_text(DOWN)
+
+    # Slurm answers again: the banner goes at the page's next ask (every 10 s)
+    _publish(under_slurm, unreachable=None)
+    expect(banner).to_have_count(0)
