@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import psutil
+import pytest
 import sqlalchemy as sa
 
 from backend.executors.slurm.states import TERMINAL
@@ -298,63 +299,42 @@ def test_pause_ends_the_slurm_job_and_resume_continues_at_the_checkpointed_step(
     stack.assert_resumed_at(first["id"], second["id"], saved, ranks=1)
 
 
-def test_a_paused_two_rank_job_resumes_on_one_cpu_in_a_smaller_slurm_job(
-    stack: SlurmStack, cluster: SlurmCluster
+@pytest.mark.parametrize(("before", "after"), [(2, 1), (1, 2)], ids=["shrinks", "grows"])
+def test_a_paused_job_resumes_on_another_cpu_count_in_a_slurm_job_of_that_size(
+    stack: SlurmStack, cluster: SlurmCluster, before: int, after: int
 ) -> None:
-    """Resume on another device count (#32 item 4): 2 ranks paused, resumed on 1. The new
-    Slurm job asks 1 CPU, the engine keeps the checkpoint's global batch on 1 replica, and
-    every rank's loss series has no step twice and none missing across the two."""
-    spec = {**_spec("shrinks", devices=2, steps=100_000), "checkpoint": {"every_steps": 1000}}
+    """Resume on another device count (#32 item 4): paused on `before` ranks, resumed on
+    `after` (2: the whole test node). The new Slurm job asks `after` CPUs, the engine keeps
+    the checkpoint's global batch, and every rank's loss series has no step twice and none
+    missing across the two: the resumed ranks all begin right after the checkpointed step."""
+    spec = {
+        **_spec(f"{before}-to-{after}", devices=before, steps=100_000),
+        "checkpoint": {"every_steps": 1000},
+    }
     with stack.client() as client:
         job_id = client.post("/api/jobs", json=spec).json()["id"]
-        stack.wait_step(client, job_id, 10, timeout=120, what="training on 2 ranks")
-        slurm_id = _attempts(client, job_id)[0]["slurm_job_id"]
-        assert cluster.cli.queue("tb-")[slurm_id].tres["cpu"] == "2"
-        first, saved = _pause_after(stack, client, job_id, 30)
-        resumed = client.post(f"/api/jobs/{job_id}/resume", json={"devices": 1})
-        assert resumed.status_code == 200, resumed.text
-        stack.wait_step(client, job_id, saved + 6, timeout=120, what="the run resumed on 1 rank")
-        second = _attempts(client, job_id)[1]
-        queued = cluster.cli.queue("tb-")[second["slurm_job_id"]]
-        assert (queued.state, queued.tres["cpu"]) == ("RUNNING", "1")
-        assert client.post(f"/api/jobs/{job_id}/cancel").status_code == 200
-        stack.wait_job(client, job_id, "cancelled", timeout=60)
-        second = _attempts(client, job_id)[1]
-    assert second["resume_from"] == first["last_checkpoint"]
-    assert [len(a["placement"][0]["devices"]) for a in (first, second)] == [2, 1]
-    assert (first["facts"]["world_size"], second["facts"]["world_size"]) == (2, 1)
-    assert second["facts"]["global_batch"] == first["facts"]["global_batch"]
-    assert set(stack.loss_series(first["id"])[first["id"]]) == {0, 1}  # both ranks reported
-    stack.assert_resumed_at(first["id"], second["id"], saved, ranks=1)
-
-
-def test_a_paused_one_rank_job_resumes_on_two_cpus_in_a_larger_slurm_job(
-    stack: SlurmStack, cluster: SlurmCluster
-) -> None:
-    """Growing on resume (#32 item 4): 1 rank paused, resumed on 2. The new Slurm job asks
-    2 CPUs (the whole test node), both ranks begin right after the checkpointed step, the
-    global batch is the checkpoint's, and no step is counted twice or left out."""
-    spec = {**_spec("grows", devices=1, steps=100_000), "checkpoint": {"every_steps": 1000}}
-    with stack.client() as client:
-        job_id = client.post("/api/jobs", json=spec).json()["id"]
-        stack.wait_step(client, job_id, 10, timeout=120, what="training on 1 rank")
+        stack.wait_step(client, job_id, 10, timeout=120, what=f"training on {before} ranks")
         slurm_id = _with_slurm_id(client, job_id)["slurm_job_id"]
-        assert cluster.cli.queue("tb-")[slurm_id].tres["cpu"] == "1"
+        assert cluster.cli.queue("tb-")[slurm_id].tres["cpu"] == str(before)
         first, saved = _pause_after(stack, client, job_id, 30)
-        resumed = client.post(f"/api/jobs/{job_id}/resume", json={"devices": 2})
+        resumed = client.post(f"/api/jobs/{job_id}/resume", json={"devices": after})
         assert resumed.status_code == 200, resumed.text
-        stack.wait_step(client, job_id, saved + 6, timeout=180, what="the run resumed on 2 ranks")
+        stack.wait_step(
+            client, job_id, saved + 6, timeout=180, what=f"the run resumed on {after} ranks"
+        )
         second = _attempts(client, job_id)[1]
         queued = cluster.cli.queue("tb-")[second["slurm_job_id"]]
-        assert (queued.state, queued.tres["cpu"]) == ("RUNNING", "2")
+        assert (queued.state, queued.tres["cpu"]) == ("RUNNING", str(after))
         assert client.post(f"/api/jobs/{job_id}/cancel").status_code == 200
         stack.wait_job(client, job_id, "cancelled", timeout=60)
         second = _attempts(client, job_id)[1]
     assert second["resume_from"] == first["last_checkpoint"]
-    assert [len(a["placement"][0]["devices"]) for a in (first, second)] == [1, 2]
-    assert (first["facts"]["world_size"], second["facts"]["world_size"]) == (1, 2)
+    assert [len(a["placement"][0]["devices"]) for a in (first, second)] == [before, after]
+    assert (first["facts"]["world_size"], second["facts"]["world_size"]) == (before, after)
     assert second["facts"]["global_batch"] == first["facts"]["global_batch"]
-    stack.assert_resumed_at(first["id"], second["id"], saved, ranks=2)
+    # every rank of the first attempt reported
+    assert set(stack.loss_series(first["id"])[first["id"]]) == set(range(before))
+    stack.assert_resumed_at(first["id"], second["id"], saved, ranks=after)
 
 
 def test_a_slurm_job_requeued_behind_trainboards_back_never_runs_its_attempt_twice(
