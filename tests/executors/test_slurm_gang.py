@@ -136,11 +136,18 @@ def test_a_host_lost_mid_gang_gives_exactly_one_new_attempt_from_the_newest_chec
         saved = int(second["resume_from"].rsplit("-", 1)[1])
         stack.wait_step(client, job_id, saved + 6, timeout=240, what="training on both hosts")
         assert len(attempts()) == 2
+        # read while it trains: one CI dry run read the record after the cancel and found
+        # the Slurm job PENDING with no nodes (not understood; see the #32 note)
+        slurm_id = attempts()[1]["slurm_job_id"]
+        record = wait_for(
+            lambda: (r := two_hosts.cli.job(slurm_id)) and r.state == "RUNNING" and r,
+            timeout=30,
+            what=f"Slurm job {slurm_id} running",
+        )
+        assert record.nodes == ("h1", "h2"), record
         assert stack.post(client, f"/api/jobs/{job_id}/cancel").status_code == 200
         stack.wait_job(client, job_id, "cancelled", timeout=60)
         second = attempts()[1]
-    record = two_hosts.cli.job(second["slurm_job_id"])
-    assert record is not None and record.nodes == ("h1", "h2"), record
     # both ranks of the new attempt began right after the checkpoint (none missing)
     series = stack.loss_series(second["id"])[second["id"]]
     assert {rank: s[0] for rank, s in series.items()} == {0: saved + 1, 1: saved + 1}, series
