@@ -20,7 +20,7 @@ from backend.executors.slurm.cli import parse_scontrol_nodes
 from backend.executors.slurm.executor import manager_nodes
 from backend.jobs.cluster import MANAGER_KEY
 from backend.nodes.schemas import ManagerOut
-from tests.e2e.conftest import serving
+from tests.e2e.conftest import SCREENSHOTS, serving
 from tests.telemetry.helpers import ADMIN_TOKEN, LiveServer, add_attempt
 
 pytestmark = pytest.mark.browser
@@ -115,6 +115,9 @@ def test_every_page_says_slurm_is_unreachable_until_it_answers(
     page.goto(f"{under_slurm.url}/jobs/{job_id}")
     expect(page.get_by_test_id("job-state")).to_be_visible()
     expect(banner).to_contain_text(DOWN)
+    # the banner fits the window: nothing wider than 1280 px
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    page.screenshot(path=str(SCREENSHOTS / "slurm-unreachable.png"))
 
     # Slurm answers again: the banner goes at the page's next ask (every 10 s)
     _publish(under_slurm, unreachable=None)
