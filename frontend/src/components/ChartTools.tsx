@@ -18,6 +18,12 @@ interface Props<X extends string> {
   children?: ComponentChildren;
 }
 
+/** The y range's two bounds: the view's field, the word before its box, its test id's end. */
+const Y_BOUNDS = [
+  ["yMin", "from", "ymin"],
+  ["yMax", "to", "ymax"],
+] as const;
+
 export function ChartTools<X extends string>({ prefix, view, onView, x, xModes, onX, metrics, yMetric, onYMetric, children }: Props<X>) {
   const set = <K extends keyof ChartView>(key: K, value: ChartView[K]) => onView({ ...view, [key]: value });
   const problem = rangeProblem(view);
@@ -54,33 +60,25 @@ export function ChartTools<X extends string>({ prefix, view, onView, x, xModes, 
               <option value={m}>{m}</option>
             ))}
           </select>
-        </label>{" "}
-        <label class="inline">
-          from{" "}
-          <input
-            class="narrow"
-            type="text"
-            inputMode="decimal"
-            placeholder="auto"
-            data-testid={`${prefix}-ymin`}
-            value={view.yMin}
-            onChange={(e) => set("yMin", e.currentTarget.value)}
-            aria-invalid={problem !== null}
-          />
-        </label>{" "}
-        <label class="inline">
-          to{" "}
-          <input
-            class="narrow"
-            type="text"
-            inputMode="decimal"
-            placeholder="auto"
-            data-testid={`${prefix}-ymax`}
-            value={view.yMax}
-            onChange={(e) => set("yMax", e.currentTarget.value)}
-            aria-invalid={problem !== null}
-          />
         </label>
+        {Y_BOUNDS.map(([key, word, testId]) => (
+          <>
+            {" "}
+            <label class="inline">
+              {word}{" "}
+              <input
+                class="narrow"
+                type="text"
+                inputMode="decimal"
+                placeholder="auto"
+                data-testid={`${prefix}-${testId}`}
+                value={view[key]}
+                onChange={(e) => set(key, e.currentTarget.value)}
+                aria-invalid={problem !== null}
+              />
+            </label>
+          </>
+        ))}
       </span>
       <label class="inline" title="Scale y to the 1st–99th percentile of the values: a spike runs off the chart instead of flattening every other curve">
         <input type="checkbox" data-testid={`${prefix}-clip`} checked={view.clip} onChange={(e) => set("clip", e.currentTarget.checked)} /> clip outliers
