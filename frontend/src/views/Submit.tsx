@@ -5,7 +5,7 @@ import { ApiError, client, ok } from "../api/http";
 import type { Job, JobSpec, Template } from "../api/types";
 import { FieldError } from "../components/bits";
 import { fieldErrors, plainIssues } from "../lib/errors";
-import { defaultHyperparameters, formFromSpec, initialForm, toSpec, type SpecForm } from "../lib/specForm";
+import { defaultHyperparameters, formFromSpec, initialForm, toSpec, type SpecForm, type SubmitMode } from "../lib/specForm";
 import { capacityVerdict, mergeProblems } from "../lib/validation";
 import { Link, navigate } from "../router";
 import { HyperparameterFields } from "./HyperparameterFields";
@@ -39,6 +39,12 @@ const FIELDS = [
   "tags",
   "env",
   "wait_for_capacity",
+];
+
+/** The "Runs" switch: each mode and the words beside its radio button. */
+const RUN_MODES: readonly (readonly [SubmitMode, string])[] = [
+  ["template", "a template"],
+  ["script", "my script or module"],
 ];
 
 /**
@@ -163,28 +169,19 @@ export function SubmitView({ clone, fromStep = null }: { clone: number | null; f
             <FieldError field="name" errors={shown} />
             <span class="label" id="f-mode-label">Runs</span>
             <div class="mode-switch" role="radiogroup" aria-labelledby="f-mode-label">
-              <label class="inline">
-                <input
-                  type="radio"
-                  name="mode"
-                  value="template"
-                  data-testid="submit-mode-template"
-                  checked={form.mode === "template"}
-                  onChange={() => set("mode", "template")}
-                />
-                a template
-              </label>
-              <label class="inline">
-                <input
-                  type="radio"
-                  name="mode"
-                  value="script"
-                  data-testid="submit-mode-script"
-                  checked={form.mode === "script"}
-                  onChange={() => set("mode", "script")}
-                />
-                my script or module
-              </label>
+              {RUN_MODES.map(([mode, words]) => (
+                <label class="inline">
+                  <input
+                    type="radio"
+                    name="mode"
+                    value={mode}
+                    data-testid={`submit-mode-${mode}`}
+                    checked={form.mode === mode}
+                    onChange={() => set("mode", mode)}
+                  />
+                  {words}
+                </label>
+              ))}
             </div>
             {form.mode === "template" ? (
               <>
