@@ -5,7 +5,7 @@
 import type { ComponentChildren } from "preact";
 import { useMemo, useState } from "preact/hooks";
 import type { Job } from "../api/types";
-import { JobDevices, Progress, StateBadge } from "../components/bits";
+import { JobDevices, Progress, StateBadge, TableHead } from "../components/bits";
 import { BulkActions, useArchivedJobs } from "../components/BulkActions";
 import { ClusterSummary } from "../components/ClusterSummary";
 import { Sparkline } from "../components/Sparkline";
@@ -182,13 +182,7 @@ function Section({ title, testId, head, children }: { title: string; testId: str
       <h2>{title}</h2>
       <div class="table-scroll" tabIndex={0} role="region" aria-label="Jobs">
       <table class="jobs" data-testid={testId}>
-        <thead>
-          <tr>
-            {head.map((h) => (
-              <th scope="col">{h}</th>
-            ))}
-          </tr>
-        </thead>
+        <TableHead columns={head} />
         <tbody>{children}</tbody>
       </table>
       </div>
