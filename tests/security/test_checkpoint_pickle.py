@@ -6,7 +6,8 @@ import contextlib
 import json
 import pickle
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -61,7 +62,7 @@ def _marker(tmp_path: Path, form: str) -> Path:
     return tmp_path / ("ran-" + "".join(c if c.isalnum() else "_" for c in form))
 
 
-def _point_entry_at(checkpoint: Path, fqn: str, payload: bytes) -> None:
+def _point_entry_at(checkpoint: Path, payload: bytes, *, fqn: str) -> None:
     """Append payload to the shard and point the metadata's storage of `fqn` at it."""
     shard = checkpoint / SHARD
     at = shard.stat().st_size
@@ -85,48 +86,41 @@ def test_each_payload_really_runs_when_unpickled(form: str, tmp_path: Path) -> N
     assert marker.exists()
 
 
-@pytest.mark.parametrize("form", sorted(PAYLOADS))
-def test_payload_as_metadata_is_refused_unexecuted(
-    form: str, checkpoint: Path, tmp_path: Path
-) -> None:
-    marker = _marker(tmp_path, form)
-    (checkpoint / ".metadata").write_bytes(PAYLOADS[form](marker))
+def _as_metadata(checkpoint: Path, payload: bytes) -> None:
     # a pickle is read by the static reader (tests/security/test_legacy_checkpoints.py)
-    with pytest.raises(CheckpointRefused, match=r"\.metadata is (a pickle that |not JSON)"):
-        _resume(checkpoint)
-    assert not marker.exists()
+    (checkpoint / ".metadata").write_bytes(payload)
 
 
+def _as_the_whole_shard(checkpoint: Path, payload: bytes) -> None:
+    (checkpoint / SHARD).write_bytes(payload)
+
+
+LR = "optim.param_groups.0.0.weight.lr"
+
+#: where a payload is planted, and what the refusal of the checkpoint says
+PLACES: dict[str, tuple[Callable[[Path, bytes], None], str]] = {
+    "metadata": (_as_metadata, r"\.metadata is (a pickle that |not JSON)"),
+    "a-hyperparameter-value": (
+        partial(_point_entry_at, fqn=LR),
+        rf"the value of {LR} is (a pickle|not JSON)",
+    ),
+    "tensor-bytes": (
+        partial(_point_entry_at, fqn="model.0.0.weight"),
+        r"model\.0\.0\.weight holds \d+ bytes, not a",
+    ),
+    "the-whole-shard": (_as_the_whole_shard, "shorter than its metadata says"),
+}
+
+
+@pytest.mark.parametrize("place", list(PLACES))
 @pytest.mark.parametrize("form", sorted(PAYLOADS))
-def test_payload_as_a_hyperparameter_value_is_refused_unexecuted(
-    form: str, checkpoint: Path, tmp_path: Path
+def test_a_payload_planted_there_is_refused_unexecuted(
+    form: str, place: str, checkpoint: Path, tmp_path: Path
 ) -> None:
+    plant, refusal = PLACES[place]
     marker = _marker(tmp_path, form)
-    fqn = "optim.param_groups.0.0.weight.lr"
-    _point_entry_at(checkpoint, fqn, PAYLOADS[form](marker))
-    with pytest.raises(CheckpointRefused, match=rf"the value of {fqn} is (a pickle|not JSON)"):
-        _resume(checkpoint)
-    assert not marker.exists()
-
-
-@pytest.mark.parametrize("form", sorted(PAYLOADS))
-def test_payload_as_tensor_bytes_is_refused_unexecuted(
-    form: str, checkpoint: Path, tmp_path: Path
-) -> None:
-    marker = _marker(tmp_path, form)
-    _point_entry_at(checkpoint, "model.0.0.weight", PAYLOADS[form](marker))
-    with pytest.raises(CheckpointRefused, match=r"model\.0\.0\.weight holds \d+ bytes, not a"):
-        _resume(checkpoint)
-    assert not marker.exists()
-
-
-@pytest.mark.parametrize("form", sorted(PAYLOADS))
-def test_payload_as_the_whole_shard_is_refused_unexecuted(
-    form: str, checkpoint: Path, tmp_path: Path
-) -> None:
-    marker = _marker(tmp_path, form)
-    (checkpoint / SHARD).write_bytes(PAYLOADS[form](marker))
-    with pytest.raises(CheckpointRefused, match="shorter than its metadata says"):
+    plant(checkpoint, PAYLOADS[form](marker))
+    with pytest.raises(CheckpointRefused, match=refusal):
         _resume(checkpoint)
     assert not marker.exists()
 
