@@ -60,6 +60,14 @@ def test_each_mode_is_named_and_runs_on_the_engine(parallelism: dict[str, Any], 
             },
             "update mode sync/parameter_server applies to the data strategy only",
         ),
+        # the parameter server's place
+        ({"server": "dedicated"}, "server applies to reduce parameter_server and update async"),
+        ({"update": "local_sgd", "sync_every": 2, "server": "rank0"}, "server applies to"),
+        (
+            {"devices": 1, "update": "async", "server": "dedicated"},
+            "server dedicated needs at least 2 devices",
+        ),
+        ({"update": "async", "server": "thread"}, "Input should be 'rank0' or 'dedicated'"),
     ],
 )
 def test_a_bad_combination_is_refused_naming_it(parallelism: dict[str, Any], message: str) -> None:
@@ -103,26 +111,6 @@ def test_a_dedicated_server_trains_on_no_data(parallelism: dict[str, Any]) -> No
     assert unsupported_reason(chosen) is None
     on_rank0 = spec(devices=4, server="rank0", **parallelism)
     assert (on_rank0.parallelism.servers, on_rank0.parallelism.data_parallel_degree) == (0, 4)
-
-
-@pytest.mark.parametrize(
-    ("parallelism", "message"),
-    [
-        ({"server": "dedicated"}, "server applies to reduce parameter_server and update async"),
-        ({"update": "local_sgd", "sync_every": 2, "server": "rank0"}, "server applies to"),
-        (
-            {"devices": 1, "update": "async", "server": "dedicated"},
-            "server dedicated needs at least 2 devices",
-        ),
-        ({"update": "async", "server": "thread"}, "Input should be 'rank0' or 'dedicated'"),
-    ],
-)
-def test_a_misplaced_server_is_refused_naming_it(parallelism: dict[str, Any], message: str) -> None:
-    with pytest.raises(ValidationError) as refused:
-        spec(**parallelism)
-    errors = refused.value.errors()
-    assert errors[0]["loc"][0] == "parallelism"
-    assert message in errors[0]["msg"]
 
 
 def test_a_straggler_is_one_rank_of_a_template_job() -> None:
