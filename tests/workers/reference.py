@@ -73,6 +73,21 @@ def small_mlp(steps: int) -> dict[str, int]:
     return {"steps": steps, "batch_size": 8, "dataset_size": 160, "hidden": 32, "layers": 3}
 
 
+def two_rank_mlp(name: str, *, steps: int, every: int, **fields: object) -> JobSpec:
+    """Two data-parallel ranks of the small mlp for `steps` steps, a checkpoint every `every`;
+    `fields`: more of the spec's own."""
+    return JobSpec.model_validate(
+        {
+            "name": name,
+            "template": "mlp",
+            "parallelism": {"strategy": "data", "devices": 2},
+            "hyperparameters": small_mlp(steps),
+            "checkpoint": {"every_steps": every},
+            **fields,
+        }
+    )
+
+
 def resume(spec: JobSpec, out_dir: Path, checkpoint: Path) -> None:
     """Train spec again under torchrun into a new out_dir, resuming from checkpoint."""
     out_dir.mkdir()

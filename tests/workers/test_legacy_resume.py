@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from reference import rank_weights, resume, small_mlp, torchrun
+from reference import rank_weights, resume, torchrun, two_rank_mlp
 
-from workers.contract.spec import JobSpec
 from workers.rank.engine import checkpoint
 from workers.rank.engine.optim import build_optimizer
 from workers.rank.engine.templates import build_task
@@ -18,22 +17,10 @@ pytestmark = pytest.mark.slow  # starts torchrun ranks
 STEPS, EVERY = 4, 2
 
 
-def _spec() -> JobSpec:
-    return JobSpec.model_validate(
-        {
-            "name": "legacy",
-            "template": "mlp",
-            "parallelism": {"strategy": "data", "devices": 2},
-            "hyperparameters": small_mlp(STEPS),
-            "checkpoint": {"every_steps": EVERY},
-        }
-    )
-
-
 def test_two_ranks_resume_an_old_checkpoint_and_continue_as_if_never_stopped(
     tmp_path: Path,
 ) -> None:
-    spec, old = _spec(), tmp_path / "old"
+    spec, old = two_rank_mlp("legacy", steps=STEPS, every=EVERY), tmp_path / "old"
     old.mkdir()
     torchrun(spec, old, driver="legacy_driver.py")  # checkpoints as d80b501 wrote them
     step_2 = old / "checkpoints" / f"step-{EVERY}"

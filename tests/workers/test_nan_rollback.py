@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 from nan_driver import POISONED
-from reference import rank_weights, reference_weights, small_mlp, torchrun
+from reference import rank_weights, reference_weights, torchrun, two_rank_mlp
 
 from workers.contract.spec import JobSpec
 from workers.rank.engine.train import GRAD_NORM_EVERY
@@ -27,17 +27,8 @@ STEPS, EVERY = 30, 5
 
 def spec(**fields: object) -> JobSpec:
     """Two data-parallel ranks of the small mlp, checkpoints every 5 steps, one rollback."""
-    return JobSpec.model_validate(
-        {
-            "name": "nan-rollback",
-            "template": "mlp",
-            "parallelism": {"strategy": "data", "devices": 2},
-            "hyperparameters": small_mlp(STEPS),
-            "checkpoint": {"every_steps": EVERY},
-            "nan_policy": {"action": "rollback", "max_rollbacks": 1},
-            **fields,
-        }
-    )
+    rollback = {"action": "rollback", "max_rollbacks": 1}
+    return two_rank_mlp("nan-rollback", steps=STEPS, every=EVERY, nan_policy=rollback, **fields)
 
 
 @pytest.mark.parametrize(
