@@ -10,6 +10,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from weakref import WeakKeyDictionary
 
 import redis
 from sqlalchemy import select
@@ -61,16 +62,30 @@ def pass_once(db: Database, client: redis.Redis, *, script_roots: Sequence[Path]
     return bool(running)
 
 
+#: each job's sweep (None: not a trial), per database. A job's sweep is set when the job is
+#: created and never changes, so the ingest's hook asks about a job once, not every round:
+#: the query took 0.6 ms of the ingest thread's CPU a round with no sweep at all, at 200
+#: rounds a second (docs/benchmarks.md, "Live delivery", fourth session)
+_SWEEP_OF: WeakKeyDictionary[Database, dict[int, int | None]] = WeakKeyDictionary()
+#: jobs remembered per database before the memo starts over
+_SWEEP_OF_MAX = 100_000
+
+
 def judge_moved(db: Database, client: redis.Redis, job_ids: set[int]) -> int:
     """Judge the sweeps whose trials among `job_ids` just stored points; the number stopped."""
+    known = _SWEEP_OF.setdefault(db, {})
+    if unknown := job_ids - known.keys():
+        if len(known) > _SWEEP_OF_MAX:
+            known.clear()
+        with db.session() as session:
+            trials = select(Job.id, Job.sweep_id).where(Job.id.in_(unknown))
+            known.update(session.execute(trials).tuples().all())
+    sweeps = {known[j] for j in job_ids if known.get(j) is not None}
+    if not sweeps:
+        return 0
     with db.session() as session:
-        query = (
-            select(Job.sweep_id)
-            .join(Sweep, Sweep.id == Job.sweep_id)
-            .where(Job.id.in_(job_ids), Sweep.state == "running")
-            .distinct()
-        )
-        sweep_ids = [s for s in session.scalars(query) if s is not None]
+        running = select(Sweep.id).where(Sweep.id.in_(sweeps), Sweep.state == "running")
+        sweep_ids = session.scalars(running).all()
     return _each_running(
         db,
         sweep_ids,
