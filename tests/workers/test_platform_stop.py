@@ -8,7 +8,10 @@ a platform fault: the control plane restarts the job without spending its max_re
 
 from __future__ import annotations
 
+import dataclasses
+import signal
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -84,3 +87,49 @@ def test_a_supervisor_signalled_under_slurm_still_counts_its_stop(
     assert outcome.outcome == "failed" and not outcome.platform_fault
     assert outcome.reason == "the attempt's supervisor was told to stop (SIGTERM) while it ran"
     assert outcome.last_checkpoint is not None  # it still stopped with a final checkpoint
+
+
+def signal_ranks(supervisor: Supervisor) -> None:
+    """SIGTERM straight to the ranks, not through the supervisor: what Slurm's time limit and
+    an operator's kill send."""
+    for process in supervisor.processes:
+        process.send_signal(signal.SIGTERM)
+
+
+def test_ranks_stopped_by_a_sigterm_nobody_explains_did_not_finish(
+    supervisor_settings: SupervisorSettings, redis_url: str
+) -> None:
+    """They save and exit 0, as finished ranks do: before, that read "succeeded"."""
+    settings = dataclasses.replace(supervisor_settings, outside_stop_wait_seconds=1.0)
+    outcome = stopped_while_training(settings, redis_url, signal_ranks)
+    assert outcome.outcome == "failed" and not outcome.platform_fault, outcome
+    assert outcome.reason == (
+        "rank 0, 1 stopped on a SIGTERM that Trainboard did not send (an operator, the system "
+        "or the cluster manager) before the attempt finished"
+    )
+    assert outcome.exit_codes == [0, 0]
+    assert outcome.last_checkpoint is not None  # the stop's checkpoint, to restart from
+
+
+def test_ranks_signalled_before_their_supervisor_wait_for_its_cause(
+    supervisor_settings: SupervisorSettings, redis_url: str
+) -> None:
+    """Slurm's time limit signals the ranks and the step alike; the ranks can save and exit
+    before the step has read the cause from the controller (seconds): the supervisor waits
+    for it, so the attempt fails with Slurm's reason, not "succeeded"."""
+    limit = "Slurm: TIMEOUT: Slurm job 7 reached its time limit (TimeLimit=00:01:00)"
+
+    def signalled_then_explained(supervisor: Supervisor) -> None:
+        signal_ranks(supervisor)
+        wait_for(
+            lambda: all(p.poll() is not None for p in supervisor.processes),
+            timeout=60,
+            what="the ranks to save and exit",
+        )
+        time.sleep(1.0)  # the step still asks the controller
+        supervisor.shutdown(platform_stop=False, reason=limit)  # what slurm_step then does
+
+    outcome = stopped_while_training(supervisor_settings, redis_url, signalled_then_explained)
+    assert outcome.outcome == "failed" and not outcome.platform_fault, outcome
+    assert outcome.reason == limit
+    assert outcome.last_checkpoint is not None

@@ -27,6 +27,13 @@ def failure_file(run_dir: Path, rank: int) -> Path:
     return run_dir / f"rank-{rank}.failure"
 
 
+def signal_file(run_dir: Path, rank: int) -> Path:
+    """Where a rank marks that a SIGTERM reached it: a rank that stops on one exits 0, as a
+    finished one does, and its supervisor must not read "succeeded" into a stop it did not
+    ask for (Slurm's time limit or an operator's kill signal the ranks themselves)."""
+    return run_dir / f"rank-{rank}.sigterm"
+
+
 @dataclass(frozen=True)
 class RankEnv:
     """Everything a rank learns from its environment; written by the supervisor, read by ranks."""

@@ -18,6 +18,7 @@ Outside Trainboard every function is a harmless no-op (one warning is logged).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import faulthandler
 import logging
 import signal
@@ -28,7 +29,7 @@ from pathlib import Path
 
 from workers.contract.checkpoints import step_of
 from workers.contract.protocol import MAX_METRIC_NAME
-from workers.contract.rank_env import RankEnv
+from workers.contract.rank_env import RankEnv, signal_file
 from workers.contract.telemetry_channel import (
     MAX_PHASE,
     direction_message,
@@ -55,11 +56,20 @@ class _Session:
                 "no telemetry pipe from the supervisor: points are not reported", stacklevel=3
             )
         if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, lambda *_: self.stop.set())
+            signal.signal(signal.SIGTERM, self._on_sigterm)
         # a hang report asks every rank for its Python stacks: they go to stderr, the logs
         faulthandler.register(signal.SIGUSR1, all_threads=True)
         self.send(progress_message(None, stacks=True))
         atexit.register(self.close)
+
+    def _on_sigterm(self, _signum: int, _frame: object) -> None:
+        """Stop at the next report, and leave a mark: the supervisor learns that this rank
+        stopped on a signal (perhaps not its own: Slurm's time limit signals the ranks
+        themselves) even though it exits 0, and reports no success for it."""
+        if not self.stop.is_set():
+            with contextlib.suppress(OSError):  # no mark: the supervisor reads what it did
+                signal_file(self.env.run_dir, self.env.rank).write_text("SIGTERM\n")
+        self.stop.set()
 
     def send(self, message: dict[str, object]) -> None:
         """Hand one message to the supervisor."""

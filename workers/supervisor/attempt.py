@@ -19,6 +19,7 @@ from workers.contract.rank_env import (
     EXIT_PLATFORM,
     RankEnv,
     failure_file,
+    signal_file,
 )
 from workers.devices.registry import DeviceRegistry, Occupant
 from workers.supervisor import run_dirs, seed
@@ -276,6 +277,8 @@ class Supervisor:
                     # Slurm's scancel sends, then the request): they stopped for it, they did
                     # not finish; an operator's scancel read "succeeded" before
                     self._stop_reason = self._control.request()
+                if self._stop_reason is None:
+                    return self._outside_stop()
                 return None
             if self._quota is not None and self._quota.over is not None:
                 self.ranks.kill()  # the disk is filling: no grace, no final checkpoint
@@ -295,6 +298,31 @@ class Supervisor:
                 self.ranks.kill()  # on_hang restart: a hung rank honours no SIGTERM
                 return hung
             time.sleep(POLL_SECONDS)
+
+    def _outside_stop(self) -> str | None:
+        """Why ranks that all exited 0 did not finish, or None: they did. A rank that got a
+        SIGTERM the supervisor did not send (Slurm's time limit and an operator's kill signal
+        the ranks themselves) saves, exits 0 and leaves a mark; its cause may still be on its
+        way (the node agent's own signal, a stop request): waited for, then read."""
+        marked = [
+            env.rank
+            for env in self.rank_envs()
+            if run_dirs.read_job_file(signal_file(self.run_dir, env.rank), self.identity)
+        ]
+        if not marked:
+            return None
+        log.info("attempt %d: ranks %s stopped on a SIGTERM", self.order.attempt_id, marked)
+        deadline = time.monotonic() + self.settings.outside_stop_wait_seconds
+        while (request := self._control.request()) is None and time.monotonic() < deadline:
+            time.sleep(POLL_SECONDS)
+        if request is not None:
+            self._stop_reason = request
+            return None
+        ranks = ", ".join(map(str, marked))
+        return (
+            f"rank {ranks} stopped on a SIGTERM that Trainboard did not send (an operator, the "
+            "system or the cluster manager) before the attempt finished"
+        )
 
     def _check_hang(self, codes: list[int | None]) -> str | None:
         """Flag a hang once (event, stacks); with on_hang restart, the reason to end for."""

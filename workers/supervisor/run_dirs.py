@@ -19,7 +19,7 @@ from pathlib import Path
 
 from workers.contract import run_files, run_layout
 from workers.contract.protocol import AttemptOrder
-from workers.contract.rank_env import failure_file
+from workers.contract.rank_env import failure_file, signal_file
 from workers.supervisor.job_user import JobIdentity
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -68,7 +68,8 @@ def prepare(data_dir: Path, job_id: int, number: int, identity: JobIdentity) -> 
 def prepare_attempt(
     data_dir: Path, order: AttemptOrder, identity: JobIdentity, ranks: Iterable[int]
 ) -> AttemptDirs:
-    """An attempt's directories made, its spec.json written, no stale checkpoint or failure."""
+    """An attempt's directories made, its spec.json written, no stale checkpoint, failure or
+    signal mark."""
     dirs = prepare(data_dir, order.job_id, order.number, identity)
     write_file(dirs.run, "spec.json", order.spec.model_dump_json(indent=2))
     # earlier attempts' checkpoints go, except the one this attempt resumes from
@@ -78,6 +79,7 @@ def prepare_attempt(
     prune_checkpoints(dirs.checkpoints.parent, keep=keep)
     for rank in ranks:
         remove_file(dirs.run, failure_file(dirs.run, rank).name)
+        remove_file(dirs.run, signal_file(dirs.run, rank).name)
     return dirs
 
 

@@ -19,6 +19,10 @@ class SupervisorSettings:
     stop_grace_seconds: float = 10.0
     #: a preempted attempt's ranks get this long for their final checkpoint, then SIGKILL
     preempt_grace_seconds: float = 60.0
+    #: ranks that stopped on a SIGTERM the supervisor did not send wait this long for its
+    #: cause (a stop request, or the node agent's own signal: a Slurm step asks the controller
+    #: up to 15 s why); none by then: the attempt fails, it did not finish
+    outside_stop_wait_seconds: float = 20.0
     metric_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_PATTERNS))
     metric_step_pattern: str = DEFAULT_STEP_PATTERN
     isolation: Isolation = field(default_factory=same_user)
