@@ -6,12 +6,9 @@ import {
   hasServer,
   MAX_STALENESS_TRADE,
   REDUCE_CHOICES,
-  type Reduce,
   SERVER_CHOICES,
-  type Server,
   SYNC_EVERY_TRADE,
   UPDATE_CHOICES,
-  type Update,
 } from "../../lib/updateMode";
 import { NumberInput, type SetField } from "./NumberInput";
 
@@ -54,31 +51,10 @@ export function ParallelismFields({ form, set, errors, fit }: Props & { fit: str
 
 /** When replicas update and how gradients meet (data strategy only), one line each on the trade. */
 function UpdateModeFields({ form, set, errors }: Props) {
-  const update = UPDATE_CHOICES.find((c) => c.value === form.update);
-  const reduce = REDUCE_CHOICES.find((c) => c.value === form.reduce);
-  const server = SERVER_CHOICES.find((c) => c.value === form.server);
   return (
     <>
-      <label for="f-update">Update</label>
-      <select id="f-update" data-testid="submit-update" value={form.update} onChange={(e) => set("update", e.currentTarget.value as Update)}>
-        {UPDATE_CHOICES.map((c) => (
-          <option value={c.value}>{c.label}</option>
-        ))}
-      </select>
-      <div class="muted small" data-testid="submit-update-trade">{update?.trade}</div>
-      <FieldError field="parallelism.update" errors={errors} />
-      {form.update === "sync" && (
-        <>
-          <label for="f-reduce">Gradients meet by</label>
-          <select id="f-reduce" data-testid="submit-reduce" value={form.reduce} onChange={(e) => set("reduce", e.currentTarget.value as Reduce)}>
-            {REDUCE_CHOICES.map((c) => (
-              <option value={c.value}>{c.label}</option>
-            ))}
-          </select>
-          <div class="muted small" data-testid="submit-reduce-trade">{reduce?.trade}</div>
-          <FieldError field="parallelism.reduce" errors={errors} />
-        </>
-      )}
+      {tradeChoice("update", "Update", UPDATE_CHOICES, { form, set, errors })}
+      {form.update === "sync" && tradeChoice("reduce", "Gradients meet by", REDUCE_CHOICES, { form, set, errors })}
       {form.update === "local_sgd" && (
         <>
           <label for="f-sync-every">Average every (steps)</label>
@@ -102,18 +78,32 @@ function UpdateModeFields({ form, set, errors }: Props) {
           <FieldError field="parallelism.max_staleness" errors={errors} />
         </>
       )}
-      {hasServer(form.update, form.reduce) && (
-        <>
-          <label for="f-server">Server</label>
-          <select id="f-server" data-testid="submit-server" value={form.server} onChange={(e) => set("server", e.currentTarget.value as Server)}>
-            {SERVER_CHOICES.map((c) => (
-              <option value={c.value}>{c.label}</option>
-            ))}
-          </select>
-          <div class="muted small" data-testid="submit-server-trade">{server?.trade}</div>
-          <FieldError field="parallelism.server" errors={errors} />
-        </>
-      )}
+      {hasServer(form.update, form.reduce) && tradeChoice("server", "Server", SERVER_CHOICES, { form, set, errors })}
+    </>
+  );
+}
+
+type ModeField = "update" | "reduce" | "server";
+
+/** One update-mode field: a select over its choices, the chosen one's trade beneath it, its error.
+ * Called as a function, so its elements stand in UpdateModeFields' own tree. */
+function tradeChoice<K extends ModeField>(
+  field: K,
+  label: string,
+  choices: { value: SpecForm[K]; label: string; trade: string }[],
+  { form, set, errors }: Props,
+) {
+  const chosen = choices.find((c) => c.value === form[field]);
+  return (
+    <>
+      <label for={`f-${field}`}>{label}</label>
+      <select id={`f-${field}`} data-testid={`submit-${field}`} value={form[field]} onChange={(e) => set(field, e.currentTarget.value as SpecForm[K])}>
+        {choices.map((c) => (
+          <option value={c.value}>{c.label}</option>
+        ))}
+      </select>
+      <div class="muted small" data-testid={`submit-${field}-trade`}>{chosen?.trade}</div>
+      <FieldError field={`parallelism.${field}`} errors={errors} />
     </>
   );
 }
