@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from typing import Any
 
 import httpx
@@ -19,6 +20,21 @@ def log_in(page: Page, stack: RunningStack) -> None:
     page.get_by_test_id("login-token").fill(stack.token)
     page.get_by_test_id("login-submit").click()
     expect(page.get_by_test_id("nav-board")).to_be_visible()
+
+
+def open_submit(page: Page, *, name: str | None = None, template: str | None = None) -> None:
+    """Open the Submit view; name the job and pick its template where given."""
+    page.get_by_test_id("nav-submit").click()
+    if name is not None:
+        page.get_by_test_id("submit-name").fill(name)
+    if template is not None:
+        page.get_by_test_id("submit-template").select_option(template)
+
+
+def submitted_job_id(page: Page) -> int:
+    """Wait for a submission to land on its job's page; that job's id."""
+    expect(page).to_have_url(re.compile(r".*/jobs/\d+$"), timeout=30_000)
+    return int(page.url.rstrip("/").rsplit("/", 1)[1])
 
 
 def open_running_job(page: Page, stack: RunningStack, job_id: int) -> Locator:

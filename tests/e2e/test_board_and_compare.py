@@ -9,7 +9,14 @@ from playwright.sync_api import Page, Request, expect
 
 from backend.jobs.models import Job
 from tests.e2e.conftest import SCREENSHOTS
-from tests.e2e.helpers import cancel_quietly, log_in, submit_job, wait_state
+from tests.e2e.helpers import (
+    cancel_quietly,
+    log_in,
+    open_submit,
+    submit_job,
+    submitted_job_id,
+    wait_state,
+)
 from tests.stack import RunningStack
 from tests.telemetry.helpers import ADMIN_TOKEN, LiveServer, add_attempt
 from tests.telemetry.test_series import add_points
@@ -35,14 +42,11 @@ def test_the_board_reorders_when_a_high_priority_job_is_submitted(
         expect(row(f"wait-reason-{first}")).not_to_be_empty(timeout=30_000)
         expect(row(f"job-row-{blocker}")).to_have_attribute("data-state", "running")
 
-        page.get_by_test_id("nav-submit").click()
-        page.get_by_test_id("submit-name").fill("board-urgent")
-        page.get_by_test_id("submit-template").select_option("mlp")
+        open_submit(page, name="board-urgent", template="mlp")
         page.get_by_test_id("submit-priority").select_option("high")
         page.get_by_test_id("hp-steps").fill("30")
         page.get_by_test_id("submit-button").click()
-        expect(page).to_have_url(re.compile(r".*/jobs/\d+$"))
-        urgent = int(page.url.rstrip("/").rsplit("/", 1)[1])
+        urgent = submitted_job_id(page)
 
         page.get_by_test_id("nav-board").click()
         expect(row(f"job-row-{urgent}")).to_have_attribute("data-position", "1")

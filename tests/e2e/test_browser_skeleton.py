@@ -8,6 +8,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.e2e.conftest import SCREENSHOTS
+from tests.e2e.helpers import open_submit, submitted_job_id
 from tests.stack import RunningStack, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -21,9 +22,7 @@ def _log_in(page: Page, stack: RunningStack) -> None:
 
 
 def _submit(page: Page, name: str, *, steps: int, devices: int = 2) -> int:
-    page.get_by_test_id("nav-submit").click()
-    page.get_by_test_id("submit-name").fill(name)
-    page.get_by_test_id("submit-template").select_option("mlp")
+    open_submit(page, name=name, template="mlp")
     page.get_by_test_id("submit-strategy").select_option("data")
     page.get_by_test_id("submit-devices").fill(str(devices))
     page.get_by_test_id("hp-steps").fill(str(steps))
@@ -31,8 +30,7 @@ def _submit(page: Page, name: str, *, steps: int, devices: int = 2) -> int:
     page.get_by_test_id("hp-lr").fill("0.01")
     page.get_by_test_id("submit-checkpoint-every").fill("50")
     page.get_by_test_id("submit-button").click()
-    expect(page).to_have_url(re.compile(r".*/jobs/\d+$"))
-    return int(page.url.rstrip("/").rsplit("/", 1)[1])
+    return submitted_job_id(page)
 
 
 def _points(page: Page) -> int:

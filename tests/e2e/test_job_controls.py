@@ -14,7 +14,9 @@ from tests.e2e.helpers import (
     get_job,
     log_in,
     open_running_job,
+    open_submit,
     submit_job,
+    submitted_job_id,
     wait_state,
 )
 from tests.stack import RunningStack, wait_for
@@ -22,19 +24,12 @@ from tests.stack import RunningStack, wait_for
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
-def _job_id(page: Page) -> int:
-    expect(page).to_have_url(re.compile(r".*/jobs/\d+$"), timeout=30_000)
-    return int(page.url.rstrip("/").rsplit("/", 1)[1])
-
-
 def test_a_field_error_shows_next_to_its_field_and_the_fixed_form_submits(
     page: Page, stack: RunningStack
 ) -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     log_in(page, stack)
-    page.get_by_test_id("nav-submit").click()
-    page.get_by_test_id("submit-name").fill("browser-typo")
-    page.get_by_test_id("submit-template").select_option("mlp")
+    open_submit(page, name="browser-typo", template="mlp")
     page.get_by_test_id("submit-devices").fill("2")
     page.get_by_test_id("hp-steps").fill("30")
     page.get_by_test_id("hp-lr").fill("100")  # the template allows at most 10
@@ -50,7 +45,7 @@ def test_a_field_error_shows_next_to_its_field_and_the_fixed_form_submits(
 
     page.get_by_test_id("hp-lr").fill("0.05")
     page.get_by_test_id("submit-button").click()
-    job_id = _job_id(page)
+    job_id = submitted_job_id(page)
     expect(page.get_by_test_id("job-state")).to_be_visible()
     spec = get_job(stack, job_id)["spec"]
     assert spec["hyperparameters"]["lr"] == 0.05
@@ -108,7 +103,7 @@ def test_clone_a_job_with_a_changed_learning_rate(page: Page, stack: RunningStac
     page.screenshot(path=str(SCREENSHOTS / "submit-clone.png"), full_page=True)
     page.get_by_test_id("submit-button").click()
 
-    child = _job_id(page)
+    child = submitted_job_id(page)
     assert child != parent
     expect(page.get_by_test_id("job-parent")).to_contain_text(f"#{parent}")
     job = get_job(stack, child)

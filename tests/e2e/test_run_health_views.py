@@ -11,6 +11,7 @@ from playwright.sync_api import Page, expect
 from backend.db import Database
 from backend.jobs.models import JobEvent
 from tests.e2e.conftest import SCREENSHOTS
+from tests.e2e.helpers import open_submit
 from tests.telemetry.helpers import ADMIN_TOKEN, LiveServer, add_attempt
 from tests.telemetry.test_efficiency import H100, _node, _ran
 
@@ -90,8 +91,7 @@ def test_the_submit_form_estimates_memory_per_device_and_warns_when_it_will_not_
     _node(served.db, "small", [("gpu", "NVIDIA L4", 2 * 2**30)])
     _node(served.db, "big", [("gpu", H100, 80 * 2**30)])
     _log_in(page, served)
-    page.get_by_test_id("nav-submit").click()
-    page.get_by_test_id("submit-template").select_option("gpt")
+    open_submit(page, template="gpt")
     page.get_by_test_id("hp-n_layer").fill("12")
     page.get_by_test_id("hp-n_embd").fill("1024")
     page.get_by_test_id("hp-block_size").fill("512")

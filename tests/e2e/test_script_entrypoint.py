@@ -8,7 +8,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.e2e.conftest import SCREENSHOTS
-from tests.e2e.helpers import cancel_quietly, get_job, log_in
+from tests.e2e.helpers import cancel_quietly, get_job, log_in, open_submit, submitted_job_id
 from tests.stack import RunningStack
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -19,8 +19,7 @@ def test_script_path_refusals_show_next_to_the_field_then_a_template_job_submits
 ) -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     log_in(page, stack)
-    page.get_by_test_id("nav-submit").click()
-    page.get_by_test_id("submit-name").fill("browser-script")
+    open_submit(page, name="browser-script")
     page.get_by_test_id("submit-mode-script").check()
     expect(page.get_by_test_id("submit-template")).to_have_count(0)
     expect(page.get_by_test_id("hp-lr")).to_have_count(0)
@@ -48,8 +47,7 @@ def test_script_path_refusals_show_next_to_the_field_then_a_template_job_submits
     page.get_by_test_id("hp-steps").fill("20")
     page.get_by_test_id("submit-devices").fill("1")
     page.get_by_test_id("submit-button").click()
-    expect(page).to_have_url(re.compile(r".*/jobs/\d+$"), timeout=30_000)
-    job_id = int(page.url.rstrip("/").rsplit("/", 1)[1])
+    job_id = submitted_job_id(page)
     try:
         expect(page.get_by_test_id("job-state")).to_be_visible()
         spec = get_job(stack, job_id)["spec"]
