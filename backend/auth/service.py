@@ -6,6 +6,7 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol, TypeVar
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
@@ -34,6 +35,32 @@ class Principal:
     @property
     def is_admin(self) -> bool:
         return self.role == "admin" and "admin" in self.scopes
+
+
+class Owned(Protocol):
+    """A row that belongs to one user (a job, a sweep, a webhook)."""
+
+    @property
+    def owner_id(self) -> int: ...
+
+
+OwnedRow = TypeVar("OwnedRow", bound=Owned)
+
+
+def visible_or_raise(
+    session: Session,
+    model: type[OwnedRow],
+    row_id: int,
+    *,
+    principal: Principal,
+    missing: LookupError,
+) -> OwnedRow:
+    """The row if the caller may see it (its own; any, for an admin); otherwise raise `missing`,
+    the same whether the row does not exist or is another's (never a hint it exists)."""
+    row = session.get(model, row_id)
+    if row is None or not (principal.is_admin or row.owner_id == principal.user_id):
+        raise missing
+    return row
 
 
 def hash_secret(secret: str) -> str:

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from backend.auth.service import Principal
+from backend.auth.service import Principal, visible_or_raise
 from backend.jobs import script_access
 from backend.jobs.attempt_states import AttemptState, SliceState, attempt_move, slice_move
 from backend.jobs.attempts import newest_checkpoint
@@ -194,10 +194,8 @@ def visible_jobs(
 
 def get_job(session: Session, *, principal: Principal, job_id: int) -> Job:
     """The job, if the caller may see it; otherwise JobNotFound (never a hint it exists)."""
-    job = session.get(Job, job_id)
-    if job is None or not (principal.is_admin or job.owner_id == principal.user_id):
-        raise JobNotFound(f"job {job_id} not found")
-    return job
+    missing = JobNotFound(f"job {job_id} not found")
+    return visible_or_raise(session, Job, job_id, principal=principal, missing=missing)
 
 
 def attempts_of(session: Session, *, job: Job) -> Sequence[Attempt]:

@@ -13,7 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.auth.models import User
-from backend.auth.service import Principal
+from backend.auth.service import Principal, visible_or_raise
 from backend.db import utcnow
 from backend.jobs import service as jobs
 from backend.jobs.models import Job
@@ -156,10 +156,8 @@ def visible_sweeps(session: Session, *, principal: Principal, limit: int = 100) 
 
 def get_sweep(session: Session, *, principal: Principal, sweep_id: int) -> Sweep:
     """The sweep, if the caller may see it; otherwise SweepNotFound (never a hint it exists)."""
-    sweep = session.get(Sweep, sweep_id)
-    if sweep is None or not (principal.is_admin or sweep.owner_id == principal.user_id):
-        raise SweepNotFound(f"sweep {sweep_id} not found")
-    return sweep
+    missing = SweepNotFound(f"sweep {sweep_id} not found")
+    return visible_or_raise(session, Sweep, sweep_id, principal=principal, missing=missing)
 
 
 def acting_as(session: Session, sweep: Sweep, what: str) -> Principal:

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
-from backend.auth.service import Principal
+from backend.auth.service import Principal, visible_or_raise
 from backend.jobs.models import Job, JobEvent
 from backend.webhooks.destination import AllowList, DestinationRefused, resolve
 from backend.webhooks.models import Webhook, WebhookCursor, WebhookDelivery
@@ -75,10 +75,8 @@ def list_webhooks(session: Session, *, principal: Principal) -> Sequence[Webhook
 
 def get(session: Session, *, principal: Principal, webhook_id: int) -> Webhook:
     """One webhook the caller may see, or WebhookNotFound."""
-    hook = session.get(Webhook, webhook_id)
-    if hook is None or not (principal.is_admin or hook.owner_id == principal.user_id):
-        raise WebhookNotFound(f"webhook {webhook_id} not found")
-    return hook
+    missing = WebhookNotFound(f"webhook {webhook_id} not found")
+    return visible_or_raise(session, Webhook, webhook_id, principal=principal, missing=missing)
 
 
 def delete(session: Session, *, principal: Principal, webhook_id: int) -> None:
