@@ -137,3 +137,32 @@ def test_log_lines_stored_before_0022_are_counted_and_survive_a_downgrade(url: s
     engine.dispose()
     assert not {"log_lines", "log_lines_dropped"} & columns
     assert "ix_log_lines_attempt_id_id" not in indexes
+
+
+def test_metric_points_lose_the_id_key_on_postgres_at_0028_and_get_it_back(url: str) -> None:
+    point = (
+        "INSERT INTO metric_points (attempt_id, rank, step, name, value, time)"
+        " VALUES (1, 0, :s, 'loss', 1.0, 0)"
+    )
+    upgrade(url, "0027")
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text(point), [{"s": 1}, {"s": 2}])
+    upgrade(url, "0028")
+    postgres = engine.dialect.name == "postgresql"
+    key = sa.inspect(engine).get_pk_constraint("metric_points")["constrained_columns"]
+    indexes = {i["name"] for i in sa.inspect(engine).get_indexes("metric_points")}
+    # SQLite's INTEGER PRIMARY KEY is its rowid, kept
+    assert key == ([] if postgres else ["id"])
+    assert "ix_metric_points_mark_ids" in indexes
+    with engine.begin() as conn:  # the idempotency key still refuses a second row
+        conn.execute(sa.text(point), {"s": 3})
+        with pytest.raises(sa.exc.IntegrityError), conn.begin_nested():
+            conn.execute(sa.text(point), {"s": 3})
+        ids = conn.execute(sa.text("SELECT id FROM metric_points ORDER BY step")).scalars().all()
+    assert len(set(ids)) == 3 and ids == sorted(ids)
+    downgrade(url, "0027")
+    key = sa.inspect(engine).get_pk_constraint("metric_points")["constrained_columns"]
+    indexes = {i["name"] for i in sa.inspect(engine).get_indexes("metric_points")}
+    engine.dispose()
+    assert key == ["id"] and "ix_metric_points_mark_ids" not in indexes
