@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -28,6 +29,19 @@ def add_curve(db: Database, attempt: int, name: str, values: list[float], t0: fl
 def two_jobs(db: Database) -> tuple[tuple[int, int], tuple[int, int]]:
     """Two running jobs of alice's: (job id, attempt id) of each."""
     return add_attempt(db), add_attempt(db)
+
+
+def _two_losses_compared(
+    api: tuple[TestClient, Database], *, b_from: float, x: str
+) -> tuple[int, int, dict[str, Any]]:
+    """Job a's loss 3, 2, 1 from time 1_700_000_000, job b's 5, 4 from `b_from`, one second
+    apart: (a, b, their compared loss curve with x the given alignment)."""
+    client, db = api
+    (a, attempt_a), (b, attempt_b) = two_jobs(db)
+    add_curve(db, attempt_a, "loss", [3.0, 2.0, 1.0], t0=1_700_000_000.0)
+    add_curve(db, attempt_b, "loss", [5.0, 4.0], t0=b_from)
+    body = client.get(f"/api/series/compare?job={a}&job={b}&x={x}", headers=ADMIN).json()
+    return a, b, body["curves"]["loss"]
 
 
 def test_compare_gives_jobs_spec_differences_summaries_and_aligned_curves(
@@ -73,12 +87,7 @@ def test_compare_gives_jobs_spec_differences_summaries_and_aligned_curves(
 def test_by_time_each_job_is_aligned_from_its_own_first_point(
     api: tuple[TestClient, Database],
 ) -> None:
-    client, db = api
-    (a, attempt_a), (b, attempt_b) = two_jobs(db)
-    add_curve(db, attempt_a, "loss", [3.0, 2.0, 1.0], t0=1_700_000_000.0)
-    add_curve(db, attempt_b, "loss", [5.0, 4.0], t0=1_700_086_400.5)  # a day later
-    body = client.get(f"/api/series/compare?job={a}&job={b}&x=time", headers=ADMIN).json()
-    curves = body["curves"]["loss"]
+    a, b, curves = _two_losses_compared(api, b_from=1_700_086_400.5, x="time")  # a day later
     assert curves["x"] == [0, 1, 2]
     assert curves["values"] == {str(a): [3.0, 2.0, 1.0], str(b): [5.0, 4.0, None]}
     # each job's first point: where its relative time starts (the page can say when each began)
@@ -88,12 +97,7 @@ def test_by_time_each_job_is_aligned_from_its_own_first_point(
 def test_by_wall_clock_jobs_lie_side_by_side_as_they_ran(
     api: tuple[TestClient, Database],
 ) -> None:
-    client, db = api
-    (a, attempt_a), (b, attempt_b) = two_jobs(db)
-    add_curve(db, attempt_a, "loss", [3.0, 2.0, 1.0], t0=1_700_000_000.0)
-    add_curve(db, attempt_b, "loss", [5.0, 4.0], t0=1_700_000_001.5)  # started 1.5 s later
-    body = client.get(f"/api/series/compare?job={a}&job={b}&x=wall", headers=ADMIN).json()
-    curves = body["curves"]["loss"]
+    a, b, curves = _two_losses_compared(api, b_from=1_700_000_001.5, x="wall")  # 1.5 s later
     assert curves["x"] == [1_700_000_000.0, 1_700_000_001.0, 1_700_000_001.5, 1_700_000_002.0,
                            1_700_000_002.5]  # fmt: skip
     assert curves["values"] == {
@@ -101,6 +105,7 @@ def test_by_wall_clock_jobs_lie_side_by_side_as_they_ran(
         str(b): [None, None, 5.0, None, 4.0],
     }
     assert curves["starts"] == {str(a): 1_700_000_000.0, str(b): 1_700_000_001.5}
+    client, _ = api
     query = f"/api/series/compare.csv?job={a}&job={b}&metric=loss&x=wall"
     rows = list(csv.reader(io.StringIO(client.get(query, headers=ADMIN).text)))
     assert rows[0][0] == "unix_time" and rows[3] == ["1700000001.5", "", "5.0"]
