@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import select
 from pathlib import Path
 
 from worker_helpers import read_items
 
 from workers.contract.protocol import EVENTS_STREAM, METRICS_STREAM
-from workers.contract.telemetry_channel import MAX_LINE_BYTES, event_message, points_message
+from workers.contract.telemetry_channel import (
+    MAX_LINE_BYTES,
+    POINTS_KEY,
+    event_message,
+    points_message,
+)
 from workers.rank.channel import TelemetryChannel
 from workers.supervisor.relay import TelemetryRelay
 from workers.telemetry import StreamPublisher
@@ -161,7 +167,7 @@ def test_the_rank_side_queues_reports_and_a_flush_delivers_them_in_order(
     relay = TelemetryRelay(
         read_fd, attempt_id=3, rank=0, metrics=metrics, events=events, checkpoint_dir=tmp_path
     )
-    channel = TelemetryChannel(write_fd, flush_interval=60.0)  # nothing leaves on its own
+    channel = TelemetryChannel(write_fd, flush_interval=60.0)  # one write, then none on its own
     for step in range(1, 1001):  # more than a batch: the writer wakes early, order is kept
         channel.send(points_message([(step, {"loss": 1.0 / step})]))
     channel.flush()
@@ -170,3 +176,20 @@ def test_the_rank_side_queues_reports_and_a_flush_delivers_them_in_order(
     metrics.close()
     events.close()
     assert [p["step"] for p in read_items(redis_url, METRICS_STREAM)] == list(range(1, 1001))
+
+
+def test_a_report_to_an_idle_rank_channel_is_written_at_once_and_a_second_waits_its_window() -> (
+    None
+):
+    """The window is leading-edge: what comes to an idle writer goes out without waiting."""
+    read_fd, write_fd = os.pipe()
+    channel = TelemetryChannel(write_fd, flush_interval=60.0)
+    with os.fdopen(read_fd, "rb") as pipe:
+        channel.send(points_message([(1, {"loss": 1.0})]))
+        assert select.select([pipe], [], [], 30)[0], "the first report waited for its window"
+        assert json.loads(pipe.readline())[POINTS_KEY] == [[1, "loss", 1.0]]
+        channel.send(points_message([(2, {"loss": 0.5})]))
+        assert not select.select([pipe], [], [], 0.2)[0]  # within 60 s of the first write
+        channel.flush()
+        assert json.loads(pipe.readline())[POINTS_KEY] == [[2, "loss", 0.5]]
+        channel.close()
