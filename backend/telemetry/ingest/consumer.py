@@ -33,6 +33,7 @@ from backend.telemetry.ingest.entries import decode_entry
 from backend.telemetry.ingest.points import Points
 from backend.telemetry.ingest.rounds import CommitPipeline, Round, Written
 from backend.telemetry.ingest.streams import as_text, trim_acknowledged
+from backend.telemetry.ingest.wal import WalCheckpoints, checkpoints_apart
 from backend.telemetry.ingest.writer import write_batch
 from backend.telemetry.live import feed
 from workers.contract.protocol import BATCH_FIELD, INGEST_GROUP, METRICS_STREAM
@@ -98,6 +99,8 @@ class Ingest:
         self._streams = keys_of(client).streams()
         self._kinds = {name: kind for kind, name in self._streams.items()}
         self._live = keys_of(client).name(feed.LIVE_STREAM)
+        #: while `run` runs on SQLite: what checkpoints the log instead of the commits
+        self._wal: WalCheckpoints | None = None
 
     def ensure_groups(self) -> None:
         for stream in self._streams.values():
@@ -130,7 +133,14 @@ class Ingest:
                         last_trim = now
                     pipeline.submit(self.prepare(self.read(block_ms=BLOCKING_READ_MS)))
 
-        keep_running("ingest", consume_until_stopped, stop, log=log)
+        if checkpoints_apart(self.db.engine):
+            self._wal = WalCheckpoints(self.db.engine)
+        try:
+            keep_running("ingest", consume_until_stopped, stop, log=log)
+        finally:
+            wal, self._wal = self._wal, None
+            if wal is not None:
+                wal.close()
 
     def drain(self) -> int:
         """Consume until nothing new is left, pipelined as `run` does; the entries stored."""
@@ -244,6 +254,8 @@ class Ingest:
         if not round_:
             return Written(ids=round_.ids)
         with self.db.session() as session:
+            if self._wal is not None:
+                self._wal.own(session.connection())
             deltas, progressed = write_batch(
                 session, round_.items, log_lines_per_attempt=self.log_lines_per_attempt
             )
