@@ -22,6 +22,18 @@ from pathlib import Path
 from backend.executors.slurm.cli import BatchRequest, SlurmCli
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
+#: task/cgroup on the machine's cgroup v1 memory controller: a step's memory is its cgroup's
+#: limit, and the kernel's OOM killer inside it makes Slurm record OUT_OF_MEMORY
+CGROUP_CONF = """\
+CgroupPlugin=cgroup/v1
+CgroupAutomount=no
+CgroupMountpoint=/sys/fs/cgroup
+ConstrainRAMSpace=yes
+ConstrainSwapSpace=yes
+AllowedSwapSpace=0
+ConstrainCores=no
+ConstrainDevices=no
+"""
 
 
 def slurm_installed() -> bool:
@@ -148,6 +160,25 @@ class SlurmCluster:
         subprocess.run(["ip", "-n", found.namespace, "link", "set", found.link, "up"], check=True)
 
 
+def cgroups_usable() -> bool:
+    """Whether task/cgroup can run here: cgroup v1's memory controller, mounted writable."""
+    memory = Path("/sys/fs/cgroup/memory")
+    return (memory / "memory.limit_in_bytes").is_file() and os.access(memory, os.W_OK)
+
+
+def _remove_cgroups(nodes: list[str]) -> None:
+    """The cgroups slurmd made (`slurm_<node>` and below), removed deepest first once empty."""
+    for node in nodes:
+        top = Path("/sys/fs/cgroup/memory") / f"slurm_{node}"
+        if top.is_dir():
+            for folder in sorted(top.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+                if folder.is_dir():
+                    with contextlib.suppress(OSError):
+                        folder.rmdir()
+            with contextlib.suppress(OSError):
+                top.rmdir()
+
+
 def _free_ports(count: int) -> list[int]:
     sockets = [socket.socket() for _ in range(count)]
     try:
@@ -204,6 +235,7 @@ def _config(
     grace_time: int | None = None,
     gres: str = "",
     memory: int | None = None,
+    cgroups: bool = False,
 ) -> str:
     accounting = (
         f"AccountingStorageType=accounting_storage/slurmdbd\n"
@@ -220,7 +252,8 @@ def _config(
     # RSS sum passes its job's memory is killed by slurmstepd's polling (OverMemoryKill: no
     # cgroups here)
     enforce = (
-        f"JobAcctGatherParams=OverMemoryKill\nDefMemPerCPU={memory // cpus}"
+        ("" if cgroups else "JobAcctGatherParams=OverMemoryKill\n")
+        + f"DefMemPerCPU={memory // cpus}"
         + ("" if dbd_port else "\nJobAcctGatherType=jobacct_gather/linux\nJobAcctGatherFrequency=1")
         if memory
         else ""
@@ -265,7 +298,7 @@ SlurmdPidFile={root}/slurmd-%n.pid
 SlurmctldLogFile={root}/log/slurmctld.log
 SlurmdLogFile={root}/log/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+TaskPlugin={"task/cgroup" if cgroups else "task/none"}
 SelectType=select/cons_tres
 SelectTypeParameters={"CR_CPU_Memory" if memory else "CR_CPU"}
 SchedulerType=sched/backfill
@@ -296,6 +329,7 @@ def slurm_cluster(
     grace_time: int | None = None,
     gpus: dict[str, int] | None = None,
     memory: int | None = None,
+    cgroups: bool = False,
 ) -> Iterator[SlurmCluster]:
     """Start munged, (slurmdbd,) slurmctld and slurmd in root; yield it once every node is idle.
 
@@ -347,8 +381,12 @@ def slurm_cluster(
                 grace_time=grace_time,
                 gres=gres,
                 memory=memory,
+                cgroups=cgroups,
             )
         )
+        if cgroups:
+            (root / "cgroup.conf").write_text(CGROUP_CONF)
+            cleanup.callback(_remove_cgroups, [h.name for h in machines])
         cleanup.callback(_stop, processes)
         if accounting:
             cleanup.callback(_drop_database, database)

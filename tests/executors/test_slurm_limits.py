@@ -59,6 +59,23 @@ GROWS = textwrap.dedent(
 )
 
 
+def run_growing(stack: SlurmStack, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run GROWS (1 device, no restart) to its end: the job and its one attempt."""
+    spec = {
+        "name": name,
+        "entrypoint": {"script": "grows.py"},
+        "parallelism": {"strategy": "data", "devices": 1},
+        "max_restarts": 0,
+    }
+    with stack.client() as client:
+        posted = client.post("/api/jobs", json=spec)
+        assert posted.status_code == 201, posted.text
+        job_id = posted.json()["id"]
+        stack.wait_step(client, job_id, 15, timeout=180, what="training within its memory")
+        job = stack.wait_job(client, job_id, "failed", "succeeded", "cancelled", timeout=120)
+        return job, stack.attempts(client, job_id)[0]
+
+
 def _said(stack: SlurmStack, attempt_id: int) -> str:
     """What an attempt's supervisor and Slurm wrote in its Slurm job's output (to see why)."""
     outputs = (stack.data_dir / "slurm" / f"attempt-{attempt_id}").glob("slurm-*.out")
@@ -135,19 +152,7 @@ def test_a_job_over_its_slurm_memory_is_killed_and_fails_out_of_memory(
     22.05 sets OUT_OF_MEMORY only from task/cgroup's OOM notification. The executor finds
     slurmstepd's words in the job's output and ends the attempt out of memory, the prefix
     the job's OOM rules (health.on_oom) read."""
-    spec = {
-        "name": "grows",
-        "entrypoint": {"script": "grows.py"},
-        "parallelism": {"strategy": "data", "devices": 1},
-        "max_restarts": 0,
-    }
-    with stack.client() as client:
-        posted = client.post("/api/jobs", json=spec)
-        assert posted.status_code == 201, posted.text
-        job_id = posted.json()["id"]
-        stack.wait_step(client, job_id, 15, timeout=180, what="training within its memory")
-        job = stack.wait_job(client, job_id, "failed", "succeeded", "cancelled", timeout=120)
-        attempt = stack.attempts(client, job_id)[0]
+    job, attempt = run_growing(stack, "grows")
     slurm_id = attempt["slurm_job_id"]
     record = cluster.cli.job(slurm_id)
     assert record is not None and (record.state, record.exit_code) == ("FAILED", 137), record

@@ -27,6 +27,8 @@ from workers.supervisor.attempt_streams import AttemptStreams, ControlKey
 from workers.supervisor.containment import Containment
 from workers.supervisor.disk import LogLossNotice, disk_full, paused_for_disk
 from workers.supervisor.hang_watch import HangWatch, flag_hang
+from workers.supervisor.oom_kills import OomKills
+from workers.supervisor.oom_kills import describe as describe_oom_kill
 from workers.supervisor.outcome import attempt_outcome
 from workers.supervisor.rank_group import RankGroup
 from workers.supervisor.rank_launch import free_port, local_rank_envs, rank_command, start_rank
@@ -93,6 +95,7 @@ class Supervisor:
         self._platform_stop = True  # see shutdown()
         self._platform_reason: str | None = None  # see shutdown()
         self._quota: RunDirQuota | None = None
+        self._oom: OomKills | None = None  # counted once the ranks start
         self._hangs = HangWatch(
             (env.rank for env in self.rank_envs()), timeout=order.spec.health.hang_timeout_s
         )
@@ -209,6 +212,10 @@ class Supervisor:
             self.streams.open_stdout_metrics()
         # its use counts while it lives, whatever it started (a daemon in its own session too)
         self.registry.track(self.order.attempt_id, self.containment.pids)
+        # the kernel's OOM kills counted from here, where the ranks will live (see _failure)
+        self._oom = OomKills.watch()
+        if self.containment.cgroup is not None:
+            self._oom.add(self.containment.cgroup)
         self.startup.starting(self.order.devices)
         for env, slot in zip(self.rank_envs(), self.order.devices, strict=True):
             read_fd, write_fd = os.pipe()
@@ -346,6 +353,8 @@ class Supervisor:
             self._pause = code == EXIT_PAUSE
             if reason is not None:
                 return f"node {self.order.node}: {reason}" if self._platform_fault else reason
+        if code == -signal.SIGKILL and self._oom is not None and (where := self._oom.since()):
+            return describe_oom_kill(self.rank_envs()[index].rank, where)
         return self.ranks.exit_reason(index)
 
     def _cleanup(self) -> None:
