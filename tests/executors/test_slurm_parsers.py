@@ -290,6 +290,29 @@ def test_every_terminal_state_has_an_outcome_with_slurms_reason() -> None:
         ended("RUNNING")
 
 
+def test_2205_jobs_killed_for_memory_by_task_cgroup_map_to_out_of_memory() -> None:
+    """Recorded on 22.05 with cgroup v1 memory limits (slurm_recorded/22.05/record_oom.py):
+    a batch script over its memory ends the job OUT_OF_MEMORY; an srun step over it is the
+    step's state, and the job, srun having exited 1, ends FAILED 1 (its attempt is then the
+    supervisor's: it fails out of memory from the kernel's counters, workers/supervisor)."""
+    jobs = {j.name: j for j in parse_scontrol_jobs(recorded("22.05", "scontrol_jobs_oom.txt"))}
+    batch, step = jobs["batch-oom"], jobs["step-oom"]
+    assert (batch.state, batch.reason, batch.exit_code, batch.signal) == (
+        "OUT_OF_MEMORY",
+        "OutOfMemory",
+        0,
+        125,
+    )
+    end = ended(batch.state, exit_code=batch.exit_code, signal=batch.signal, reason=batch.reason)
+    assert (end.outcome, end.out_of_memory, end.platform_fault) == ("failed", True, False)
+    assert end.reason == "Slurm: OUT_OF_MEMORY (OutOfMemory)"
+    assert (step.state, step.exit_code) == ("FAILED", 1)
+    runs = {run.name: run for run in parse_sacct_runs(recorded("22.05", "sacct_oom.txt"))}
+    assert set(runs) == {"batch-oom", "step-oom"}  # the allocation lines, not the steps
+    assert (runs["batch-oom"].state, runs["step-oom"].state) == ("OUT_OF_MEMORY", "FAILED")
+    assert runs["batch-oom"].tres["mem"] == "300M"
+
+
 def test_a_step_killed_over_its_memory_without_cgroups_reads_out_of_memory() -> None:
     """slurmstepd's OverMemoryKill (jobacct_gather, no cgroups) in a job's output, recorded
     on 22.05 (`sbatch --mem=300` of a step taking 400 MB): the job itself ended FAILED 137."""
