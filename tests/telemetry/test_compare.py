@@ -17,11 +17,20 @@ from tests.telemetry.helpers import ADMIN, add_attempt, insert_points
 from tests.telemetry.test_series import add_points
 
 
-def add_curve(db: Database, attempt: int, name: str, values: list[float], t0: float) -> None:
-    """Steps 0.. with the given values, one second apart from time t0."""
+def add_curve(
+    db: Database,
+    attempt: int,
+    name: str,
+    values: list[float],
+    t0: float,
+    *,
+    rank: int = 0,
+    first_step: int = 0,
+) -> None:
+    """One rank's metric: steps first_step.. with the given values, step s at time t0 + s."""
     rows = [
-        {"attempt_id": attempt, "rank": 0, "step": s, "name": name, "value": v, "time": t0 + s}
-        for s, v in enumerate(values)
+        {"attempt_id": attempt, "rank": rank, "step": s, "name": name, "value": v, "time": t0 + s}
+        for s, v in enumerate(values, start=first_step)
     ]
     insert_points(db, rows)
 

@@ -5,16 +5,13 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 
 from backend.db import Database
-from tests.telemetry.helpers import ADMIN, add_attempt, insert_points, user_token
+from tests.telemetry.helpers import ADMIN, add_attempt, user_token
+from tests.telemetry.test_compare import add_curve
 
 
 def add_rank_metric(db: Database, attempt: int, name: str, rank: int, values: list[float]) -> None:
     """Steps 1.. of one rank's metric, one second apart."""
-    rows = [
-        {"attempt_id": attempt, "rank": rank, "step": s, "name": name, "value": v, "time": 1e3 + s}
-        for s, v in enumerate(values, start=1)
-    ]
-    insert_points(db, rows)
+    add_curve(db, attempt, name, values, t0=1e3, rank=rank, first_step=1)
 
 
 def test_each_ranks_step_time_and_bytes_are_the_means_of_its_newest_steps(
