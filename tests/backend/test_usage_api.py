@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -61,6 +62,31 @@ def ended_attempt(
     return attempt
 
 
+def add_samples(
+    session: Any,
+    attempt: Attempt,
+    *,
+    start: datetime,
+    minutes: Iterable[int],
+    util: Callable[[int, int], float],
+) -> None:
+    """CPU samples of each of the attempt's devices (its rank too) at these minutes after
+    start, busy util(device, minute) %."""
+    session.add_all(
+        DeviceSample(
+            node=attempt.node_name,
+            device=device,
+            kind="cpu",
+            time=(start + timedelta(minutes=m)).timestamp(),
+            util=util(device, m),
+            attempt_id=attempt.id,
+            rank=device,
+        )
+        for device in attempt.devices
+        for m in minutes
+    )
+
+
 @pytest.fixture
 def two_attempts(database: Database, tokens: dict[str, str]) -> tuple[int, int]:
     with database.session() as session:
@@ -68,19 +94,14 @@ def two_attempts(database: Database, tokens: dict[str, str]) -> tuple[int, int]:
         admins = ended_attempt(
             session, "admin", node="n2", devices=[0], start=T0 + HOUR / 2, end=T0 + 1.5 * HOUR
         )
-        for device in (0, 1):  # every minute of alice's hour, 50 % busy
-            session.add_all(
-                DeviceSample(
-                    node="n1",
-                    device=device,
-                    kind="cpu",
-                    time=(T0 + timedelta(minutes=m)).timestamp(),
-                    util=50.0 if m % 2 else 150.0 if device else 50.0,  # >100 % counts as 100
-                    attempt_id=alices.id,
-                    rank=device,
-                )
-                for m in range(60)
-            )
+        # every minute of alice's hour, 50 % busy (>100 % counts as 100)
+        add_samples(
+            session,
+            alices,
+            start=T0,
+            minutes=range(60),
+            util=lambda device, m: 50.0 if m % 2 else 150.0 if device else 50.0,
+        )
         session.commit()
         return alices.id, admins.id
 

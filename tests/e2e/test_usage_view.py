@@ -9,8 +9,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from backend.auth.models import User
-from backend.telemetry.models import DeviceSample
-from tests.backend.test_usage_api import ended_attempt
+from tests.backend.test_usage_api import add_samples, ended_attempt
 from tests.e2e.conftest import SCREENSHOTS
 from tests.telemetry.helpers import ADMIN_TOKEN, LiveServer
 
@@ -30,18 +29,8 @@ def test_the_usage_view_shows_allocated_against_busy_per_user_and_day(
         alices = ended_attempt(
             session, "alice", node="n1", devices=[0, 1], start=start, end=start + timedelta(hours=2)
         )
-        session.add_all(
-            DeviceSample(
-                node="n1",
-                device=d,
-                kind="cpu",
-                time=(start + timedelta(minutes=m)).timestamp(),
-                util=50.0,
-                attempt_id=alices.id,
-                rank=d,
-            )
-            for d in (0, 1)
-            for m in range(0, 120, 5)
+        add_samples(
+            session, alices, start=start, minutes=range(0, 120, 5), util=lambda device, m: 50.0
         )
         # the admin: 1 device for 3 hours two days ago, no samples (busy unknown: 0)
         start = before + timedelta(hours=1)
