@@ -15,7 +15,9 @@ import { render } from "preact";
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 import "../src/styles.css";
-import { Chart } from "../src/components/Chart";
+import { axis, Chart } from "../src/components/Chart";
+import { metricAxis } from "../src/lib/axes";
+import { curveSeries } from "../src/lib/chartView";
 import { MetricStore, DeviceStore } from "../src/lib/series";
 import { Signal } from "../src/live";
 
@@ -80,14 +82,23 @@ async function appFirstDraw(ranks: number, steps: number) {
   host.appendChild(el);
   await sleep(0);
   let drawnAt = 0;
+  // ?profile: a CPU profile of just this draw (a CDP client's Profiler.consoleProfileFinished)
+  const profile = new URLSearchParams(location.search).has("profile");
+  // console.profile/profileEnd: DevTools' own, not in TypeScript's DOM types
+  const devtools = console as unknown as { profile(label: string): void; profileEnd(label: string): void };
+  if (profile) devtools.profile("first draw");
   const t0 = performance.now();
   render(
     <Chart
       testId="first"
       title="loss"
-      options={() => ({
-        scales: { x: { time: false } },
-        series: [{}, ...Array.from({ length: ranks }, (_, r) => ({ label: `rank ${r}`, stroke: "#2563eb", width: 1.5 }))],
+      // the job page's loss chart by step (MetricCharts' metricOptions, the default view)
+      options={(c) => ({
+        scales: { x: { time: false }, y: {} },
+        axes: [axis(c, { label: "step" }), axis(c, metricAxis("loss", "loss"))],
+        series: [{ label: "step" }, ...curveSeries(Array.from({ length: ranks }, (_, r) => `rank ${r}`), c.series, 0, "loss")],
+        legend: { live: true },
+        cursor: { sync: { key: "job-metrics" } },
         hooks: { draw: [() => (drawnAt ||= performance.now())] },
       })}
       data={() => store.data("loss")}
@@ -100,6 +111,7 @@ async function appFirstDraw(ranks: number, steps: number) {
     el,
   );
   while (!drawnAt) await sleep(0);
+  if (profile) devtools.profileEnd("first draw");
   const ms = drawnAt - t0;
   const points = Number(el.querySelector('[data-testid="first"]')?.getAttribute("data-points"));
   render(null, el);

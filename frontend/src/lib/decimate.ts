@@ -4,16 +4,17 @@
  * every column for the y range: a chart of 8 ranks × 20,000 steps cost a long task per redraw
  * however few redraws there were. What uPlot gets instead:
  *
- * - the x range is cut into buckets `w` wide, `w` the largest power of two no wider than one
- *   pixel column (`bucketWidth`), bucket k holding the x in [k·w, (k+1)·w): at most two
- *   buckets a pixel, fixed while the span stays within a factor of two, so a bucket's rows
- *   never move as rows arrive;
- * - a bucket of at most 4 rows is drawn as it is; a larger one as 4 rows at real x of its own
- *   (its first, the ones a third and two thirds in, its last), each column's values there being
- *   its first, its min and max (in the order they occur) and its last value in the bucket. So
- *   every bucket keeps each column's first, last, min and max value — the line drawn covers
- *   the same pixels, to within the bucket's width (under a pixel) — and the y range, the first
- *   and the last point are the raw data's.
+ * - the x range is cut into buckets `w` wide, `w` the widest of 1, 1.5, 2, 3, 4, 6, 8, 12, …
+ *   (powers of two and 1.5 times them) no wider than one pixel column (`bucketWidth`), bucket k
+ *   holding the x in [k·w, (k+1)·w): between 1 and 1.5 buckets a pixel column, fixed while the
+ *   span stays between two of those widths, so a bucket's rows never move as rows arrive;
+ * - a bucket of at most 2 rows is drawn as it is; a larger one as 2 rows at the x of its first
+ *   and its last row, each column's values there being its min and max in the bucket, in the
+ *   order they occur (a falling or rising column: its first and last value). So every bucket
+ *   keeps each column's min and max: the line drawn covers the pixels the raw one covers, every
+ *   value within the bucket's width (under a pixel) of its own x, and the y range is the raw
+ *   data's. uPlot gets 2 to 3 rows a pixel column (4 rows a bucket and buckets a power of two
+ *   gave up to 8: 9,376 rows for 8 × 18,750 points on 1,200 pixels, now 3,126; issue #34).
  *
  * `decimate` computes this from scratch; `Decimator` keeps it as rows arrive, rebuilding only
  * the buckets rows were added to (the newest, usually) or taken from (the oldest, as a full
@@ -28,10 +29,15 @@ export type AlignedData = [number[], ...(number | null)[][]];
 
 type Column = readonly (number | null)[];
 
-/** The largest power of two no wider than one of `px` pixel columns over `span` (1 for an empty span). */
+/**
+ * The widest bucket no wider than one of `px` pixel columns over `span` among the powers of two
+ * and their halves again (1, 1.5, 2, 3, 4, 6, 8, 12, …; 1 for an empty span): between 1 and 1.5
+ * buckets a pixel column, where powers of two alone gave between 1 and 2.
+ */
 export function bucketWidth(span: number, px: number): number {
   if (!(span > 0) || !(px >= 1)) return 1;
-  return 2 ** Math.floor(Math.log2(span / px));
+  const pow = 2 ** Math.floor(Math.log2(span / px));
+  return 1.5 * pow <= span / px ? 1.5 * pow : pow;
 }
 
 /** Decimated rows being built: x, one column per value column, and each bucket's key, first step and first output row. */
@@ -41,7 +47,6 @@ class Out {
   readonly keys: number[] = [];
   readonly steps: number[] = [];
   readonly starts: number[] = [];
-  private readonly rows: number[] = [];
 
   constructor(width: number) {
     this.ys = Array.from({ length: width }, () => []);
@@ -64,17 +69,24 @@ class Out {
       }
       const k = Math.floor(x / w);
       if (x < prevX || k <= prevKey) return false;
-      const rows = this.rows;
-      rows.length = 0;
+      // the bucket's rows: [first, last], less any without a key (`gaps`)
+      const first = r;
+      let last = r;
+      let n = 0;
+      let gaps = false;
       for (; r < to; r += 1) {
         const xr = keys[r];
-        if (xr == null) continue;
+        if (xr == null) {
+          gaps = true;
+          continue;
+        }
         if (xr < prevX) return false;
         if (Math.floor(xr / w) !== k) break;
-        rows.push(r);
+        last = r;
+        n += 1;
         prevX = xr;
       }
-      this.bucket(k, steps[rows[0]!]!, keys, cols);
+      this.bucket(k, steps[first]!, keys, cols, first, last, n, gaps && n < last - first + 1);
       prevKey = k;
     }
     return true;
@@ -102,48 +114,53 @@ class Out {
     return [this.x, ...this.ys];
   }
 
-  private bucket(k: number, step: number, keys: Column, cols: readonly Column[]): void {
-    const rows = this.rows;
+  /**
+   * One bucket: rows [first, last] (`n` with a key; `gaps`: some between have none). Up to 2 rows
+   * as they are; more as 2 rows, at the x of the first and the last, each column's min and max
+   * there in the order they occur.
+   */
+  private bucket(k: number, step: number, keys: Column, cols: readonly Column[], first: number, last: number, n: number, gaps: boolean): void {
     this.keys.push(k);
     this.steps.push(step);
     this.starts.push(this.x.length);
-    const n = rows.length;
-    if (n <= 4) {
-      for (const r of rows) this.x.push(keys[r]!);
-      cols.forEach((col, c) => {
-        const out = this.ys[c]!;
-        for (const r of rows) out.push(col[r] ?? null);
-      });
+    const xs = this.x;
+    const ys = this.ys;
+    if (n <= 2) {
+      for (let r = first; r <= last; r += 1) {
+        const x = keys[r];
+        if (x == null) continue;
+        xs.push(x);
+        for (let c = 0; c < cols.length; c += 1) ys[c]!.push(cols[c]![r] ?? null);
+      }
       return;
     }
-    this.x.push(keys[rows[0]!]!, keys[rows[Math.floor(n / 3)]!]!, keys[rows[Math.floor((2 * n) / 3)]!]!, keys[rows[n - 1]!]!);
-    cols.forEach((col, c) => {
-      let first: number | null = null;
-      let last: number | null = null;
+    xs.push(keys[first]!, keys[last]!);
+    for (let c = 0; c < cols.length; c += 1) {
+      const col = cols[c]!;
       let lo = Infinity;
       let hi = -Infinity;
       let loAt = -1;
       let hiAt = -1;
-      for (let i = 0; i < n; i += 1) {
-        const v = col[rows[i]!];
-        if (v == null) continue;
-        if (first === null) first = v;
-        last = v;
+      let some: number | null = null; // a value that is not null (a NaN, where all are)
+      for (let r = first; r <= last; r += 1) {
+        const v = col[r];
+        if (v == null || (gaps && keys[r] == null)) continue;
         if (v < lo) {
           lo = v;
-          loAt = i;
+          loAt = r;
         }
         if (v > hi) {
           hi = v;
-          hiAt = i;
+          hiAt = r;
         }
+        some ??= v;
       }
-      const out = this.ys[c]!;
-      if (first === null) out.push(null, null, null, null);
-      else if (loAt < 0 || hiAt < 0) out.push(first, first, last, last); // only NaNs: nothing to order
-      else if (loAt <= hiAt) out.push(first, lo, hi, last);
-      else out.push(first, hi, lo, last);
-    });
+      const out = ys[c]!;
+      if (some === null) out.push(null, null);
+      else if (loAt < 0 || hiAt < 0) out.push(some, some); // only NaNs: nothing to order
+      else if (loAt <= hiAt) out.push(lo, hi);
+      else out.push(hi, lo);
+    }
   }
 }
 
