@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import redis
 import sqlalchemy as sa
@@ -101,8 +102,10 @@ def policy_rates(jobs: int, nodes: int, sharing: bool) -> tuple[float, float, in
     return rate, jobs / (time.perf_counter() - start), len(ours.preemptions)
 
 
-def _spec(name: str, size: int) -> dict[str, object]:
-    return {"name": name, "template": "mlp", "parallelism": {"strategy": "data", "devices": size}}
+def _job(name: str, owner: User, size: int, **fields: Any) -> Job:
+    """A job row of `owner` whose mlp spec asks for `size` data-parallel devices."""
+    spec = {"name": name, "template": "mlp", "parallelism": {"strategy": "data", "devices": size}}
+    return Job(name=name, owner_id=owner.id, spec=spec, devices_requested=size, **fields)
 
 
 def _shared_cluster(session: Session, users: list[User], nodes: int, rng: random.Random) -> None:
@@ -117,13 +120,7 @@ def _shared_cluster(session: Session, users: list[User], nodes: int, rng: random
                 max_device_hours=None if k % 10 else 500.0,
             )
         )
-        past = Job(
-            name="past",
-            owner_id=user.id,
-            state="succeeded",
-            spec=_spec("past", 8),
-            devices_requested=8,
-        )
+        past = _job("past", user, 8, state="succeeded")
         session.add(past)
         session.flush()
         hours = rng.uniform(0, 48)
@@ -144,15 +141,7 @@ def _shared_cluster(session: Session, users: list[User], nodes: int, rng: random
     for i in range(0, nodes, 2):
         for pair in ((0, 1), (2, 3), (4, 5), (6, 7)):
             owner = users[rng.randrange(len(users))]
-            job = Job(
-                name="running",
-                owner_id=owner.id,
-                state="running",
-                spec=_spec("running", 2),
-                devices_requested=2,
-                priority_rank=2,
-                attempt=1,
-            )
+            job = _job("running", owner, 2, state="running", priority_rank=2, attempt=1)
             session.add(job)
             session.flush()
             attempt = Attempt(
@@ -218,15 +207,7 @@ def seeded_scheduler(
             _shared_cluster(session, users, nodes, rng)
         for i in range(jobs):
             size = rng.choice(SIZES)
-            session.add(
-                Job(
-                    name=f"j{i}",
-                    owner_id=users[i % len(users)].id,
-                    spec=_spec(f"j{i}", size),
-                    devices_requested=size,
-                    priority_rank=rng.randint(0, 2),
-                )
-            )
+            session.add(_job(f"j{i}", users[i % len(users)], size, priority_rank=rng.randint(0, 2)))
     client = redis.Redis.from_url(redis_url)
     client.flushdb()
     scheduler = Scheduler(
