@@ -18,7 +18,8 @@ import "../src/styles.css";
 import { axis, Chart } from "../src/components/Chart";
 import { metricAxis } from "../src/lib/axes";
 import { curveSeries } from "../src/lib/chartView";
-import { MetricStore, DeviceStore } from "../src/lib/series";
+import { decimate } from "../src/lib/decimate";
+import { MetricStore, DeviceStore, type AlignedData } from "../src/lib/series";
 import { Signal } from "../src/live";
 
 const out = document.getElementById("out")!;
@@ -119,6 +120,52 @@ async function appFirstDraw(ranks: number, steps: number) {
   return { points, first_draw_ms: +ms.toFixed(2) };
 }
 
+/**
+ * `?pixels`: the same 150,000 points (one noisy falling curve, or 8 ranks × 18,750 steps) drawn
+ * twice by uPlot, every point and the chart's decimation (lib/decimate.ts), and their canvases
+ * compared pixel by pixel: a pixel the raw curve inks (alpha ≥ 64) that the decimated one leaves
+ * blank (alpha < 16) is one a reader would miss; and the other way round.
+ */
+async function pixelCompare(ranks: number, steps: number) {
+  const xs = Array.from({ length: steps }, (_, i) => i);
+  const raw: AlignedData = [xs, ...Array.from({ length: ranks }, (_, r) => xs.map((x) => Math.exp(-x / 40_000) + 0.05 * Math.sin(x / 50 + r) + 0.02 * Math.random()))];
+  const draw = async (data: AlignedData) => {
+    const el = document.createElement("div");
+    host.appendChild(el);
+    const plot = new uPlot(
+      {
+        width: 1200,
+        height: 300,
+        scales: { x: { time: false } },
+        legend: { show: false },
+        cursor: { show: false },
+        series: [{}, ...raw.slice(1).map(() => ({ stroke: "#000000", width: 1, points: { show: false } }))],
+      },
+      data as uPlot.AlignedData,
+      el,
+    );
+    await sleep(0); // uPlot draws in a microtask
+    const pixels = plot.ctx.getImageData(0, 0, plot.ctx.canvas.width, plot.ctx.canvas.height).data;
+    plot.destroy();
+    el.remove();
+    return pixels;
+  };
+  const drawn = decimate(raw, 1200);
+  const a = await draw(raw);
+  const b = await draw(drawn);
+  let inked = 0;
+  let missed = 0;
+  let added = 0;
+  let differ = 0;
+  for (let i = 3; i < a.length; i += 4) {
+    if (a[i]! >= 64) inked += 1;
+    if (a[i]! >= 64 && b[i]! < 16) missed += 1;
+    if (b[i]! >= 64 && a[i]! < 16) added += 1;
+    if (Math.abs(a[i]! - b[i]!) >= 64) differ += 1;
+  }
+  return { ranks, steps, rows_drawn: drawn[0].length, pixels_inked_by_raw: inked, missed, added, alpha_differs_by_64: differ };
+}
+
 async function liveCharts(jobs: number, devices: number, seconds: number, pointsPerSecond: number) {
   const stores = Array.from({ length: jobs }, () => new MetricStore());
   const signals = stores.map(() => new Signal<Set<string>>());
@@ -214,6 +261,12 @@ async function liveCharts(jobs: number, devices: number, seconds: number, points
 }
 
 async function main() {
+  if (new URLSearchParams(location.search).has("pixels")) {
+    const results = [await pixelCompare(1, 150_000), await pixelCompare(8, 18_750)];
+    out.textContent = JSON.stringify(results, null, 2);
+    (window as unknown as { __bench: unknown }).__bench = results;
+    return;
+  }
   const first = new URLSearchParams(location.search).get("first");
   if (first) {
     // one cold first draw of 150,000 points, the whole page for it (bench/run.py alternates them)

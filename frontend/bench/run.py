@@ -1,13 +1,14 @@
 """Build nothing; serve bench-dist/ and run the chart benchmark in Debian's Chromium.
 
 Usage (from frontend/): npm run bench:build && ../.venv/bin/python bench/run.py [--rounds N]
-[--other DIR] [--first-only]
+[--other DIR ...] [--first-only]
 
 After the page's own run, rounds of cold first draws of 150,000 points, each in a fresh page, the
 order rotating every round: uPlot handed every point (`?first=raw`) and the app's chart over
 the store (`?first=app`), so each round is a same-run ratio. `--other DIR` (another bench
 build, e.g. of the code before a change) adds its app first draw to every round: the change's
-own same-run ratio. `--first-only` skips the page's own run.
+own same-run ratio; `--other` may be given more than once (other_app, other2_app, …: several
+variants in the same rounds). `--first-only` skips the page's own run.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import platform
 import statistics
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,11 +57,13 @@ def first_draw(browser: Any, url: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=6, help="rounds of cold first draws")
-    parser.add_argument("--other", type=Path, default=None, help="a second bench build")
+    parser.add_argument(
+        "--other", type=Path, action="append", default=[], help="another bench build (repeatable)"
+    )
     parser.add_argument("--first-only", action="store_true", help="only the first draws")
     a = parser.parse_args()
     results: dict[str, Any] = {"load_before": os.getloadavg()}
-    with served_builds(DIST, a.other) as (url, other_url), sync_playwright() as pw:
+    with served_builds(DIST, a.other) as (url, other_urls), sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
         if not a.first_only:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -69,16 +72,17 @@ def main() -> None:
             results.update(page.evaluate("window.__bench"))
             page.close()
         kinds = {"raw": url + "?first=raw", "app": url + "?first=app"}
-        if other_url:
-            kinds["other_app"] = other_url + "?first=app"
+        others = [f"other{i + 1 if i else ''}_app" for i in range(len(other_urls))]
+        for name, other_url in zip(others, other_urls, strict=True):
+            kinds[name] = other_url + "?first=app"
         rounds = []
         names = list(kinds)
         for i in range(a.rounds):
             order = names[i % len(names) :] + names[: i % len(names)]
             found = {which: first_draw(browser, kinds[which]) for which in order}
             found["app/raw"] = round(found["app"] / found["raw"], 3)
-            if other_url:
-                found["app/other_app"] = round(found["app"] / found["other_app"], 3)
+            for name in others:
+                found[f"app/{name}"] = round(found["app"] / found[name], 3)
             rounds.append(found)
         browser.close()
     results["first_draw_150k_rounds"] = rounds
@@ -91,14 +95,11 @@ def main() -> None:
 
 
 @contextmanager
-def served_builds(first: Path, second: Path | None) -> Iterator[tuple[str, str | None]]:
-    """Serve one build, or two."""
-    with serving(first) as url:
-        if second is None:
-            yield url, None
-        else:
-            with serving(second) as other:
-                yield url, other
+def served_builds(first: Path, others: list[Path]) -> Iterator[tuple[str, list[str]]]:
+    """Serve one build and any others."""
+    with ExitStack() as stack:
+        url = stack.enter_context(serving(first))
+        yield url, [stack.enter_context(serving(other)) for other in others]
 
 
 if __name__ == "__main__":

@@ -4,17 +4,16 @@
  * every column for the y range: a chart of 8 ranks × 20,000 steps cost a long task per redraw
  * however few redraws there were. What uPlot gets instead:
  *
- * - the x range is cut into buckets `w` wide, `w` the widest of 1, 1.5, 2, 3, 4, 6, 8, 12, …
- *   (powers of two and 1.5 times them) no wider than one pixel column (`bucketWidth`), bucket k
- *   holding the x in [k·w, (k+1)·w): between 1 and 1.5 buckets a pixel column, fixed while the
- *   span stays between two of those widths, so a bucket's rows never move as rows arrive;
- * - a bucket of at most 2 rows is drawn as it is; a larger one as 2 rows at the x of its first
- *   and its last row, each column's values there being its min and max in the bucket, in the
- *   order they occur (a falling or rising column: its first and last value). So every bucket
- *   keeps each column's min and max: the line drawn covers the pixels the raw one covers, every
- *   value within the bucket's width (under a pixel) of its own x, and the y range is the raw
- *   data's. uPlot gets 2 to 3 rows a pixel column (4 rows a bucket and buckets a power of two
- *   gave up to 8: 9,376 rows for 8 × 18,750 points on 1,200 pixels, now 3,126; issue #34).
+ * - the x range is cut into buckets `w` wide, `w` the largest power of two no wider than one
+ *   pixel column (`bucketWidth`), bucket k holding the x in [k·w, (k+1)·w): at most two
+ *   buckets a pixel, fixed while the span stays within a factor of two, so a bucket's rows
+ *   never move as rows arrive;
+ * - a bucket of at most 4 rows is drawn as it is; a larger one as 4 rows at real x of its own
+ *   (its first, the ones a third and two thirds in, its last), each column's values there being
+ *   its first, its min and max (in the order they occur) and its last value in the bucket. So
+ *   every bucket keeps each column's first, last, min and max value — the line drawn covers
+ *   the same pixels, to within the bucket's width (under a pixel) — and the y range, the first
+ *   and the last point are the raw data's.
  *
  * `decimate` computes this from scratch; `Decimator` keeps it as rows arrive, rebuilding only
  * the buckets rows were added to (the newest, usually) or taken from (the oldest, as a full
@@ -29,15 +28,10 @@ export type AlignedData = [number[], ...(number | null)[][]];
 
 type Column = readonly (number | null)[];
 
-/**
- * The widest bucket no wider than one of `px` pixel columns over `span` among the powers of two
- * and their halves again (1, 1.5, 2, 3, 4, 6, 8, 12, …; 1 for an empty span): between 1 and 1.5
- * buckets a pixel column, where powers of two alone gave between 1 and 2.
- */
+/** The largest power of two no wider than one of `px` pixel columns over `span` (1 for an empty span). */
 export function bucketWidth(span: number, px: number): number {
   if (!(span > 0) || !(px >= 1)) return 1;
-  const pow = 2 ** Math.floor(Math.log2(span / px));
-  return 1.5 * pow <= span / px ? 1.5 * pow : pow;
+  return 2 ** Math.floor(Math.log2(span / px));
 }
 
 /** Decimated rows being built: x, one column per value column, and each bucket's key, first step and first output row. */
@@ -115,9 +109,10 @@ class Out {
   }
 
   /**
-   * One bucket: rows [first, last] (`n` with a key; `gaps`: some between have none). Up to 2 rows
-   * as they are; more as 2 rows, at the x of the first and the last, each column's min and max
-   * there in the order they occur.
+   * One bucket: rows [first, last] (`n` with a key; `gaps`: some between have none). Up to 4 rows
+   * as they are; more as 4 rows at x of its own (its first row's, the ones a third and two thirds
+   * in, its last row's), each column's values there being its first, its min and max in the order
+   * they occur, and its last.
    */
   private bucket(k: number, step: number, keys: Column, cols: readonly Column[], first: number, last: number, n: number, gaps: boolean): void {
     this.keys.push(k);
@@ -125,7 +120,7 @@ class Out {
     this.starts.push(this.x.length);
     const xs = this.x;
     const ys = this.ys;
-    if (n <= 2) {
+    if (n <= 4) {
       for (let r = first; r <= last; r += 1) {
         const x = keys[r];
         if (x == null) continue;
@@ -134,17 +129,24 @@ class Out {
       }
       return;
     }
-    xs.push(keys[first]!, keys[last]!);
+    if (gaps) {
+      const rows: number[] = [];
+      for (let r = first; r <= last; r += 1) if (keys[r] != null) rows.push(r);
+      xs.push(keys[first]!, keys[rows[Math.floor(n / 3)]!]!, keys[rows[Math.floor((2 * n) / 3)]!]!, keys[last]!);
+    } else xs.push(keys[first]!, keys[first + Math.floor(n / 3)]!, keys[first + Math.floor((2 * n) / 3)]!, keys[last]!);
     for (let c = 0; c < cols.length; c += 1) {
       const col = cols[c]!;
+      let firstV: number | null = null;
+      let lastV: number | null = null;
       let lo = Infinity;
       let hi = -Infinity;
       let loAt = -1;
       let hiAt = -1;
-      let some: number | null = null; // a value that is not null (a NaN, where all are)
       for (let r = first; r <= last; r += 1) {
         const v = col[r];
         if (v == null || (gaps && keys[r] == null)) continue;
+        firstV ??= v;
+        lastV = v;
         if (v < lo) {
           lo = v;
           loAt = r;
@@ -153,13 +155,12 @@ class Out {
           hi = v;
           hiAt = r;
         }
-        some ??= v;
       }
       const out = ys[c]!;
-      if (some === null) out.push(null, null);
-      else if (loAt < 0 || hiAt < 0) out.push(some, some); // only NaNs: nothing to order
-      else if (loAt <= hiAt) out.push(lo, hi);
-      else out.push(hi, lo);
+      if (firstV === null) out.push(null, null, null, null);
+      else if (loAt < 0 || hiAt < 0) out.push(firstV, firstV, lastV, lastV); // only NaNs: nothing to order
+      else if (loAt <= hiAt) out.push(firstV, lo, hi, lastV);
+      else out.push(firstV, hi, lo, lastV);
     }
   }
 }
