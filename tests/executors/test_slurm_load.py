@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
 from tests.executors.conftest import SLURM_TESTS
 from tests.executors.slurm_stack import SlurmStack, slurm_stack
@@ -43,13 +42,8 @@ def job_info_rpcs(cluster: SlurmCluster) -> int:
 
 
 def _submitted(stack: SlurmStack) -> int:
-    engine = sa.create_engine(stack.database_url)
-    try:
-        with engine.connect() as db:
-            query = "SELECT count(*) FROM attempts WHERE slurm_job_id IS NOT NULL"
-            return int(db.execute(sa.text(query)).scalar_one())
-    finally:
-        engine.dispose()
+    [(count,)] = stack.sql("SELECT count(*) FROM attempts WHERE slurm_job_id IS NOT NULL")
+    return int(count)
 
 
 def test_200_queued_jobs_cost_the_controller_one_squeue_a_second(

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import sqlalchemy as sa
-
-from tests.stack import wait_for
+from tests.stack import rows_of, wait_for
 
 
 class JobApi:
@@ -41,8 +39,4 @@ class JobApi:
 
     def sql(self, query: str, **params: Any) -> list[Any]:
         """The rows of a query on the cluster's database."""
-        engine = sa.create_engine(self.database_url)
-        with engine.connect() as conn:
-            rows = list(conn.execute(sa.text(query), params).all())
-        engine.dispose()
-        return rows
+        return rows_of(self.database_url, query, **params)

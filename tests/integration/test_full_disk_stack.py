@@ -9,7 +9,6 @@ from typing import Any
 
 import httpx
 import pytest
-import sqlalchemy as sa
 
 from tests.full_disk import fill, fill_leaving, small_filesystem
 from tests.job_users import reachable
@@ -72,17 +71,12 @@ def wait_state(client: httpx.Client, job_id: int, *states: str, timeout: float) 
 
 def stored_once(stack: RunningStack, job_id: int) -> list[tuple[int, int]]:
     """(step, times stored) of the job's loss points, straight from the database."""
-    engine = sa.create_engine(stack.database_url)
-    with engine.connect() as conn:
-        rows = conn.execute(
-            sa.text(
-                "SELECT m.step, count(*) FROM metric_points m JOIN attempts a"
-                " ON a.id = m.attempt_id WHERE a.job_id = :j AND m.name = 'loss'"
-                " GROUP BY m.attempt_id, m.step ORDER BY m.step"
-            ),
-            {"j": job_id},
-        ).all()
-    engine.dispose()
+    rows = stack.sql(
+        "SELECT m.step, count(*) FROM metric_points m JOIN attempts a"
+        " ON a.id = m.attempt_id WHERE a.job_id = :j AND m.name = 'loss'"
+        " GROUP BY m.attempt_id, m.step ORDER BY m.step",
+        j=job_id,
+    )
     return [(int(step), int(count)) for step, count in rows]
 
 

@@ -76,8 +76,5 @@ def test_a_second_up_on_a_data_dir_in_use_refuses_and_revokes_nothing(tmp_path: 
         assert _mode(data_dir) == 0o711 and _mode(data_dir / "runs") & 0o077 == 0o011
         for name in ("trainboard.db", "trainboard.lock"):
             assert _mode(data_dir / name) == 0o600, name
-        engine = sa.create_engine(stack.database_url)
-        with engine.connect() as conn:
-            registered = conn.execute(sa.text("SELECT data_dir FROM nodes")).scalar_one()
-        engine.dispose()
+        [(registered,)] = stack.sql("SELECT data_dir FROM nodes")
         assert registered == str(data_dir.resolve())
