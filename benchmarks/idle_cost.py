@@ -136,7 +136,7 @@ def idle_round(tree: Path, *, seconds: float, settle: float, jobs: int) -> dict[
         first, started = sample(processes), time.monotonic()
         time.sleep(seconds)
         last, took = sample(processes), time.monotonic() - started
-        latencies = submit_latencies(stack, jobs)
+        latencies = submit_latencies(stack, jobs).get("running", {})
     load_after = os.getloadavg()
     per_process = {
         name: (last.processes[name] - first.processes.get(name, 0.0)) / took
