@@ -60,6 +60,22 @@ class SlurmStack(RunningStack):
             what=what,
         )
 
+    def wait_attempt_step(
+        self, attempt_id: int, step: int, *, ranks: int, timeout: float, what: str
+    ) -> None:
+        """Until each of the attempt's `ranks` ranks stored a loss at `step` or later (the
+        job's step is no sign of a new attempt's progress: its last attempt may have trained
+        past the checkpoint the new one resumes from)."""
+        wait_for(
+            lambda: (
+                (s := self.loss_series(attempt_id).get(attempt_id, {}))
+                and len(s) == ranks
+                and all(last >= step for _, last, _, _ in s.values())
+            ),
+            timeout=timeout,
+            what=what,
+        )
+
     def loss_series(self, *attempt_ids: int) -> dict[int, dict[int, tuple[int, int, int, int]]]:
         """attempt id: rank: (first step, last step, points, distinct steps) of its loss."""
         rows = self.sql(

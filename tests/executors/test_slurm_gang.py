@@ -128,10 +128,14 @@ def test_a_host_lost_mid_gang_gives_exactly_one_new_attempt_from_the_newest_chec
         finally:
             bring_back(two_hosts)
         saved = int(second["resume_from"].rsplit("-", 1)[1])
-        stack.wait_step(client, job_id, saved + 6, timeout=240, what="training on both hosts")
+        # the new attempt's own points: the job's step was already past `saved` (the lost
+        # attempt trained beyond its checkpoint), and waiting on it let the test cancel a
+        # new attempt Slurm had not started yet (seen: no point of it; its Slurm job read
+        # PENDING after the cancel, before the executor's next pass scancelled it)
+        stack.wait_attempt_step(
+            second["id"], saved + 6, ranks=2, timeout=240, what="training on both hosts"
+        )
         assert len(attempts()) == 2
-        # read while it trains: one CI dry run read the record after the cancel and found
-        # the Slurm job PENDING with no nodes (not understood; see the #32 note)
         slurm_id = attempts()[1]["slurm_job_id"]
         record = wait_for(
             lambda: (r := two_hosts.cli.job(slurm_id)) and r.state == "RUNNING" and r,
