@@ -10,6 +10,8 @@
  * (what part 1's `create_ms` times); `app`, the job page's way, the app's `Chart` over a
  * `MetricStore` holding 8 ranks × 18,750 steps, drawing its per-pixel min/max decimation
  * (what a job page open for a while draws when a chart is built again: a setting changed).
+ * `?first=app&profile` wraps that draw in console.profile (a CDP client reads the profile);
+ * `?pixels` draws 150,000 points raw and decimated and counts the canvas pixels that differ.
  */
 import { render } from "preact";
 import uPlot from "uplot";
