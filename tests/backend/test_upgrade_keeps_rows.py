@@ -59,7 +59,9 @@ def read_all(engine: sa.Engine) -> Rows:
             if name in RESTRUCTURED:
                 rows[name] = RESTRUCTURED[name](conn)
                 continue
-            query = sa.select(table).order_by(*table.primary_key.columns)
+            # metric_points has no primary key on PostgreSQL from 0028 on: its id orders it
+            keys = list(table.primary_key.columns) or [table.c.id]
+            query = sa.select(table).order_by(*keys)
             rows[name] = [dict(r._mapping) for r in conn.execute(query)]
     return rows
 
