@@ -18,24 +18,24 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from workers.supervisor.containment import cgroup2_mount
+
 #: the counter's line in memory.events (v2), memory.oom_control (v1) and /proc/vmstat
 _KILLS = re.compile(r"^oom_kill (\d+)$", re.MULTILINE)
 VMSTAT = Path("/proc/vmstat")
 
 
 def memory_mounts(mountinfo: str) -> tuple[Path | None, Path | None]:
-    """Where cgroup v1's memory controller and the unified (v2) hierarchy are mounted."""
-    v1 = v2 = None
+    """Where cgroup v1's memory controller and the unified (v2) hierarchy are mounted (the
+    latter as the attempt's containment finds it)."""
+    v1 = None
     for line in mountinfo.splitlines():
-        fields = line.split(" ")
-        if " - " not in line or len(fields) < 5:
-            continue
-        kind, _source, options = line.split(" - ", 1)[1].split(" ")[:3]
-        if kind == "cgroup2":
-            v2 = v2 or Path(fields[4])
-        elif kind == "cgroup" and "memory" in options.split(","):
-            v1 = v1 or Path(fields[4])
-    return v1, v2
+        fields, _, rest = line.partition(" - ")
+        kind, _source, options = (rest.split(" ") + ["", "", ""])[:3]
+        if kind == "cgroup" and "memory" in options.split(",") and len(fields.split(" ")) > 4:
+            v1 = Path(fields.split(" ")[4].replace("\\040", " "))
+            break
+    return v1, cgroup2_mount(mountinfo)
 
 
 def cgroup_dirs(proc_cgroup: str, mountinfo: str) -> list[Path]:
