@@ -425,10 +425,7 @@ def parse_sacct_runs(text: str) -> list[AccountedJob]:
 def parse_scontrol_jobs(text: str) -> list[AccountedJob]:
     """Jobs of `scontrol show job --oneliner` as accounting records (elapsed = RunTime)."""
     jobs = []
-    for line in text.splitlines():
-        if not line.startswith("JobId="):
-            continue
-        fields = _key_values(line)
+    for fields in _oneliner_records(text, "JobId"):
         code, signal = _exit_code(fields.get("ExitCode", "0:0"))
         jobs.append(
             AccountedJob(
@@ -474,24 +471,24 @@ def parse_duration(text: str) -> timedelta:
 
 def parse_scontrol_nodes(text: str) -> list[SlurmNode]:
     """Nodes of `scontrol show node --oneliner` (one `Key=Value ...` line each)."""
-    nodes = []
-    for line in text.splitlines():
-        if not line.startswith("NodeName="):
-            continue
-        fields = _key_values(line)
-        nodes.append(
-            SlurmNode(
-                name=fields["NodeName"],
-                state=fields.get("State", "UNKNOWN"),
-                cpus=_int(fields.get("CPUTot", "0")),
-                cpus_allocated=_int(fields.get("CPUAlloc", "0")),
-                gres=_none(fields.get("Gres", "")),
-                partitions=tuple(p for p in fields.get("Partitions", "").split(",") if p),
-                reason=_none(fields.get("Reason", "")),
-                tres=parse_tres(fields.get("CfgTRES", "")),
-            )
+    return [
+        SlurmNode(
+            name=fields["NodeName"],
+            state=fields.get("State", "UNKNOWN"),
+            cpus=_int(fields.get("CPUTot", "0")),
+            cpus_allocated=_int(fields.get("CPUAlloc", "0")),
+            gres=_none(fields.get("Gres", "")),
+            partitions=tuple(p for p in fields.get("Partitions", "").split(",") if p),
+            reason=_none(fields.get("Reason", "")),
+            tres=parse_tres(fields.get("CfgTRES", "")),
         )
-    return nodes
+        for fields in _oneliner_records(text, "NodeName")
+    ]
+
+
+def _oneliner_records(text: str, first_key: str) -> list[dict[str, str]]:
+    """The records of `scontrol show <entity> --oneliner`: each line that opens `first_key=`."""
+    return [_key_values(line) for line in text.splitlines() if line.startswith(f"{first_key}=")]
 
 
 def _key_values(line: str) -> dict[str, str]:
