@@ -52,7 +52,7 @@ def test_a_process_forking_new_sessions_is_killed_to_the_last_one() -> None:
         guarded([sys.executable, "-c", FORKER], cgroup=held.relative), process_group=0
     )
     try:
-        held.adopt(process.pid)
+        held.adopt(process)
         deadline = time.monotonic() + 10
         while len(held.pids()) < 20:  # it runs, in the cgroup, and spreads
             assert time.monotonic() < deadline, held.pids()

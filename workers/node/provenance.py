@@ -312,12 +312,7 @@ def _as_job_user(
             stderr=subprocess.PIPE,
             process_group=0,
         )
-        try:
-            step.adopt(process.pid)
-        except BaseException:
-            process.kill()
-            process.communicate()
-            raise
+        step.adopt(process)
     try:
         stdout, stderr, cut = _read_capped(process, limit=limit, seconds=STEP_SECONDS)
     finally:

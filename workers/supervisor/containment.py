@@ -18,6 +18,7 @@ import logging
 import os
 import secrets
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -147,8 +148,18 @@ class Containment:
         with self._starting:
             yield
 
-    def adopt(self, pid: int) -> None:
-        """Move a just-started process (its orphan guard, still waiting) into the cgroup."""
+    def adopt(self, process: subprocess.Popen[bytes]) -> None:
+        """Move a just-started process (its orphan guard, still waiting) into the cgroup; one
+        that cannot be moved is killed and reaped before the error rises: it never runs
+        user code outside."""
+        try:
+            self._adopt(process.pid)
+        except BaseException:
+            process.kill()
+            process.communicate()  # reaped, its pipes closed
+            raise
+
+    def _adopt(self, pid: int) -> None:
         if self.cgroup is None:
             self._leader = pid  # started with process_group=0: it leads its own group
             return

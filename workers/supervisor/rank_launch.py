@@ -167,12 +167,7 @@ def start_rank(
         group=identity.gid,
         extra_groups=[] if identity.switches else None,
     )
-    try:
-        containment.adopt(process.pid)
-    except Exception:
-        process.kill()
-        process.wait()
-        raise
+    containment.adopt(process)
     return process
 
 
