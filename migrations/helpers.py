@@ -37,9 +37,9 @@ def curve_point(prefix: str) -> list[sa.Column[Any]]:
     ]
 
 
-def primary_key(table: str) -> sa.PrimaryKeyConstraint:
-    """The table's primary key on `id`, named pk_<table>."""
-    return sa.PrimaryKeyConstraint("id", name=op.f(f"pk_{table}"))
+def primary_key(table: str, column_name: str = "id") -> sa.PrimaryKeyConstraint:
+    """The table's primary key on `column_name` (`id`, or a parent's id), named pk_<table>."""
+    return sa.PrimaryKeyConstraint(column_name, name=op.f(f"pk_{table}"))
 
 
 def foreign_key(

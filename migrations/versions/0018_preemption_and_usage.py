@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 from migrations.helpers import add_columns, column, create_index, drop_columns, drop_index
-from migrations.helpers import foreign_key, required
+from migrations.helpers import foreign_key, primary_key, required
 
 revision: str = "0018"
 down_revision: str | None = "0017"
@@ -58,7 +58,7 @@ def upgrade() -> None:
         column("max_devices", sa.Integer(), "devices in use at once"),
         column("max_device_hours", sa.Float(), "device-hours allocated per rolling 7 days"),
         foreign_key("user_limits", "user_id", "users"),
-        sa.PrimaryKeyConstraint("user_id", name=op.f("pk_user_limits")),
+        primary_key("user_limits", "user_id"),
     )
 
 

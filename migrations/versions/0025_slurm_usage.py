@@ -12,7 +12,7 @@ queue: sacct's State, runs, ElapsedRaw and AllocTRES (of the device resource) x 
 import sqlalchemy as sa
 from alembic import op
 
-from migrations.helpers import required
+from migrations.helpers import foreign_key, primary_key, required
 
 revision: str = "0025"
 down_revision: str | None = "0024"
@@ -32,13 +32,8 @@ def upgrade() -> None:
             "AllocTRES of the device resource x ElapsedRaw, summed over its runs",
         ),
         required("recorded_at", sa.DateTime(timezone=True)),
-        sa.ForeignKeyConstraint(
-            ["attempt_id"],
-            ["attempts.id"],
-            name=op.f("fk_slurm_usage_attempt_id_attempts"),
-            ondelete="CASCADE",
-        ),
-        sa.PrimaryKeyConstraint("attempt_id", name=op.f("pk_slurm_usage")),
+        foreign_key("slurm_usage", "attempt_id", "attempts"),
+        primary_key("slurm_usage", "attempt_id"),
     )
 
 

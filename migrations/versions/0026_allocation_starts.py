@@ -13,7 +13,7 @@ Nothing before this revision has one (those attempts count from their claim, as 
 import sqlalchemy as sa
 from alembic import op
 
-from migrations.helpers import required
+from migrations.helpers import foreign_key, primary_key, required
 
 revision: str = "0026"
 down_revision: str | None = "0025"
@@ -28,13 +28,8 @@ def upgrade() -> None:
             sa.DateTime(timezone=True),
             "the allocation's start as the cluster manager records it",
         ),
-        sa.ForeignKeyConstraint(
-            ["attempt_id"],
-            ["attempts.id"],
-            name=op.f("fk_allocation_starts_attempt_id_attempts"),
-            ondelete="CASCADE",
-        ),
-        sa.PrimaryKeyConstraint("attempt_id", name=op.f("pk_allocation_starts")),
+        foreign_key("allocation_starts", "attempt_id", "attempts"),
+        primary_key("allocation_starts", "attempt_id"),
     )
 
 
