@@ -6,7 +6,7 @@ import re
 from datetime import datetime, timedelta
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query, Request, status
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from pydantic import BeforeValidator
 
 from backend.auth.deps import AdminDep, ReaderDep, SessionDep, SettingsDep
@@ -38,7 +38,8 @@ To = Annotated[
 ]
 
 
-def _window(start: datetime | None, end: datetime | None) -> tuple[datetime, datetime]:
+def _window(start: From = None, end: To = None) -> tuple[datetime, datetime]:
+    """[from, to) of a usage query, both in UTC: to defaults to now, from to 7 days before."""
     end = as_utc(end) if end is not None else utcnow()
     start = as_utc(start) if start is not None else end - timedelta(days=7)
     if start >= end:
@@ -54,18 +55,20 @@ def _window(start: datetime | None, end: datetime | None) -> tuple[datetime, dat
     return start, end
 
 
+Window = Annotated[tuple[datetime, datetime], Depends(_window)]
+
+
 @router.get("/usage", response_model=UsageOut)
 def get_usage(
     principal: ReaderDep,
     session: SessionDep,
     settings: SettingsDep,
-    start: From = None,
-    end: To = None,
+    window: Window,
     by: UsageBy = "user",
 ) -> UsageOut:
     """Device-seconds allocated and busy in [from, to), per user, job or node (yours only
     unless you are an admin); under the Slurm executor, Slurm's accounting beside them."""
-    start, end = _window(start, end)
+    start, end = window
     slurm = settings.executor == "slurm"
     return service.usage_report(
         session, principal=principal, start=start, end=end, by=by, slurm=slurm
@@ -77,12 +80,11 @@ def get_daily_usage(
     principal: ReaderDep,
     session: SessionDep,
     settings: SettingsDep,
-    start: From = None,
-    end: To = None,
+    window: Window,
 ) -> DailyUsageOut:
     """Per user and UTC day: allocated against busy device-seconds (the usage view), and
     under the Slurm executor what Slurm's accounting says was allocated."""
-    start, end = _window(start, end)
+    start, end = window
     slurm = settings.executor == "slurm"
     return service.daily_usage(session, principal=principal, start=start, end=end, slurm=slurm)
 
