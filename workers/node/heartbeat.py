@@ -56,12 +56,13 @@ class Heartbeat:
         self.drained = False
         #: seconds without an answer after which this node fences itself (from the replies)
         self.lease: float | None = None
-        self._last_answer = time.monotonic()
+        #: when the newest answered beat was sent: the control plane counted us alive then
+        self._answered_beat_sent = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
 
     def start(self) -> None:
         """Start beating in the background."""
-        self._last_answer = time.monotonic()
+        self._answered_beat_sent = time.monotonic()
         self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -76,7 +77,9 @@ class Heartbeat:
     def lease_valid(self) -> bool:
         """Whether the control plane still counts this node alive (as far as we know)."""
         lease = self.lease
-        return lease is None or time.monotonic() - self._last_answer < self._fence_after(lease)
+        if lease is None:
+            return True
+        return time.monotonic() - self._answered_beat_sent < self._fence_after(lease)
 
     def _fence_after(self, lease: float) -> float:
         return max(lease / 2, lease - 2 * self._interval)
@@ -92,10 +95,14 @@ class Heartbeat:
             host=host_stats(),
             disk=disk_space(self._data_dir) if self._data_dir is not None else None,
         )
+        # the lease runs from when this beat was sent, not from when its answer is read: an
+        # answer that waited (this process frozen, a slow network) says only that the
+        # control plane counted us alive back then
+        sent = time.monotonic()
         try:
             reply = self._api.heartbeat(self._node, beat, retry_for=self._interval)
         except ApiError as err:
-            silent = time.monotonic() - self._last_answer
+            silent = time.monotonic() - self._answered_beat_sent
             # a margin of two beats: the control plane counts from when it last heard us
             if self.lease is not None and running and silent > self._fence_after(self.lease):
                 # plain words: the job page shows this as the job's reason (#33)
@@ -120,7 +127,7 @@ class Heartbeat:
             )
         # only then is the lease renewed: a supervisor that was cut off (or frozen) must not
         # see a valid lease, and prune checkpoints, before it knows its attempt was ended
-        self._last_answer = time.monotonic()
+        self._answered_beat_sent = sent
         self.lease = reply.lease_seconds
         if reply.reregister:
             log.warning("node %s is not registered as this worker: registering again", self._node)
