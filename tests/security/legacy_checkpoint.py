@@ -1,8 +1,8 @@
 """Checkpoints as Trainboard wrote them up to d80b501: DCP's stock writer, pickles throughout.
 
 `old_save` is `workers/engine/checkpoint.py` of d80b501 (`git show d80b501:workers/engine/
-checkpoint.py`): its state (the same dict the engine saves today, `state_to_save`) and the
-`dcp.save(state, checkpoint_id=tmp)` of its `save`,
+checkpoint.py`): its state and staging folders (the same as the engine's today, `state_to_save`
+and `staging`) and the `dcp.save(state, checkpoint_id=tmp)` of its `save`,
 with DCP's default `FileSystemWriter` (a pickled `.metadata`, every shard item a `torch.save`
 archive). Only the pruning is left out.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import pickle
-import shutil
 import zipfile
 from pathlib import Path
 
@@ -23,8 +22,7 @@ from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.checkpoint.metadata import Metadata
 from torch.distributed.checkpoint.state_dict import StateDictOptions
 
-from workers.contract.checkpoints import checkpoint_path
-from workers.rank.engine.checkpoint import state_to_save
+from workers.rank.engine.checkpoint import staging, state_to_save
 
 _OPTIONS = StateDictOptions(flatten_optimizer_state_dict=True)
 
@@ -42,12 +40,7 @@ def old_save(
 
     `options=StateDictOptions()` writes the list-shaped optimizer state of still earlier ones.
     """
-    final = checkpoint_path(checkpoint_dir, int(progress["step"]))
-    tmp = checkpoint_dir / f".tmp-{final.name}-{tag}"
-    leader = not dist.is_initialized() or dist.get_rank() == 0
-    if leader:
-        checkpoint_dir.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(tmp, ignore_errors=True)
+    final, tmp, leader = staging(checkpoint_dir, int(progress["step"]), tag=tag)
     if dist.is_initialized():
         dist.barrier()
     dcp.save(state_to_save(model, optimizer, progress, options), checkpoint_id=tmp)

@@ -61,6 +61,19 @@ def state_to_save(
     return state
 
 
+def staging(checkpoint_dir: Path, step: int, *, tag: str) -> tuple[Path, Path, bool]:
+    """Where a step's checkpoint goes: its step-<N> folder, the temporary folder the ranks
+    write it into first (rank 0 makes the parent and clears any leftover), and whether this
+    rank leads (rank 0, or the only process)."""
+    final = checkpoint_path(checkpoint_dir, step)
+    tmp = checkpoint_dir / f".tmp-{final.name}-{tag}"
+    leader = not dist.is_initialized() or dist.get_rank() == 0
+    if leader:
+        checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final, tmp, leader
+
+
 def save(
     checkpoint_dir: Path,
     *,
@@ -74,12 +87,7 @@ def save(
 
     Rank 0 then deletes all but the newest `keep_last` checkpoints (0: none).
     """
-    final = checkpoint_path(checkpoint_dir, int(progress["step"]))
-    tmp = checkpoint_dir / f".tmp-{final.name}-{tag}"
-    leader = not dist.is_initialized() or dist.get_rank() == 0
-    if leader:
-        checkpoint_dir.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(tmp, ignore_errors=True)
+    final, tmp, leader = staging(checkpoint_dir, int(progress["step"]), tag=tag)
     _barrier()
     writer = JsonWriter(tmp)
     try:
