@@ -12,25 +12,10 @@ from fastapi.testclient import TestClient
 
 from backend.app import create_app
 from backend.config import Settings
-from tests.backend.conftest import SharedApi, bearer, job_count
+from tests.backend.conftest import bearer, job_count
+from tests.backend.shared_app import shared_api, shared_settings, shared_tokens  # noqa: F401
 
 MIB = 1 << 20
-
-
-@pytest.fixture
-def api(module_api: SharedApi) -> TestClient:
-    """One app for the module: each test's refused request writes nothing another reads."""
-    return module_api.client
-
-
-@pytest.fixture
-def tokens(module_api: SharedApi) -> dict[str, str]:
-    return module_api.tokens
-
-
-@pytest.fixture
-def settings(module_api: SharedApi) -> Settings:
-    return module_api.settings
 
 
 def _nothing_written(api: TestClient, token: str, name: str) -> bool:

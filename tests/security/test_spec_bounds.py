@@ -10,7 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import BaseModel, ValidationError
 
-from tests.backend.conftest import SharedApi, bearer, job_count
+from tests.backend.conftest import bearer, job_count
+from tests.backend.shared_app import shared_api, shared_tokens  # noqa: F401
 from tests.specs import with_field
 from workers.contract.catalog import TEMPLATES
 from workers.contract.spec import JobSpec, Strict
@@ -85,19 +86,9 @@ def test_the_bounds_cover_the_spec() -> None:
 
 
 @pytest.fixture
-def api(module_api: SharedApi) -> TestClient:
-    """The module's app, without a practical submission limit: these tests submit many specs."""
-    return module_api.client
-
-
-@pytest.fixture
 def lenient(api: TestClient) -> TestClient:
+    """The module's app, without a practical submission limit: these tests submit many specs."""
     return api
-
-
-@pytest.fixture
-def tokens(module_api: SharedApi) -> dict[str, str]:
-    return module_api.tokens
 
 
 def test_at_bound_is_valid_and_past_it_is_refused_by_the_api(

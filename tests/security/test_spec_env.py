@@ -8,7 +8,8 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
-from tests.backend.conftest import SharedApi, bearer, job_count
+from tests.backend.conftest import bearer, job_count
+from tests.backend.shared_app import shared_api, shared_tokens  # noqa: F401
 from workers.contract.spec import JobSpec
 
 SPEC: dict[str, Any] = {"name": "env", "template": "mlp"}
@@ -49,14 +50,9 @@ MALFORMED = ["1ST", "A-B", "A B", "A=B", "", "é", "N" * 129]
 
 
 @pytest.fixture
-def lenient(module_api: SharedApi) -> TestClient:
+def lenient(api: TestClient) -> TestClient:
     """The module's app, without a practical submission limit: these tests submit many specs."""
-    return module_api.client
-
-
-@pytest.fixture
-def tokens(module_api: SharedApi) -> dict[str, str]:
-    return module_api.tokens
+    return api
 
 
 def _submit(api: TestClient, token: str, env: Any) -> Any:
