@@ -263,7 +263,8 @@ def test_what_the_fastest_validator_takes_pydantic_takes_alike(entry: dict[str, 
         fast = FAST_BATCHES[METRICS_STREAM].decode(raw)
     except msgspec.MsgspecError:
         return  # goes on to pydantic's validation, as before
-    assert TYPED_BATCHES[METRICS_STREAM].validate_json(raw) == fast
+    items = [msgspec.structs.asdict(item) for item in fast["items"]]
+    assert TYPED_BATCHES[METRICS_STREAM].validate_json(raw) == {**fast, "items": items}
 
 
 def test_an_entry_the_fastest_validator_refuses_is_still_validated_and_stored(

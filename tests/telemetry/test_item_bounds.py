@@ -81,8 +81,8 @@ def test_one_hostile_item_is_refused_alone_and_the_rest_of_its_batch_kept() -> N
     entry = json.dumps({"producer": "p", "seq": 0, "items": items, "dropped": 0})
     ingest = Ingest(db=None, client=None, consumer="t")  # type: ignore[arg-type]
     parsed = ingest._parse(METRICS_STREAM, {BATCH_FIELD.encode(): entry.encode()})
-    assert [p["step"] for p in parsed] == [0, 1, 3, 4]
-    assert all(set(p) == set(MetricPoint.model_fields) for p in parsed)
+    assert [p.step for p in parsed] == [0, 1, 3, 4]
+    assert all(set(p.__struct_fields__) == set(MetricPoint.model_fields) for p in parsed)
 
 
 def test_a_malformed_envelope_is_dropped_whole() -> None:

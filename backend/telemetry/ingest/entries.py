@@ -147,32 +147,45 @@ def _msgspec_type(info: FieldInfo, *, finite: bool) -> Any:
     return Annotated[info.annotation, msgspec.Meta(**bounds)] if bounds else info.annotation
 
 
-def fast_batch(model: type[BaseModel]) -> msgspec.json.Decoder[Any] | None:
+@dataclass(frozen=True)
+class FastBatch:
+    """A msgspec decoder of whole entries of one model's items, and the Struct of an item."""
+
+    decoder: msgspec.json.Decoder[Any]
+    item: type[msgspec.Struct]
+
+
+def fast_batch(model: type[BaseModel]) -> FastBatch | None:
     """A msgspec decoder of a whole entry of this model's items; None where it has none.
 
     About twice as fast as pydantic-core. It refuses all that TYPED_BATCHES refuses and
     more (NaN, 1.0 for an int, a missing optional field): such an entry goes on to
     TYPED_BATCHES. Only for models whose fields are all required ints, floats and strs.
+    Items are Structs, not dicts: decoded in 0.5-0.6 µs against 1.0-1.4 (no key strings,
+    and untracked by the garbage collector, whose passes over a round's 50,000 dicts
+    were a third of it); they encode into the live deltas as the dicts did, in field order.
     """
-    item: dict[str, Any] = {}
+    item: list[tuple[str, Any]] = []
     for name, info in model.model_fields.items():
         finite = (model, name) not in NON_FINITE_DROPPED_BY_WRITER
-        item[name] = _msgspec_type(info, finite=finite) if info.is_required() else None
-    fields: dict[str, Any] = {"items": list[TypedDict(f"Fast{model.__name__}", item)]}  # type: ignore[misc, operator]
+        item.append((name, _msgspec_type(info, finite=finite) if info.is_required() else None))
+    fields: dict[str, Any] = {}
     for name, info in Batch.model_fields.items():
         if name != "items":
             kind = _msgspec_type(info, finite=False)
             fields[name] = kind if info.is_required() or kind is None else NotRequired[kind]
-    if None in item.values() or None in fields.values():
+    if any(kind is None for _, kind in item) or None in fields.values():
         return None
-    return msgspec.json.Decoder(TypedDict(f"FastBatch{model.__name__}", fields))  # type: ignore[operator]
+    struct = msgspec.defstruct(f"Fast{model.__name__}", item, gc=False)
+    fields["items"] = list[struct]  # type: ignore[valid-type]
+    batch = TypedDict(f"FastBatch{model.__name__}", fields)  # type: ignore[misc]
+    return FastBatch(msgspec.json.Decoder(batch), struct)
 
 
-FAST_BATCHES = {
-    stream: decoder
-    for stream, model in ITEM_MODELS.items()
-    if (decoder := fast_batch(model)) is not None
-}
+FAST = {stream: fast for stream, model in ITEM_MODELS.items() if (fast := fast_batch(model))}
+#: each stream's decoder of a whole entry, where it has one, and the Struct of its items
+FAST_BATCHES = {stream: fast.decoder for stream, fast in FAST.items()}
+FAST_ITEMS = {stream: fast.item for stream, fast in FAST.items()}
 
 
 def with_defaults(stream: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -185,24 +198,40 @@ def with_defaults(stream: str, items: list[dict[str, Any]]) -> list[dict[str, An
 
 @dataclass(frozen=True)
 class Entry:
-    """One entry's valid items (each optional field present) and its envelope."""
+    """One entry's valid items (each optional field present; dicts or Structs) and its envelope."""
 
     producer: str
     dropped: int
-    items: list[dict[str, Any]]
+    items: list[Any]
 
 
 def _typed_entry(stream: str, typed: dict[str, Any]) -> Entry:
     """An entry whose items passed validation as a whole."""
-    return Entry(typed["producer"], typed.get("dropped", 0), with_defaults(stream, typed["items"]))
+    return Entry(typed["producer"], typed.get("dropped", 0), _as_fast(stream, typed["items"]))
+
+
+def _as_fast(stream: str, items: list[Any]) -> list[Any]:
+    """Validated item dicts as the stream's fast Structs (if it has them), else with defaults.
+
+    A stream's items are all of one kind whichever path validated them (rows of one
+    insert, and the columns taken from them, read them alike).
+    """
+    struct = FAST_ITEMS.get(stream)
+    if struct is None:
+        return with_defaults(stream, items)
+    return [struct(**item) for item in items]
 
 
 def decode_entry(stream: str, raw: bytes | str) -> Entry | None:
-    """The valid items of one entry; None for a malformed entry (logged, as are bad items)."""
+    """The valid items of one entry; None for a malformed entry (logged, as are bad items).
+
+    Items are dicts, or the stream's `FAST_ITEMS` Structs where it has a fast decoder.
+    """
     fast = FAST_BATCHES.get(stream)
     if fast is not None:  # the fastest path: the whole entry at once, in msgspec
         try:
-            return _typed_entry(stream, fast.decode(raw))
+            typed = fast.decode(raw)
+            return Entry(typed["producer"], typed.get("dropped", 0), typed["items"])
         except msgspec.MsgspecError:
             pass
     try:  # the fast path: the whole entry validated at once, in pydantic-core
@@ -223,4 +252,4 @@ def decode_entry(stream: str, raw: bytes | str) -> Entry | None:
             log.warning(
                 "ingest: dropping invalid item from %s: %s", batch.producer, err.errors()[:1]
             )
-    return Entry(batch.producer, batch.dropped, with_defaults(stream, parsed))
+    return Entry(batch.producer, batch.dropped, _as_fast(stream, parsed))

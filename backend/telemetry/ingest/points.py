@@ -1,27 +1,28 @@
-"""A batch of metric points as numpy columns, taken once from the validated item dicts.
+"""A batch of metric points as numpy columns, taken once from the validated items.
 
 The writer filters, groups and advances steps on these columns and the PostgreSQL COPY is
-built from them, instead of a Python loop over the dicts for each of those.
+built from them, instead of a Python loop over the items for each of those. The items are
+dicts or (from the ingest's fast decoder) Structs with the same fields.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any, overload
 
 import numpy as np
 
 
 @dataclass(frozen=True)
-class Points(Sequence[dict[str, Any]]):
-    """Metric point dicts and their columns, in the dtypes of metric_points' columns.
+class Points(Sequence[Any]):
+    """Metric point items and their columns, in the dtypes of metric_points' columns.
 
-    As a sequence it is its rows (the dicts).
+    As a sequence it is its rows (the items: dicts, or all Structs).
     """
 
-    rows: list[dict[str, Any]]
+    rows: list[Any]
     attempt_id: np.ndarray
     rank: np.ndarray
     step: np.ndarray
@@ -30,22 +31,24 @@ class Points(Sequence[dict[str, Any]]):
     time: np.ndarray
 
     @classmethod
-    def of(cls, rows: Sequence[dict[str, Any]] | Points) -> Points:
-        """The columns of rows (dicts with every MetricPoint field but id and mark)."""
+    def of(cls, rows: Sequence[Any] | Points) -> Points:
+        """The columns of rows (each a dict, or each a Struct, with every MetricPoint field
+        but id and mark)."""
         if isinstance(rows, Points):
             return rows
         count = len(rows)
+        field = itemgetter if count and isinstance(rows[0], dict) else attrgetter
 
         def column(key: str, dtype: type) -> np.ndarray:
             # fromiter refuses an integer out of the column's range
-            return np.fromiter(map(itemgetter(key), rows), dtype=dtype, count=count)
+            return np.fromiter(map(field(key), rows), dtype=dtype, count=count)
 
         return cls(
             rows=list(rows),
             attempt_id=column("attempt_id", np.int32),
             rank=column("rank", np.int32),
             step=column("step", np.int32),
-            name=list(map(itemgetter("name"), rows)),
+            name=list(map(field("name"), rows)),
             value=column("value", np.float64),
             time=column("time", np.float64),
         )
@@ -54,11 +57,18 @@ class Points(Sequence[dict[str, Any]]):
         return len(self.rows)
 
     @overload
-    def __getitem__(self, index: int) -> dict[str, Any]: ...
+    def __getitem__(self, index: int) -> Any: ...
     @overload
-    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
-    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+    def __getitem__(self, index: slice) -> list[Any]: ...
+    def __getitem__(self, index: int | slice) -> Any:
         return self.rows[index]
+
+    def dicts(self) -> list[dict[str, Any]]:
+        """The rows as dicts of their columns' values (for an insert of a few rows)."""
+        columns = [self.attempt_id, self.rank, self.step, self.name, self.value, self.time]
+        values = [c.tolist() if isinstance(c, np.ndarray) else c for c in columns]
+        keys = ("attempt_id", "rank", "step", "name", "value", "time")
+        return [dict(zip(keys, row, strict=True)) for row in zip(*values, strict=True)]
 
     def where(self, keep: np.ndarray) -> Points:
         """The points where keep (one bool each) is true."""

@@ -63,7 +63,7 @@ def insert_metric_points(session: Session, points: Points | Rows) -> None:
     elif dialect == "sqlite":
         _insert_sqlite_points(session, Points.of(points))
     else:
-        _insert(session, table, points.rows if isinstance(points, Points) else points)
+        _insert(session, table, points.dicts() if isinstance(points, Points) else points)
 
 
 def _insert_sqlite_points(session: Session, points: Points) -> None:
