@@ -55,6 +55,33 @@ def unique(table: str, *columns: str) -> sa.UniqueConstraint:
     return sa.UniqueConstraint(*columns, name=op.f(f"uq_{table}_{'_'.join(columns)}"))
 
 
+def keyed_by_job_metric(table: str) -> list[sa.schema.SchemaItem]:
+    """id, job_id (deleted with the job) and name: what a table of rows per job and metric
+    starts with (the curve tables: rollups, blocks, seals)."""
+    return [
+        required("id", BIG_ID),
+        required("job_id", sa.Integer()),
+        required("name", sa.String(length=128)),
+        foreign_key(table, "job_id", "jobs"),
+        primary_key(table),
+    ]
+
+
+def curve_rollups() -> list[sa.schema.SchemaItem]:
+    """curve_rollups as 0005 creates it (0009 drops it, and its downgrade makes it again)."""
+    return [
+        *keyed_by_job_metric("curve_rollups"),
+        required("width", sa.Integer(), "steps per bucket"),
+        required("through_attempt_id", sa.Integer(), "newest attempt the curve covers"),
+        required("steps", sa.Integer(), "points of the full per-step curve"),
+        required("buckets", sa.Integer()),
+        *curve_point("first"),
+        *curve_point("last"),
+        required("data", sa.LargeBinary()),
+        unique("curve_rollups", "job_id", "name", "width"),
+    ]
+
+
 def add_columns(table: str, *columns: sa.Column[Any]) -> None:
     """Add columns to a table in one batch (SQLite copies the table only where it must)."""
     with op.batch_alter_table(table, schema=None) as batch_op:

@@ -1,7 +1,5 @@
 """initial schema
 
-Revision ID: 0001
-Revises: 
 Create Date: 2026-11-22 17:39:21.439259
 """
 

@@ -1,7 +1,5 @@
 """attempt slices and wait reason
 
-Revision ID: 0002
-Revises: 0001
 Create Date: 2026-11-22 17:52:51.965963
 """
 

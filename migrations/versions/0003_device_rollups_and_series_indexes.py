@@ -1,7 +1,5 @@
 """device rollups and series indexes
 
-Revision ID: 0003
-Revises: 0002
 Create Date: 2026-11-22 18:03:35.849477
 """
 

@@ -1,7 +1,5 @@
 """job updated_at
 
-Revision ID: 0004
-Revises: 0003
 Create Date: 2026-11-22 18:55:22.421404
 """
 

@@ -1,7 +1,5 @@
 """node host stats: the machine's CPU and memory at the last heartbeat
 
-Revision ID: 0006
-Revises: 0005
 Create Date: 2026-11-22 20:40:00
 """
 

@@ -1,7 +1,5 @@
 """metric points: key in arrival order, marked rows for the series cache, no foreign key
 
-Revision ID: 0007
-Revises: 0006
 Create Date: 2026-11-22 20:40:00.000000
 
 The idempotency key becomes (attempt_id, name, step, rank), so inserts append to each

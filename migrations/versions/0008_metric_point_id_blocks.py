@@ -1,7 +1,5 @@
 """metric points take ids in blocks of 1024: one nextval per block instead of one per row
 
-Revision ID: 0008
-Revises: 0007
 Create Date: 2026-11-22 23:50:00.000000
 
 The ingest's COPY gives each row an id from a block it took with one nextval (see

@@ -1,7 +1,5 @@
 """node-bound tokens: a node token names the one node it may act as; nodes report their data dir
 
-Revision ID: 0010
-Revises: 0009
 Create Date: 2026-11-25 10:00:00
 
 Node tokens minted before this revision name no node: they are refused on the node routes

@@ -1,7 +1,5 @@
 """node incarnations and fencing; restart back-off; unclaimed-attempt counting
 
-Revision ID: 0011
-Revises: 0010
 Create Date: 2026-11-25 10:30:00
 
 Every worker start registers a new incarnation of its node (`nodes.instance`, a random id

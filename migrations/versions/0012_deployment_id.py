@@ -1,7 +1,5 @@
 """the deployment's own id: made at the first migration, named in every Redis key
 
-Revision ID: 0012
-Revises: 0011
 Create Date: 2026-11-25 10:45:00
 
 A Redis shared by several deployments (or a data dir reset on a used one) must never mix

@@ -1,7 +1,5 @@
 """node interface and run-root group (multi-host)
 
-Revision ID: 0013
-Revises: 0012
 Create Date: 2026-11-25 10:45:00
 
 A node registers the network interface of the address it advertises (`nodes.interface`,

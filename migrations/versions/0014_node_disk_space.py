@@ -1,7 +1,5 @@
 """node data dir free space (disk low)
 
-Revision ID: 0014
-Revises: 0013
 Create Date: 2026-11-25 11:00:00
 
 Each heartbeat reports the free and total bytes of the node's data dir; a node below the

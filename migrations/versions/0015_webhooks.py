@@ -1,7 +1,5 @@
 """webhooks: per-user and admin-wide webhooks, their deliveries, and the job-event cursor
 
-Revision ID: 0015
-Revises: 0014
 Create Date: 2026-11-25 11:08:26
 
 `webhooks` (url, HMAC secret, events; `all_jobs` for admin-wide ones), one

@@ -1,7 +1,5 @@
 """metric_summaries: each job's metric summarised (final, best, min, max) for the run table
 
-Revision ID: 0016
-Revises: 0015
 Create Date: 2026-11-25 13:00:00
 
 One row per (job, metric), kept current by the summaries loop

@@ -1,7 +1,5 @@
 """experiments: sweeps, and per-job name/notes/archive, sweep link, provenance, clone point
 
-Revision ID: 0017
-Revises: 0016
 Create Date: 2026-11-25 12:55:00
 
 `sweeps` (a search over settings: its method, space, early-stopping rule and

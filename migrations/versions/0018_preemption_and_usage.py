@@ -1,7 +1,5 @@
 """preemption, fair share, quotas and attempt accounting
 
-Revision ID: 0018
-Revises: 0017
 Create Date: 2026-11-25 12:55:00
 
 `jobs.preempted_at/preempted_by` (the last preemption: no victim again within the

@@ -1,7 +1,5 @@
 """webhook format: json (signed Trainboard body) or slack ({"text": ...})
 
-Revision ID: 0019
-Revises: 0018
 Create Date: 2026-11-25 12:58:00
 
 `webhooks.format`: how a delivery's body is written; existing webhooks keep `json`.

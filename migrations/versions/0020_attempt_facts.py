@@ -1,7 +1,5 @@
 """attempt facts: what the engine reported it uses (global batch, world size, degrees)
 
-Revision ID: 0020
-Revises: 0019
 Create Date: 2026-11-25 13:10:00
 
 `attempts.facts`: the engine's start event of the attempt, as reported (NULL until it

@@ -1,7 +1,5 @@
 """webhook deliveries keep the answer's status and timing, never its body
 
-Revision ID: 0021
-Revises: 0020
 Create Date: 2026-11-28 03:00:00
 
 `webhook_deliveries.duration_ms` is added; `response_body` (up to 1 KiB of whatever the

@@ -1,7 +1,5 @@
 """log lines capped per attempt: the counts stored and dropped, an index to find the oldest
 
-Revision ID: 0022
-Revises: 0021
 Create Date: 2026-11-28 03:20:00
 
 `attempts.log_lines` counts the lines stored of each attempt (filled here from the rows

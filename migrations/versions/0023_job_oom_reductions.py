@@ -1,7 +1,5 @@
 """a job's out-of-memory reductions are a column, not a count of its events
 
-Revision ID: 0023
-Revises: 0022
 Create Date: 2026-11-28 15:10:00
 
 `jobs.oom_reductions` is how many times out-of-memory remediation halved the job's

@@ -1,7 +1,5 @@
 """an attempt run by the Slurm executor keeps its Slurm job id
 
-Revision ID: 0024
-Revises: 0023
 Create Date: 2026-11-28 14:55:00
 
 `attempts.slurm_job_id` is the id `sbatch --parsable` gave the attempt's Slurm job

@@ -1,7 +1,5 @@
 """slurm_usage: what Slurm's accounting says each Slurm-run attempt was allocated
 
-Revision ID: 0025
-Revises: 0024
 Create Date: 2026-11-28 18:10:00
 
 One row per attempt run by the Slurm executor, written once its Slurm job has left the

@@ -1,7 +1,5 @@
 """allocation_starts: when a cluster manager allocated an attempt's devices, before its claim
 
-Revision ID: 0026
-Revises: 0025
 Create Date: 2026-11-28 22:20:00
 
 One row per attempt run by the Slurm executor, written the first time squeue shows its

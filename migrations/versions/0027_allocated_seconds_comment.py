@@ -1,7 +1,5 @@
 """attempts.allocated_device_seconds: its comment says where it counts from
 
-Revision ID: 0027
-Revises: 0026
 Create Date: 2026-11-29 01:50:00
 
 Since 0026 an attempt's allocated device-seconds count from its allocation's start, where a

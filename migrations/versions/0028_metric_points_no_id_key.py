@@ -1,7 +1,5 @@
 """metric points: no primary key index on id (PostgreSQL); marked rows indexed by id
 
-Revision ID: 0028
-Revises: 0027
 Create Date: 2026-11-29 08:30:00.000000
 
 On PostgreSQL the primary key of metric_points was a second unique index on every row
