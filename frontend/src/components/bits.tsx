@@ -1,5 +1,18 @@
-/** Small shared pieces: state badge, progress bar, field error, device label. */
+/** Small shared pieces: view title bar, state badge, progress bar, field error, device label. */
+import type { ComponentChildren } from "preact";
 import type { Job } from "../api/types";
+
+/** A view's title bar: its title (a badge beside it), then its controls at the far end. */
+export function ViewHead({ title, badge, children }: { title: ComponentChildren; badge?: ComponentChildren; children?: ComponentChildren }) {
+  return (
+    <div class="view-head">
+      <h1>{title}</h1>
+      {badge}
+      {children !== undefined && <span class="spacer" />}
+      {children}
+    </div>
+  );
+}
 
 export function StateBadge({ state, testId }: { state: string; testId?: string }) {
   return (

@@ -5,7 +5,7 @@
 import type { ComponentChildren } from "preact";
 import { useMemo, useState } from "preact/hooks";
 import type { Job } from "../api/types";
-import { JobDevices, Progress, StateBadge, TableHead } from "../components/bits";
+import { JobDevices, Progress, StateBadge, TableHead, ViewHead } from "../components/bits";
 import { BulkActions, useArchivedJobs } from "../components/BulkActions";
 import { ClusterSummary } from "../components/ClusterSummary";
 import { Sparkline } from "../components/Sparkline";
@@ -41,9 +41,7 @@ export function BoardView() {
 
   return (
     <section>
-      <div class="view-head">
-        <h1>Jobs</h1>
-        <span class="spacer" />
+      <ViewHead title="Jobs">
         <label class="inline" title="Archived jobs are hidden unless this is ticked">
           <input type="checkbox" data-testid="show-archived" checked={showArchived} onChange={(e) => setShowArchived(e.currentTarget.checked)} /> show archived
         </label>
@@ -52,7 +50,7 @@ export function BoardView() {
         <Link href="/submit" class="button">
           Submit a job
         </Link>
-      </div>
+      </ViewHead>
       <ClusterSummary nodes={cluster.nodes} />
       {jobs === null ? (
         <p class="muted">Loading jobs…</p>

@@ -2,7 +2,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { client, ok } from "../api/http";
 import type { Me, Node } from "../api/types";
-import { deviceLabel, TableHead } from "../components/bits";
+import { deviceLabel, TableHead, ViewHead } from "../components/bits";
 import { useCluster } from "../data";
 import { DeviceCharts } from "../components/DeviceCharts";
 import { formatBytes, formatTime } from "../lib/format";
@@ -17,13 +17,11 @@ export function ClusterView({ me }: { me: Me }) {
   if (!cluster.nodes) return <p class="muted">Loading cluster…</p>;
   return (
     <section>
-      <div class="view-head">
-        <h1>Cluster</h1>
-        <span class="spacer" />
+      <ViewHead title="Cluster">
         <label class="inline">
           <input type="checkbox" checked={charts} onChange={(e) => setCharts(e.currentTarget.checked)} /> live charts
         </label>
-      </div>
+      </ViewHead>
       <ManagerNodes />
       {cluster.nodes.length === 0 && <p class="empty">No worker nodes have registered yet.</p>}
       {cluster.nodes.map((node) => (

@@ -1,5 +1,6 @@
 /** Compare 2–10 jobs as the server compares them: spec diff, summaries, aligned curves, CSV. */
 import { useState } from "preact/hooks";
+import { ViewHead } from "../components/bits";
 import { lossMetric } from "../components/MetricCharts";
 import { ParallelCoords } from "../components/ParallelCoords";
 import { ProvenanceDiff } from "../components/Provenance";
@@ -89,16 +90,14 @@ function JobsComparison({ ids }: { ids: number[] }) {
 
   return (
     <section class="compare">
-      <div class="view-head">
-        <h1>Compare {jobs.length} jobs</h1>
-        <span class="spacer" />
+      <ViewHead title={<>Compare {jobs.length} jobs</>}>
         <Link href={`/compare?jobs=${ids.join(",")}`} class="muted small" title="This page's address is shareable">
           link to this comparison
         </Link>
         <Link href="/compare" class="button secondary">
           Change selection
         </Link>
-      </div>
+      </ViewHead>
 
       <h2 class="first">Curves</h2>
       <ChartTools

@@ -1,6 +1,6 @@
 /** Pick 2–10 jobs to compare (finished ones first); the comparison's address is the selection. */
 import { useMemo } from "preact/hooks";
-import { StateBadge } from "../components/bits";
+import { StateBadge, ViewHead } from "../components/bits";
 import { MAX_COMPARE, useJobs } from "../data";
 import { PickLimit, usePicks } from "../lib/picks";
 import { sortedJobs } from "../lib/stores";
@@ -16,14 +16,12 @@ export function ComparePicker({ initial }: { initial: number[] }) {
   }, [jobs]);
   return (
     <section>
-      <div class="view-head">
-        <h1>Compare jobs</h1>
-        <span class="spacer" />
+      <ViewHead title="Compare jobs">
         <PickLimit refused={refused} max={MAX_COMPARE} />
         <button type="button" data-testid="compare-go" disabled={picked.length < 2} onClick={() => navigate(`/compare?jobs=${picked.join(",")}`)}>
           Compare {picked.length} selected
         </button>
-      </div>
+      </ViewHead>
       <p class="muted">Pick 2 to {MAX_COMPARE} jobs. The comparison's address captures the selection, so it can be shared.</p>
       {jobs === null ? (
         <p class="muted">Loading jobs…</p>

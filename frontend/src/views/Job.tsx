@@ -2,7 +2,7 @@
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { ApiError, client, ok } from "../api/http";
 import type { Job, JobEvent, JobTopicData, MetricPoint, SnapshotSeries } from "../api/types";
-import { JobDevices, Progress, StateBadge } from "../components/bits";
+import { JobDevices, Progress, StateBadge, ViewHead } from "../components/bits";
 import { useCluster, type Cluster } from "../data";
 import { DeviceCharts } from "../components/DeviceCharts";
 import { deviceHistory, unionSlices, type DeviceHistory, type Span } from "../lib/deviceHistory";
@@ -111,14 +111,9 @@ export function JobView({ id }: { id: number }) {
 
   return (
     <section class="job">
-      <div class="view-head">
-        <h1>
-          <span class="muted">#{job.id}</span> {job.name}
-        </h1>
-        <StateBadge state={job.state} testId="job-state" />
-        <span class="spacer" />
+      <ViewHead title={<><span class="muted">#{job.id}</span> {job.name}</>} badge={<StateBadge state={job.state} testId="job-state" />}>
         <JobActions job={job} onChanged={acceptJob} />
-      </div>
+      </ViewHead>
       {/* the charts first: at 1280x800 the loss chart is in the first screen, as on a W&B run page */}
       <h2 class="first">Training</h2>
       <StartupPhases job={job} events={events} />

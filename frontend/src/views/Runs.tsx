@@ -6,7 +6,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { client, ok } from "../api/http";
 import type { components } from "../api/schema";
-import { StateBadge } from "../components/bits";
+import { StateBadge, ViewHead } from "../components/bits";
 import { MAX_COMPARE } from "../data";
 import { ComparePicked, usePicks } from "../lib/picks";
 import { formatMetric } from "../lib/format";
@@ -69,14 +69,12 @@ export function RunsView() {
 
   return (
     <section>
-      <div class="view-head">
-        <h1>Runs</h1>
-        <span class="spacer" />
+      <ViewHead title="Runs">
         <ComparePicked picked={picked} refused={refused} max={MAX_COMPARE} testId="runs-compare" />
         <Link href="/" class="button ghost">
           Board
         </Link>
-      </div>
+      </ViewHead>
       <div class="runs-controls" role="search">
         <label>
           Search

@@ -3,7 +3,7 @@
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { ApiError, client, ok } from "../api/http";
 import type { Job, JobSpec, Template } from "../api/types";
-import { FieldError } from "../components/bits";
+import { FieldError, ViewHead } from "../components/bits";
 import { fieldErrors, plainIssues } from "../lib/errors";
 import { defaultHyperparameters, formFromSpec, initialForm, toSpec, type SpecForm, type SubmitMode } from "../lib/specForm";
 import { capacityVerdict, mergeProblems } from "../lib/validation";
@@ -135,11 +135,9 @@ export function SubmitView({ clone, fromStep = null }: { clone: number | null; f
 
   return (
     <section class="submit">
-      <div class="view-head">
-        <h1>{parent ? `Clone job #${parent.id}` : "Submit a job"}</h1>
-        <span class="spacer" />
+      <ViewHead title={parent ? `Clone job #${parent.id}` : "Submit a job"}>
         <CloneFrom current={parent?.id ?? null} />
-      </div>
+      </ViewHead>
       {parent && (
         <p class="muted" data-testid="clone-source">
           Starting from <Link href={`/jobs/${parent.id}`}>#{parent.id} {parent.name}</Link>

@@ -2,7 +2,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { ApiError, client, ok } from "../api/http";
 import type { components } from "../api/schema";
-import { StateBadge } from "../components/bits";
+import { StateBadge, ViewHead } from "../components/bits";
 import { formatMetric, formatTime } from "../lib/format";
 import { problemText } from "../lib/problems";
 import { Link } from "../router";
@@ -39,18 +39,13 @@ export function SweepView({ id }: { id: number }) {
   const done = sweep.trials.filter((t) => t.phase === "finished").length;
   return (
     <section class="sweep">
-      <div class="view-head">
-        <h1>
-          <span class="muted">Sweep {sweep.id}</span> {sweep.name}
-        </h1>
-        <StateBadge state={sweep.state} testId="sweep-state" />
-        <span class="spacer" />
+      <ViewHead title={<><span class="muted">Sweep {sweep.id}</span> {sweep.name}</>} badge={<StateBadge state={sweep.state} testId="sweep-state" />}>
         {sweep.state === "running" && (
           <button type="button" class="danger" data-testid="cancel-sweep" onClick={() => void cancel()}>
             Cancel sweep
           </button>
         )}
-      </div>
+      </ViewHead>
       {error && <p class="error">{error}</p>}
       <dl class="facts">
         <dt>Search</dt>

@@ -3,7 +3,7 @@ import { useEffect, useState } from "preact/hooks";
 import { parse } from "yaml";
 import { client, ok } from "../api/http";
 import type { components } from "../api/schema";
-import { StateBadge, TableHead } from "../components/bits";
+import { StateBadge, TableHead, ViewHead } from "../components/bits";
 import { formatMetric, formatTime } from "../lib/format";
 import { problemText } from "../lib/problems";
 import { Link, navigate } from "../router";
@@ -67,9 +67,7 @@ export function SweepsView() {
 
   return (
     <section>
-      <div class="view-head">
-        <h1>Sweeps</h1>
-      </div>
+      <ViewHead title="Sweeps" />
       {sweeps === null ? (
         <p class="muted">Loading…</p>
       ) : sweeps.length === 0 ? (

@@ -4,7 +4,7 @@ import uPlot from "uplot";
 import { client, ok } from "../api/http";
 import { axis, Chart } from "../components/Chart";
 import { dailyColumns, hasSlurm, usageCells, usageCsv, type DailyUsageRow } from "../lib/usage";
-import { TableHead } from "../components/bits";
+import { TableHead, ViewHead } from "../components/bits";
 
 const DAY = 86_400_000;
 
@@ -44,9 +44,7 @@ export function UsageView() {
 
   return (
     <section>
-      <div class="view-head">
-        <h1>Usage</h1>
-        <span class="spacer" />
+      <ViewHead title="Usage">
         <label class="inline">
           from <input type="date" data-testid="usage-from" value={from} max={to} onChange={(e) => setFrom(e.currentTarget.value)} />
         </label>
@@ -65,7 +63,7 @@ export function UsageView() {
         <a class="button ghost small" data-testid="usage-csv" href={csvHref} download={`usage-${from}-${to}.csv`}>
           CSV
         </a>
-      </div>
+      </ViewHead>
       <p class="muted small">
         Device-hours each user's attempts held (allocated) and kept busy (weighted by sampled utilization), per UTC day.
         Non-admins see their own.
