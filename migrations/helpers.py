@@ -55,6 +55,18 @@ def unique(table: str, *columns: str) -> sa.UniqueConstraint:
     return sa.UniqueConstraint(*columns, name=op.f(f"uq_{table}_{'_'.join(columns)}"))
 
 
+def one_device(table: str) -> list[sa.schema.SchemaItem]:
+    """id, node, device (its index) and kind: the columns naming one device of one node, what
+    device samples and their rollups start with (the models' _OneDevice)."""
+    return [
+        required("id", BIG_ID),
+        required("node", sa.String(length=64)),
+        required("device", sa.Integer()),
+        required("kind", sa.String(length=8)),
+        primary_key(table),
+    ]
+
+
 def keyed_by_job_metric(table: str) -> list[sa.schema.SchemaItem]:
     """id, job_id (deleted with the job) and name: what a table of rows per job and metric
     starts with (the curve tables: rollups, blocks, seals)."""

@@ -7,7 +7,7 @@ import sqlalchemy as sa
 from alembic import op
 
 from migrations.helpers import BIG_ID, column, create_index, drop_index, foreign_key, primary_key
-from migrations.helpers import required, unique
+from migrations.helpers import one_device, required, unique
 
 revision: str = '0001'
 down_revision: str | None = None
@@ -16,10 +16,7 @@ down_revision: str | None = None
 def upgrade() -> None:
     op.create_table(
         "device_samples",
-        required("id", BIG_ID),
-        required("node", sa.String(length=64)),
-        required("device", sa.Integer()),
-        required("kind", sa.String(length=8)),
+        *one_device("device_samples"),
         required("time", sa.Float()),
         column("util", sa.Float()),
         column("mem_used", sa.BigInteger()),
@@ -28,7 +25,6 @@ def upgrade() -> None:
         column("power", sa.Float()),
         column("attempt_id", sa.Integer()),
         column("rank", sa.Integer()),
-        primary_key("device_samples"),
         unique("device_samples", "node", "device", "time"),
     )
     op.create_table(

@@ -6,7 +6,7 @@ Create Date: 2026-11-22 18:03:35.849477
 import sqlalchemy as sa
 from alembic import op
 
-from migrations.helpers import BIG_ID, column, create_index, drop_index, primary_key, required
+from migrations.helpers import column, create_index, drop_index, one_device, required
 from migrations.helpers import unique
 
 revision: str = '0003'
@@ -24,10 +24,7 @@ INDEXES = (
 def upgrade() -> None:
     op.create_table(
         "device_rollups",
-        required("id", BIG_ID),
-        required("node", sa.String(length=64)),
-        required("device", sa.Integer()),
-        required("kind", sa.String(length=8)),
+        *one_device("device_rollups"),
         required("start", sa.Float(), "bucket start, unix seconds"),
         required("seconds", sa.Integer(), "bucket width"),
         required("samples", sa.Integer()),
@@ -37,7 +34,6 @@ def upgrade() -> None:
         column("temperature_max", sa.Float()),
         column("power_mean", sa.Float()),
         column("power_max", sa.Float()),
-        primary_key("device_rollups"),
         unique("device_rollups", "node", "device", "start"),
     )
     for table, columns in INDEXES:
