@@ -10,24 +10,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
 from backend.checkpoint.bounds import MetadataRefused, check_checkpoint, check_metadata
-from workers.rank.engine.checkpoint import save
+from tests.small_checkpoints import small_checkpoints
+from workers.contract.checkpoints import checkpoint_path
 
 
 @pytest.fixture(scope="module")
 def step_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real checkpoint of a small model and its SGD state, as the engine writes it."""
     directory = tmp_path_factory.mktemp("checkpoints")
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 2))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    model(torch.randn(3, 4)).sum().backward()
-    optimizer.step()
-    return save(
-        directory, model=model, optimizer=optimizer, progress={"step": 1}, keep_last=0, tag="t"
-    )
+    small_checkpoints(directory, (1,))
+    return checkpoint_path(directory, 1)
 
 
 def _files(step_dir: Path) -> dict[str, int]:

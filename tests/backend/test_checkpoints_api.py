@@ -22,8 +22,8 @@ from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.nodes.models import Device, Node
 from tests.backend.conftest import bearer
 from tests.backend.test_jobs_api import GOOD_SPEC
+from tests.small_checkpoints import small_checkpoints
 from workers.contract import run_layout
-from workers.rank.engine.checkpoint import save
 
 
 @pytest.fixture
@@ -46,22 +46,7 @@ def trained(
         session.add(AttemptSlice(attempt_id=attempt.id, node_name="n1", node_rank=0, devices=[0]))
         session.commit()
     directory = run_layout.checkpoint_dir(data_dir, job_id, 1)
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    weights = {}
-    for step in (10, 20, 30):
-        model(torch.randn(3, 4)).sum().backward()
-        optimizer.step()
-        save(
-            directory,
-            model=model,
-            optimizer=optimizer,
-            progress={"step": step},
-            keep_last=5,
-            tag="t",
-        )
-        weights[step] = {k: v.clone() for k, v in model.state_dict().items()}
+    weights = small_checkpoints(directory, (10, 20, 30))
     return {"job": job_id, "dir": directory, "weights": weights}
 
 

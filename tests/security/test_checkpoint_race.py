@@ -24,8 +24,8 @@ from backend.db import Database
 from backend.jobs.models import Attempt, AttemptSlice, Job
 from backend.nodes.models import Device, Node
 from tests.backend.conftest import bearer, job_row
+from tests.small_checkpoints import small_checkpoints
 from workers.contract import run_layout
-from workers.rank.engine.checkpoint import save
 
 pytestmark = pytest.mark.skipif(
     os.uname().machine != "x86_64" or os.uname().sysname != "Linux",
@@ -48,21 +48,6 @@ class TwoJobs:
     attacker_dir: Path
     victim_dir: Path
     attacker_sizes: set[int]
-
-
-def _checkpoint(directory: Path, *, seed: int, hidden: int, steps: tuple[int, ...]) -> None:
-    torch.manual_seed(seed)
-    model = torch.nn.Sequential(torch.nn.Linear(4, hidden), torch.nn.Linear(hidden, 2))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    for step in steps:
-        save(
-            directory,
-            model=model,
-            optimizer=optimizer,
-            progress={"step": step},
-            keep_last=0,
-            tag="t",
-        )
 
 
 def _on_node(database: Database, job_id: int) -> None:
@@ -91,8 +76,8 @@ def two_jobs(database: Database, settings: Settings, two_users: dict[str, str]) 
         _on_node(database, job)
     attacker_dir = run_layout.checkpoint_dir(data_dir, attacker, 1)
     victim_dir = run_layout.checkpoint_dir(data_dir, victim, 1)
-    _checkpoint(attacker_dir, seed=0, hidden=8, steps=(10,))
-    _checkpoint(victim_dir, seed=1, hidden=32, steps=(10, 20))
+    small_checkpoints(attacker_dir, (10,), seed=0, hidden=8)
+    small_checkpoints(victim_dir, (10, 20), seed=1, hidden=32)
     sizes = {sum(f.stat().st_size for f in (attacker_dir / "step-10").iterdir())}
     return TwoJobs(attacker, victim, attacker_dir, victim_dir, sizes)
 
