@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.executors.conftest import SLURM_TESTS
-from tests.executors.slurm_stack import SlurmStack, slurm_stack
-from tests.job_users import open_scratch
-from tests.slurm_cluster import SlurmCluster, accounting_installed, slurm_cluster
+from tests.executors.conftest import SLURM_TESTS, cluster_of
+from tests.executors.slurm_stack import SlurmStack
+from tests.slurm_cluster import SlurmCluster, accounting_installed
 from tests.stack import wait_for
 
 pytestmark = [
@@ -36,20 +34,7 @@ pytestmark = [
 RUN_SECONDS = int(os.environ.get("TB_SLURM_ACCOUNTING_SECONDS", "120"))
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
-    with slurm_cluster(
-        tmp_path_factory.mktemp("slurm-acct"), cpus=2, kill_wait=2, accounting=True
-    ) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def stack(cluster: SlurmCluster) -> Iterator[SlurmStack]:
-    # outside pytest's tmp: another pytest session makes /tmp/pytest-of-<user> 0700 again,
-    # and the job user could no longer reach the data dir
-    with open_scratch("tb-slurm-acct-") as scratch, slurm_stack(scratch, cluster) as running:
-        yield running
+cluster = cluster_of("slurm-acct", cpus=2, kill_wait=2, accounting=True)
 
 
 def _spec(name: str) -> dict[str, Any]:

@@ -3,37 +3,25 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from tests.executors.conftest import SLURM_TESTS
-from tests.executors.slurm_stack import SlurmStack, slurm_stack
-from tests.job_users import open_scratch
-from tests.slurm_cluster import SlurmCluster, slurm_cluster
+from tests.executors.conftest import SLURM_TESTS, cluster_of
+from tests.executors.slurm_stack import SlurmStack
+from tests.slurm_cluster import SlurmCluster
 from tests.stack import wait_for
 
 pytestmark = SLURM_TESTS
 
 
-@pytest.fixture(scope="module")
-def two_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
-    # Trainboard's jobs go to `low` (the default partition); one of `high` preempts them
-    root = tmp_path_factory.mktemp("slurm")
-    with slurm_cluster(root, cpus=2, kill_wait=2, hosts=2, grace_time=30) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def stack(two_hosts: SlurmCluster) -> Iterator[SlurmStack]:
-    # outside pytest's tmp, which a concurrent pytest session makes 0700 (conftest.py)
-    with open_scratch("tb-slurm-gang-") as scratch, slurm_stack(scratch, two_hosts) as running:
-        yield running
+#: two hosts; Trainboard's jobs go to `low` (the default partition), one of `high` preempts them
+cluster = cluster_of("slurm-gang", cpus=2, kill_wait=2, hosts=2, grace_time=30)
 
 
 def test_a_two_node_gang_gets_both_hosts_from_slurm_rendezvous_and_succeeds(
-    stack: SlurmStack, two_hosts: SlurmCluster
+    stack: SlurmStack, cluster: SlurmCluster
 ) -> None:
     spec = {
         "name": "gang",
@@ -52,7 +40,7 @@ def test_a_two_node_gang_gets_both_hosts_from_slurm_rendezvous_and_succeeds(
     assert len(attempts) == 1
     slurm_id = attempts[0]["slurm_job_id"]
     record = wait_for(
-        lambda: (j := two_hosts.cli.job(slurm_id)) and j.state == "COMPLETED" and j,
+        lambda: (j := cluster.cli.job(slurm_id)) and j.state == "COMPLETED" and j,
         timeout=30,
         what=f"Slurm job {slurm_id} to complete",
     )
@@ -82,7 +70,7 @@ LOSSES: dict[str, tuple[Callable[[SlurmCluster], None], Callable[[SlurmCluster],
 
 @pytest.mark.parametrize("loss", LOSSES)
 def test_a_host_lost_mid_gang_gives_exactly_one_new_attempt_from_the_newest_checkpoint(
-    stack: SlurmStack, two_hosts: SlurmCluster, loss: str
+    stack: SlurmStack, cluster: SlurmCluster, loss: str
 ) -> None:
     """#32 item 6: h2 lost under a running 2-node gang: the attempt ends once, exactly one
     new attempt resumes from the newest checkpoint, held by Slurm while h2 is gone, and
@@ -106,7 +94,7 @@ def test_a_host_lost_mid_gang_gives_exactly_one_new_attempt_from_the_newest_chec
             timeout=180,
             what="a checkpoint of the first attempt",
         )
-        lose(two_hosts)
+        lose(cluster)
         try:
             second = wait_for(
                 lambda: len(a := attempts()) > 1 and a[1],
@@ -126,7 +114,7 @@ def test_a_host_lost_mid_gang_gives_exactly_one_new_attempt_from_the_newest_chec
             time.sleep(5)
             assert len(attempts()) == 2, "more than one new attempt"
         finally:
-            bring_back(two_hosts)
+            bring_back(cluster)
         saved = int(second["resume_from"].rsplit("-", 1)[1])
         # the new attempt's own points: the job's step was already past `saved` (the lost
         # attempt trained beyond its checkpoint), and waiting on it let the test cancel a
@@ -138,7 +126,7 @@ def test_a_host_lost_mid_gang_gives_exactly_one_new_attempt_from_the_newest_chec
         assert len(attempts()) == 2
         slurm_id = attempts()[1]["slurm_job_id"]
         record = wait_for(
-            lambda: (r := two_hosts.cli.job(slurm_id)) and r.state == "RUNNING" and r,
+            lambda: (r := cluster.cli.job(slurm_id)) and r.state == "RUNNING" and r,
             timeout=30,
             what=f"Slurm job {slurm_id} running",
         )
@@ -152,7 +140,7 @@ def test_a_host_lost_mid_gang_gives_exactly_one_new_attempt_from_the_newest_chec
 
 
 def test_a_gang_slurm_preempts_checkpoints_on_both_hosts_and_resumes_at_its_step(
-    stack: SlurmStack, two_hosts: SlurmCluster
+    stack: SlurmStack, cluster: SlurmCluster
 ) -> None:
     """#32 item 5 on two hosts: a job of a higher tier needs one host's CPUs, Slurm preempts
     the whole 2-node gang; both supervisors learn it from the controller, the ranks save one
@@ -169,7 +157,7 @@ def test_a_gang_slurm_preempts_checkpoints_on_both_hosts_and_resumes_at_its_step
     with stack.client() as client:
         job_id = stack.post(client, "/api/jobs", spec).json()["id"]
         stack.wait_step(client, job_id, 30, timeout=180, what="the gang training")
-        other = two_hosts.occupy(partition="high", cpus=2, seconds=15)
+        other = cluster.occupy(partition="high", cpus=2, seconds=15)
         attempts = wait_for(
             lambda: len(a := stack.attempts(client, job_id)) > 1 and a[1]["slurm_job_id"] and a,
             timeout=120,
@@ -180,8 +168,8 @@ def test_a_gang_slurm_preempts_checkpoints_on_both_hosts_and_resumes_at_its_step
         stack.wait_step(client, job_id, saved + 6, timeout=180, what="the resumed gang")
         job = stack.get(client, f"/api/jobs/{job_id}")
         second = stack.attempts(client, job_id)[1]
-        record = two_hosts.cli.job(second["slurm_job_id"])
-        other_record = two_hosts.cli.job(other)
+        record = cluster.cli.job(second["slurm_job_id"])
+        other_record = cluster.cli.job(other)
         assert stack.post(client, f"/api/jobs/{job_id}/cancel").status_code == 200
         stack.wait_job(client, job_id, "cancelled", timeout=60)
     assert "preempted by Slurm" in first["exit_reason"], first["exit_reason"]

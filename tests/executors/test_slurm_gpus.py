@@ -10,31 +10,17 @@ CPU, since no GPU is really there: what runs on real GPUs is not shown here.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
-from tests.executors.conftest import SLURM_TESTS
-from tests.executors.slurm_stack import SlurmStack, slurm_stack
-from tests.job_users import open_scratch
-from tests.slurm_cluster import SlurmCluster, slurm_cluster
+from tests.executors.conftest import SLURM_TESTS, cluster_of
+from tests.executors.slurm_stack import SlurmStack
+from tests.slurm_cluster import SlurmCluster
 from tests.stack import wait_for
 
 pytestmark = SLURM_TESTS
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
-    root = tmp_path_factory.mktemp("slurm-gpus")
-    with slurm_cluster(root, cpus=2, kill_wait=2, gpus={"": 4}) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def stack(cluster: SlurmCluster) -> Iterator[SlurmStack]:
-    with open_scratch("tb-slurm-gpus-") as scratch, slurm_stack(scratch, cluster) as running:
-        yield running
+cluster = cluster_of("slurm-gpus", cpus=2, kill_wait=2, gpus={"": 4})
 
 
 def test_a_partition_with_gpus_gets_gpu_jobs_slurm_allocates_as_gres(
