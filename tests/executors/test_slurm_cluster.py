@@ -22,6 +22,13 @@ from tests.stack import wait_for
 pytestmark = SLURM_TESTS
 
 
+@pytest.fixture
+def job_dir(tmp_path: Path) -> Path:
+    """A folder for what a job writes: tmp_path, opened (0755) for the user its tasks run as."""
+    tmp_path.chmod(0o755)
+    return tmp_path
+
+
 def _batch(name: str, body: str, *, tasks: int = 1) -> BatchRequest:
     return BatchRequest(name=name, script=f"#!/bin/sh\n{body}\n", nodes=1, tasks_per_node=tasks)
 
@@ -41,11 +48,10 @@ def _final(cli: SlurmCli, job_id: str) -> str:
 
 
 def test_a_gang_waits_with_slurms_reason_then_runs_every_task(
-    cluster: SlurmCluster, tmp_path: Path
+    cluster: SlurmCluster, job_dir: Path
 ) -> None:
     cli = cluster.cli
-    tmp_path.chmod(0o755)
-    out = tmp_path / "ranks.txt"
+    out = job_dir / "ranks.txt"
     first = cli.submit(
         _batch("tb-t1-1-1", f"srun sh -c 'echo $SLURM_PROCID >> {out}; sleep 3'", tasks=2)
     )
@@ -76,11 +82,10 @@ def test_a_failed_job_maps_to_failed_with_its_exit_code(cluster: SlurmCluster) -
 
 
 def test_scancel_leaves_no_process_of_the_job_within_killwait_plus_5_s(
-    cluster: SlurmCluster, tmp_path: Path
+    cluster: SlurmCluster, job_dir: Path
 ) -> None:
     cli = cluster.cli
-    tmp_path.chmod(0o755)
-    pids = tmp_path / "pids"
+    pids = job_dir / "pids"
     # a task that ignores SIGTERM and leaves a child: only SIGKILL after KillWait ends them
     body = f"srun sh -c 'trap \"\" TERM; sleep 300 & echo $$ $! >> {pids}; wait'"
     job_id = cli.submit(_batch("tb-t3-1-1", body))
