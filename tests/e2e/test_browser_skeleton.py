@@ -38,7 +38,6 @@ def _points(page: Page) -> int:
 
 
 def test_submit_watch_live_and_cancel_in_the_browser(page: Page, stack: RunningStack) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     _log_in(page, stack)
 
     job_id = _submit(page, "browser-mlp", steps=600)

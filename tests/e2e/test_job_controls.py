@@ -27,7 +27,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 def test_a_field_error_shows_next_to_its_field_and_the_fixed_form_submits(
     page: Page, stack: RunningStack
 ) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     log_in(page, stack)
     open_submit(page, name="browser-typo", template="mlp")
     page.get_by_test_id("submit-devices").fill("2")

@@ -17,7 +17,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 def test_script_path_refusals_show_next_to_the_field_then_a_template_job_submits(
     page: Page, stack: RunningStack
 ) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     log_in(page, stack)
     open_submit(page, name="browser-script")
     page.get_by_test_id("submit-mode-script").check()

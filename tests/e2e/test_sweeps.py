@@ -42,7 +42,6 @@ base:
 
 @pytest.mark.timeout(900)  # 8 rank starts, 2 at a time, on 2 shared cores
 def test_a_sweep_of_8_trials_stops_poor_ones_at_a_rung(page: Page, stack: RunningStack) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     log_in(page, stack)
     page.get_by_test_id("nav-sweeps").click()
     page.get_by_test_id("sweep-yaml").fill(SWEEP)
