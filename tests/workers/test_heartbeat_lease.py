@@ -28,6 +28,7 @@ class LateControlPlane(BaseHTTPRequestHandler):
     """Answers every heartbeat "keep going" after `delay` seconds."""
 
     delay = 0.0
+    url = ""
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers["Content-Length"]))
@@ -44,40 +45,39 @@ class LateControlPlane(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def control_plane() -> Iterator[tuple[str, type[LateControlPlane]]]:
-    handler = type("Handler", (LateControlPlane,), {})
+def control_plane() -> Iterator[type[LateControlPlane]]:
+    class handler(LateControlPlane):  # noqa: N801 (a fresh class: its delay is this test's)
+        pass
+
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    handler.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", handler
+        yield handler
     finally:
         server.shutdown()
         server.server_close()
 
 
-def heartbeat(url: str) -> Heartbeat:
-    api = NodeApiClient(url, "token", instance="0" * 32)
+def heartbeat(control_plane: type[LateControlPlane]) -> Heartbeat:
+    api = NodeApiClient(control_plane.url, "token", instance="0" * 32)
     fence = Fence(running=lambda: [7], kill=lambda *_: None, kill_all=lambda _: None)
     return Heartbeat(api, "n1", INTERVAL, reregister=lambda: None, fence=fence)
 
 
-def test_a_prompt_answer_renews_the_lease(
-    control_plane: tuple[str, type[LateControlPlane]],
-) -> None:
-    url, _ = control_plane
-    beat = heartbeat(url)
+def test_a_prompt_answer_renews_the_lease(control_plane: type[LateControlPlane]) -> None:
+    beat = heartbeat(control_plane)
     beat.beat()
     assert beat.lease == LEASE
     assert beat.lease_valid()
 
 
 def test_an_answer_read_after_the_lease_ran_out_renews_nothing(
-    control_plane: tuple[str, type[LateControlPlane]],
+    control_plane: type[LateControlPlane],
 ) -> None:
-    url, handler = control_plane
-    beat = heartbeat(url)
+    beat = heartbeat(control_plane)
     beat.beat()
-    handler.delay = 1.5  # longer than the 1 s after which the node must count itself lost
+    control_plane.delay = 1.5  # longer than the 1 s after which the node must count itself lost
     beat.beat()
     assert not beat.lease_valid(), "a stale answer must not let the supervisor prune"
