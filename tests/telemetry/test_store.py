@@ -13,6 +13,7 @@ from backend.db import Database
 from backend.telemetry.ingest import pgcopy
 from backend.telemetry.ingest.store import (
     COPY_THRESHOLD,
+    SQLITE_ROWS,
     insert_ignoring_duplicates,
     insert_metric_points,
 )
@@ -81,6 +82,17 @@ def test_a_batch_that_all_went_in_marks_each_series_lowest_step_and_a_replay_mar
     store(database, [point(first, s, rank=2) for s in (250, 251)])
     store(database, [point(first, s, rank=2) for s in (250, 252, 253)])
     assert {step for _, _, step, rank in marked(database) if rank == 2} >= {250, 252, 253}
+
+
+def test_a_replay_of_several_statements_adds_only_its_new_rows_and_marks_them(
+    database: Database, new_attempt: NewAttempt
+) -> None:
+    _, attempt = new_attempt()
+    store(database, [point(attempt, s) for s in range(150)])
+    # 2.5 statements' worth on SQLite (SQLITE_ROWS a statement): 50 replays, 200 new rows
+    store(database, [point(attempt, s) for s in range(100, 100 + 2 * SQLITE_ROWS + 50)])
+    assert count_points(database) == 150 + 2 * SQLITE_ROWS
+    assert {step for _, _, step, _ in marked(database)} >= set(range(150, 150 + 2 * SQLITE_ROWS))
 
 
 @pytest.mark.parametrize("db_url", ["migrated_postgres_url"], indirect=True, ids=["postgres"])
