@@ -22,9 +22,11 @@ The API-side hops are recorded by wrapping five methods in the API's process onl
 (`record_api_hops`, called there before the app is built): one `time.time()` and one
 list append per ingest round or delta. `done` (per round, not a hop of the point) is when
 the ingest's `publish` returned: after its MULTI/EXEC, the progress announcement and the
-sweeps' progress hook, the ingest reads again. A point is joined to its XADD by (rank, newest
-step of the rank in each batch), to its round by its entry id, and to the delta it
-arrived in by the delta's position (`pos`).
+sweeps' progress hook, the ingest reads again. `api_threads`: each of the API's threads'
+seconds on a core and seconds runnable but waiting for one (the kernel's schedstat), between
+two takes (the loopback baseline and the run): what the machine's other work cost them.
+A point is joined to its XADD by (rank, newest step of the rank in each batch), to its
+round by its entry id, and to the delta it arrived in by the delta's position (`pos`).
 
 The loopback baseline (`loopback`) is the bare path with none of our batching: a producer
 process XADDs one entry a millisecond carrying its time, a server process XREADs the
@@ -78,6 +80,9 @@ class ApiHops:
     sent: dict[str, float] = field(default_factory=dict)
     #: CPU seconds of the API's process (every thread) between two takes
     cpu_s: list[float] = field(default_factory=list)
+    #: per thread of the API's process, between two takes: (seconds on a core, seconds
+    #: runnable but waiting for one), from the kernel's schedstat
+    threads: list[dict[str, tuple[float, float]]] = field(default_factory=list)
 
 
 class HopsLink:
@@ -94,15 +99,45 @@ class HopsLink:
 
     def answer_until(self, stop: Any, hops: ApiHops) -> None:
         """In the API's process: answer each take() until stop is set."""
-        cpu = time.process_time()
+        cpu, scheduled = time.process_time(), thread_times()
         while not stop.is_set():
             with contextlib.suppress(queue.Empty):
                 self._asks.get(timeout=0.5)
                 hops.cpu_s.append(time.process_time() - cpu)
+                hops.threads.append(_since(thread_times(), scheduled))
                 self._answers.put(ApiHops(**{k: v.copy() for k, v in vars(hops).items()}))
                 for recorded in vars(hops).values():
                     recorded.clear()
-                cpu = time.process_time()
+                cpu, scheduled = time.process_time(), thread_times()
+
+
+def _since(
+    now: dict[str, tuple[float, float]], before: dict[str, tuple[float, float]]
+) -> dict[str, tuple[float, float]]:
+    return {
+        name: (on_cpu - before.get(name, (0.0, 0.0))[0], waited - before.get(name, (0.0, 0.0))[1])
+        for name, (on_cpu, waited) in now.items()
+    }
+
+
+def thread_times() -> dict[str, tuple[float, float]]:
+    """Each thread of this process by name (`name#n` for repeats): (seconds it ran on a core,
+    seconds it was runnable and waited for one), from /proc/self/task/*/schedstat (Linux
+    only; {} elsewhere). The wait is the machine's share of a thread's latency: a thread
+    waiting for the GIL or a socket is not runnable and counts in neither."""
+    times: dict[str, tuple[float, float]] = {}
+    for thread in threading.enumerate():
+        try:
+            with open(f"/proc/self/task/{thread.native_id}/schedstat") as stat:
+                on_cpu, waited, _ = stat.read().split()
+        except (OSError, ValueError):
+            continue
+        name, repeat = thread.name, 1
+        while name in times:
+            repeat += 1
+            name = f"{thread.name}#{repeat}"
+        times[name] = (int(on_cpu) / 1e9, int(waited) / 1e9)
+    return times
 
 
 def _entry_id(value: Any) -> tuple[int, int]:
@@ -260,11 +295,27 @@ def join(
         "n": len(table),
         "unjoined": unjoined,
         "api_cpu_s": sum(api.cpu_s),
+        "api_threads": _threads(api.threads),
         "ingest_rounds": _rounds(rounds),
         "hops": hops,
         "since_report": {HOPS[i]: _brief(table[:, i] - table[:, 0]) for i in range(1, len(HOPS))},
         "entry_id_since_report": _brief(entry_ms - table[:, 0]),
         "entry_id_after_xadd_start_ms": float(np.median(entry_ms - table[:, 2]) * 1000),
+    }
+
+
+def _threads(takes: list[dict[str, tuple[float, float]]]) -> dict[str, dict[str, float]]:
+    """The API's threads that ran over 0.05 s: seconds on a core and waiting for one."""
+    total: dict[str, list[float]] = {}
+    for take in takes:
+        for name, (on_cpu, waited) in take.items():
+            summed = total.setdefault(name, [0.0, 0.0])
+            summed[0] += on_cpu
+            summed[1] += waited
+    return {
+        name: {"cpu_s": round(on_cpu, 2), "waited_for_a_core_s": round(waited, 2)}
+        for name, (on_cpu, waited) in sorted(total.items(), key=lambda item: -item[1][0])
+        if on_cpu > 0.05
     }
 
 

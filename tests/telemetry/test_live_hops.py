@@ -74,5 +74,6 @@ def test_a_short_real_run_times_every_hop_of_every_point() -> None:
     hops = run["hops"]
     assert hops["unjoined"] == 0 and hops["n"] == run["n"] > 0
     assert hops["ingest_rounds"]["rounds"] > 0
+    assert set(hops["api_threads"]["trainboard-ingest"]) == {"cpu_s", "waited_for_a_core_s"}
     assert all(hop["p50_ms"] >= -1.0 for hop in hops["hops"].values())
     assert run["loopback"]["n"] > 0 and run["ratio_to_loopback"]["p50_ms"] > 0
