@@ -10,6 +10,11 @@
  * (what part 1's `create_ms` times); `app`, the job page's way, the app's `Chart` over a
  * `MetricStore` holding 8 ranks × 18,750 steps, drawing its per-pixel min/max decimation
  * (what a job page open for a while draws when a chart is built again: a setting changed).
+ * The app's draw reports its phases (ms after the render: the decimation's start and end, uPlot's
+ * init hook, its axes and series drawn, ready) and the app's idle warm-up of the chart code before
+ * it (`warm_up_ms`). `&idle=MS` waits MS ms between filling the store and mounting the chart (a
+ * job page waiting for its snapshot: the warm-up runs then); `&again=N` draws N more charts in
+ * the same page, each over a fresh store (warm code: the floor a warm-up could reach).
  * `?first=app&profile` wraps that draw in console.profile (a CDP client reads the profile);
  * `?pixels` draws 150,000 points raw and decimated and counts the canvas pixels that differ.
  */
@@ -17,9 +22,7 @@ import { render } from "preact";
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 import "../src/styles.css";
-import { axis, Chart } from "../src/components/Chart";
-import { metricAxis } from "../src/lib/axes";
-import { curveSeries } from "../src/lib/chartView";
+import { Chart, lossOptions } from "../src/components/Chart";
 import { decimate } from "../src/lib/decimate";
 import { MetricStore, DeviceStore, type AlignedData } from "../src/lib/series";
 import { Signal } from "../src/live";
@@ -77,6 +80,7 @@ async function bigChart(points: number, repeats: number) {
 /** The app's first draw of a metric chart over a store holding `ranks` × `steps` points: ms from mounting to uPlot's draw hook. */
 async function appFirstDraw(ranks: number, steps: number) {
   const store = new MetricStore(steps);
+  const marks: Record<string, number> = {};
   for (let step = 0; step < steps; step += 1)
     for (let rank = 0; rank < ranks; rank += 1) store.add("loss", rank, step, Math.exp(-step / 40_000) + 0.05 * Math.sin(step / 50 + rank) + 0.02 * Math.random(), 1.7e9 + step);
   const signal = new Signal<Set<string>>();
@@ -84,6 +88,9 @@ async function appFirstDraw(ranks: number, steps: number) {
   el.style.width = "1200px";
   host.appendChild(el);
   await sleep(0);
+  // ?idle=MS: the page idles that long before the chart mounts (the snapshot's fetch on a job page)
+  const idle = Number(new URLSearchParams(location.search).get("idle") ?? 0);
+  if (idle > 0) await sleep(idle);
   let drawnAt = 0;
   // ?profile: a CPU profile of just this draw (a CDP client's Profiler.consoleProfileFinished)
   const profile = new URLSearchParams(location.search).has("profile");
@@ -97,15 +104,22 @@ async function appFirstDraw(ranks: number, steps: number) {
       title="loss"
       // the job page's loss chart by step (MetricCharts' metricOptions, the default view)
       options={(c) => ({
-        scales: { x: { time: false }, y: {} },
-        axes: [axis(c, { label: "step" }), axis(c, metricAxis("loss", "loss"))],
-        series: [{ label: "step" }, ...curveSeries(Array.from({ length: ranks }, (_, r) => `rank ${r}`), c.series, 0, "loss")],
-        legend: { live: true },
+        ...lossOptions(c, ranks, {
+          init: [() => (marks.init ||= performance.now())],
+          ready: [() => (marks.ready ||= performance.now())],
+          drawAxes: [() => (marks.axes ||= performance.now())],
+          drawSeries: [() => (marks.series ||= performance.now())],
+          draw: [() => (drawnAt ||= performance.now())],
+        }),
         cursor: { sync: { key: "job-metrics" } },
-        hooks: { draw: [() => (drawnAt ||= performance.now())] },
       })}
       data={() => store.data("loss")}
-      drawn={(px) => store.drawn("loss", px)}
+      drawn={(px) => {
+        marks.dec0 ||= performance.now();
+        const d = store.drawn("loss", px);
+        marks.dec1 ||= performance.now();
+        return d;
+      }}
       points={() => store.count("loss")}
       subscribe={(fn) => signal.on(fn)}
       countAttr="data-points"
@@ -119,7 +133,10 @@ async function appFirstDraw(ranks: number, steps: number) {
   const points = Number(el.querySelector('[data-testid="first"]')?.getAttribute("data-points"));
   render(null, el);
   el.remove();
-  return { points, first_draw_ms: +ms.toFixed(2) };
+  const phases = Object.fromEntries(Object.entries(marks).map(([k, v]) => [k, +(v - t0).toFixed(1)]));
+  // the app's idle warm-up (components/Chart.tsx: warmUp), when it ran before this draw
+  const warmUps = performance.getEntriesByName("chart warm-up", "measure").map((e) => +e.duration.toFixed(1));
+  return { points, first_draw_ms: +ms.toFixed(2), phases, warm_up_ms: warmUps };
 }
 
 /**
@@ -272,6 +289,14 @@ async function main() {
   const first = new URLSearchParams(location.search).get("first");
   if (first) {
     // one cold first draw of 150,000 points, the whole page for it (bench/run.py alternates them)
+    const again = Number(new URLSearchParams(location.search).get("again") ?? 0);
+    if (first === "app" && again) {
+      const draws = [];
+      for (let i = 0; i <= again; i += 1) draws.push(await appFirstDraw(8, 18_750));
+      out.textContent = JSON.stringify(draws, null, 2);
+      (window as unknown as { __bench: unknown }).__bench = { first_draw_ms: draws[0]!.first_draw_ms, draws };
+      return;
+    }
     const results = first === "app" ? await appFirstDraw(8, 18_750) : { points: 150_000, first_draw_ms: (await bigChart(150_000, 0)).create_ms };
     out.textContent = JSON.stringify(results, null, 2);
     (window as unknown as { __bench: unknown }).__bench = results;

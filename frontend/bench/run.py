@@ -1,14 +1,17 @@
 """Build nothing; serve bench-dist/ and run the chart benchmark in Debian's Chromium.
 
 Usage (from frontend/): npm run bench:build && ../.venv/bin/python bench/run.py [--rounds N]
-[--other DIR ...] [--first-only]
+[--other DIR ...] [--first-only] [--query '&idle=500']
 
 After the page's own run, rounds of cold first draws of 150,000 points, each in a fresh page, the
 order rotating every round: uPlot handed every point (`?first=raw`) and the app's chart over
 the store (`?first=app`), so each round is a same-run ratio. `--other DIR` (another bench
 build, e.g. of the code before a change) adds its app first draw to every round: the change's
 own same-run ratio; `--other` may be given more than once (other_app, other2_app, …: several
-variants in the same rounds). `--first-only` skips the page's own run.
+variants in the same rounds). `--first-only` skips the page's own run. `--query` is appended to
+every first draw's URL: `&idle=MS` lets the page idle MS ms between filling the store and
+mounting the chart (a job page waiting for its snapshot), when the app's idle warm-up of the
+chart code runs (components/Chart.tsx: warmUp); its time is reported as `warm_up_ms`.
 """
 
 from __future__ import annotations
@@ -44,14 +47,14 @@ def serving(directory: Path) -> Iterator[str]:
         server.shutdown()
 
 
-def first_draw(browser: Any, url: str) -> float:
-    """One cold first draw, ms, in a page of its own."""
+def first_draw(browser: Any, url: str) -> dict[str, Any]:
+    """One cold first draw in a page of its own: its ms, and the idle warm-up's before it."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.goto(url)
     page.wait_for_function("window.__bench !== undefined", timeout=180_000)
-    ms = float(page.evaluate("window.__bench.first_draw_ms"))
+    found = page.evaluate("window.__bench")
     page.close()
-    return ms
+    return {"ms": float(found["first_draw_ms"]), "warm_up_ms": sum(found.get("warm_up_ms", []))}
 
 
 def main() -> None:
@@ -61,6 +64,7 @@ def main() -> None:
         "--other", type=Path, action="append", default=[], help="another bench build (repeatable)"
     )
     parser.add_argument("--first-only", action="store_true", help="only the first draws")
+    parser.add_argument("--query", default="", help="appended to each first draw's URL")
     a = parser.parse_args()
     results: dict[str, Any] = {"load_before": os.getloadavg()}
     with served_builds(DIST, a.other) as (url, other_urls), sync_playwright() as pw:
@@ -71,23 +75,28 @@ def main() -> None:
             page.wait_for_function("window.__bench !== undefined", timeout=180_000)
             results.update(page.evaluate("window.__bench"))
             page.close()
-        kinds = {"raw": url + "?first=raw", "app": url + "?first=app"}
+        kinds = {"raw": url + "?first=raw" + a.query, "app": url + "?first=app" + a.query}
         others = [f"other{i + 1 if i else ''}_app" for i in range(len(other_urls))]
         for name, other_url in zip(others, other_urls, strict=True):
-            kinds[name] = other_url + "?first=app"
+            kinds[name] = other_url + "?first=app" + a.query
         rounds = []
         names = list(kinds)
         for i in range(a.rounds):
             order = names[i % len(names) :] + names[: i % len(names)]
-            found = {which: first_draw(browser, kinds[which]) for which in order}
+            draws = {which: first_draw(browser, kinds[which]) for which in order}
+            found: dict[str, float] = {which: d["ms"] for which, d in draws.items()}
+            for which, d in draws.items():
+                if d["warm_up_ms"]:
+                    found[f"{which}_warm_up"] = round(d["warm_up_ms"], 1)
             found["app/raw"] = round(found["app"] / found["raw"], 3)
             for name in others:
                 found[f"app/{name}"] = round(found["app"] / found[name], 3)
             rounds.append(found)
         browser.close()
     results["first_draw_150k_rounds"] = rounds
+    keys = dict.fromkeys(key for r in rounds for key in r)
     results["first_draw_150k_median"] = {
-        key: round(statistics.median(r[key] for r in rounds), 3) for key in rounds[0]
+        key: round(statistics.median(r[key] for r in rounds if key in r), 3) for key in keys
     }
     results["machine"] = f"{platform.machine()} {os.cpu_count()} cores"
     results["load_after"] = os.getloadavg()

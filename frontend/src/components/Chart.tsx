@@ -6,6 +6,7 @@
  * decimated per pixel, lib/decimate.ts) and keeps `data()` exact for its legend, count and text;
  * zoomed in (a drag on x), it decimates the raw rows in view again.
  */
+import { render } from "preact";
 import { useLayoutEffect, useRef } from "preact/hooks";
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
@@ -13,7 +14,9 @@ import { lowerBound } from "../lib/bisect";
 import { decimateWindow } from "../lib/decimate";
 import { RedrawQueue } from "../lib/frameBatch";
 import type { AlignedData } from "../lib/series";
-import { countPoints } from "../lib/series";
+import { countPoints, MetricStore } from "../lib/series";
+import { metricAxis } from "../lib/axes";
+import { curveSeries } from "../lib/chartView";
 import { PALETTE } from "../lib/palette";
 import { cssVar, effectiveTheme, useTheme } from "../lib/theme";
 
@@ -284,3 +287,66 @@ export function Chart({ testId, title, options, data, drawn, points, subscribe, 
     </figure>
   );
 }
+
+/** A loss chart by step over `ranks` ranks, as a job page draws one by default: the warm-up's (and the benchmark's, bench/main.tsx). */
+export function lossOptions(c: ChartColors, ranks: number, hooks: uPlot.Hooks.Arrays): Omit<uPlot.Options, "width" | "height"> {
+  return {
+    scales: { x: { time: false }, y: {} },
+    axes: [axis(c, { label: "step" }), axis(c, metricAxis("loss", "loss"))],
+    series: [{ label: "step" }, ...curveSeries(Array.from({ length: ranks }, (_, r) => `rank ${r}`), c.series, 0, "loss")],
+    legend: { live: true },
+    hooks,
+  };
+}
+
+/**
+ * A chart's first draw on a page runs uPlot's, the decimation's and this component's code for
+ * the first time, cold: the same draw took 2-4 times as long as warm (issue #34;
+ * docs/benchmarks.md). So when the page first idles, `warmUp` draws one small chart over a
+ * `MetricStore` of `ranks` × `steps` (decimated, with the job page's loss-chart options; a
+ * store's own decimation warms better than `decimate` on plain columns), never attached, and
+ * unmounts it: the code a real chart runs is compiled before the first one is built. Resolves
+ * when done (or failed: the warm-up is only ever a head start).
+ */
+export function warmUp(ranks = 2, steps = 8_192): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const run = () => {
+      const el = document.createElement("div"); // never attached: nothing on the page changes
+      let finished = false;
+      const done = () => {
+        if (finished) return;
+        finished = true;
+        render(null, el);
+        performance.measure("chart warm-up", "chart warm-up");
+        resolve();
+      };
+      try {
+        performance.mark("chart warm-up");
+        // through a store, as a job page draws: its aligned columns and their decimation
+        const store = new MetricStore(steps);
+        for (let step = 0; step < steps; step += 1)
+          for (let rank = 0; rank < ranks; rank += 1) store.add("loss", rank, step, Math.exp(-step / steps) + 0.05 * Math.sin(step / 7 + rank), 1.7e9 + step);
+        render(
+          <Chart
+            testId="chart-warm-up"
+            title="loss"
+            options={(c) => lossOptions(c, ranks, { draw: [() => setTimeout(done)] })}
+            data={() => store.data("loss")}
+            drawn={(px) => store.drawn("loss", px)}
+            points={() => store.count("loss")}
+            subscribe={() => () => undefined}
+            countAttr="data-points"
+            height={120}
+          />,
+          el,
+        );
+      } catch {
+        resolve();
+      }
+    };
+    if (typeof requestIdleCallback === "function") requestIdleCallback(run, { timeout: 2_000 });
+    else setTimeout(run, 50);
+  });
+}
+
+if (typeof window !== "undefined" && typeof document !== "undefined") void warmUp();
