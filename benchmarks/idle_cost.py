@@ -107,13 +107,16 @@ def sample(processes: dict[str, psutil.Process]) -> Sample:
 
 
 @contextlib.contextmanager
-def stack_from(tree: Path, tmp: Path, *, env: dict[str, str]) -> Iterator[Any]:
-    """`trainboard up` with the code of tree (its own private Redis)."""
+def stack_from(
+    tree: Path, tmp: Path, *, env: dict[str, str], site: str = SITECUSTOMIZE
+) -> Iterator[Any]:
+    """`trainboard up` with the code of tree (its own private Redis), `site` its processes'
+    sitecustomize."""
     from tests.stack import EMBEDDED_REDIS, trainboard_up
 
     names = tmp / "names"
     names.mkdir()
-    (names / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    (names / "sitecustomize.py").write_text(site)
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
     os.environ["PYTHONPATH"] = f"{names}:{tree}"
     os.environ.update(env)

@@ -58,10 +58,18 @@ def slices_of(session: Session, attempt_id: int, *, fresh: bool = False) -> Sequ
 
 def attempt_on(session: Session, *, attempt_id: int, node: str) -> Attempt:
     """The attempt, if one of its slices is on `node`; AttemptNotFound otherwise (no probing)."""
+    return _attempt_with_slices(session, attempt_id=attempt_id, node=node)[0]
+
+
+def _attempt_with_slices(
+    session: Session, *, attempt_id: int, node: str
+) -> tuple[Attempt, Sequence[AttemptSlice]]:
+    """`attempt_on`, and the slices it read (a claim needs them again: one query, not three)."""
     attempt = session.get(Attempt, attempt_id)
-    if attempt is None or not any(s.node_name == node for s in slices_of(session, attempt_id)):
+    slices = slices_of(session, attempt_id) if attempt is not None else ()
+    if attempt is None or not any(s.node_name == node for s in slices):
         raise AttemptNotFound(f"attempt {attempt_id} not found")
-    return attempt
+    return attempt, slices
 
 
 def claim(
@@ -80,10 +88,9 @@ def claim(
     The node hosting rank 0 sends the rendezvous port it chose (free there now): a won
     claim records it for the other nodes (`rendezvous`).
     """
-    attempt = attempt_on(session, attempt_id=attempt_id, node=node)
-    hosts_rank0 = any(
-        s.node_name == node and s.node_rank == 0 for s in slices_of(session, attempt_id)
-    )
+    # the slices' nodes, ranks and devices do not change in a claim: read once
+    attempt, slices = _attempt_with_slices(session, attempt_id=attempt_id, node=node)
+    hosts_rank0 = any(s.node_name == node and s.node_rank == 0 for s in slices)
     if master_port is not None and not hosts_rank0:
         raise PortRefused("only the node hosting rank 0 (node rank 0) chooses the rendezvous port")
     current = exists().where(
@@ -131,7 +138,7 @@ def claim(
         session.refresh(attempt)
         job = session.get_one(Job, attempt.job_id, populate_existing=True)
         if job.state == JobState.scheduled:
-            where = placement_text(session, attempt_id)
+            where = placement_text(slices)
             message = f"attempt {attempt.number} started on {where}"
             session.add(transition(job, JobState.running, message=message, attempt_id=attempt.id))
     session.commit()
@@ -235,8 +242,6 @@ def newest_checkpoint(session: Session, job_id: int) -> str | None:
     return newest_checkpoints(session, [job_id]).get(job_id)
 
 
-def placement_text(session: Session, attempt_id: int) -> str:
+def placement_text(slices: Sequence[AttemptSlice]) -> str:
     """Where an attempt runs, for the timeline: node and devices of each slice."""
-    return "; ".join(
-        f"{s.node_name} devices {list(s.devices)}" for s in slices_of(session, attempt_id)
-    )
+    return "; ".join(f"{s.node_name} devices {list(s.devices)}" for s in slices)
