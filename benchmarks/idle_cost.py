@@ -27,7 +27,6 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from typing import Any
 import psutil
 
 from benchmarks.submit_latency import submit_latencies
+from benchmarks.tree_stack import stack_from
 
 #: gives every Python thread its name as the OS thread name (15 bytes), for /proc
 SITECUSTOMIZE = """
@@ -106,34 +106,12 @@ def sample(processes: dict[str, psutil.Process]) -> Sample:
     return out
 
 
-@contextlib.contextmanager
-def stack_from(
-    tree: Path, tmp: Path, *, env: dict[str, str], site: str = SITECUSTOMIZE
-) -> Iterator[Any]:
-    """`trainboard up` with the code of tree (its own private Redis), `site` its processes'
-    sitecustomize."""
-    from tests.stack import EMBEDDED_REDIS, trainboard_up
-
-    names = tmp / "names"
-    names.mkdir()
-    (names / "sitecustomize.py").write_text(site)
-    saved_env, saved_cwd = dict(os.environ), os.getcwd()
-    os.environ["PYTHONPATH"] = f"{names}:{tree}"
-    os.environ.update(env)
-    os.chdir(tree)  # `python -m` puts the working directory first on sys.path
-    try:
-        with trainboard_up(tmp, EMBEDDED_REDIS, cpu_slots=2) as stack:
-            os.chdir(saved_cwd)
-            yield stack
-    finally:
-        os.chdir(saved_cwd)
-        os.environ.clear()
-        os.environ.update(saved_env)
-
-
 def idle_round(tree: Path, *, seconds: float, settle: float, jobs: int) -> dict[str, Any]:
     load_before = os.getloadavg()
-    with tempfile.TemporaryDirectory() as tmp, stack_from(tree, Path(tmp), env={}) as stack:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        stack_from(tree, Path(tmp), env={}, site=SITECUSTOMIZE) as stack,
+    ):
         time.sleep(settle)
         processes = family(stack.process.pid)
         first, started = sample(processes), time.monotonic()
@@ -145,7 +123,7 @@ def idle_round(tree: Path, *, seconds: float, settle: float, jobs: int) -> dict[
         name: (last.processes[name] - first.processes.get(name, 0.0)) / took
         for name in last.processes
     }
-    threads = []
+    threads: list[dict[str, Any]] = []
     for key, (comm, cpu, slices) in last.threads.items():
         _, cpu0, slices0 = first.threads.get(key, (comm, 0.0, 0))
         threads.append(

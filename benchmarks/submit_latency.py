@@ -28,6 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from benchmarks.tree_stack import stack_from
 from tests.stack import RunningStack, wait_for
 
 #: one step of the smallest template: the job is running as soon as its attempt is claimed
@@ -265,10 +266,8 @@ def fine_hops(path: Path, jobs: list[dict[str, float]]) -> dict[str, dict[str, f
 
 def stack_of(tree: Path, tmp: Path) -> contextlib.AbstractContextManager[RunningStack]:
     """`trainboard up` with the code of tree (its own Redis), recording its hops' events."""
-    from benchmarks.idle_cost import stack_from  # which imports this module
-
     env = {"TB_HOPS_FILE": str(tmp / "hops.log")}
-    return stack_from(tree, tmp, env=env, site=SITECUSTOMIZE)  # type: ignore[no-any-return]
+    return stack_from(tree, tmp, env=env, site=SITECUSTOMIZE)
 
 
 def main() -> None:
