@@ -1,8 +1,9 @@
 """Engine overhead on the acceptance machine: a bare torchrun loop vs a Trainboard job.
 
 The same mlp (the template's model and data, the same seed, AdamW with the spec's lr and
-weight decay 0) trained by a bare torchrun script on one device (cuda:0 under NCCL, or a
-CPU under gloo in the dry run) and by a job submitted through the API on the same device.
+weight decay 0) trained by the bare torchrun loop `benchmarks/bare_mlp.py` on one device
+(cuda:0 under NCCL, or a CPU under gloo in the dry run) and by a job submitted through the API
+on the same device.
 Each side times its own training loop in rank 0; the engine's checkpoints are timed by the
 engine and subtracted (the bare script writes none), as `benchmarks/engine_overhead.py`
 does. Ratio = engine throughput / bare throughput, per alternating pair.
@@ -15,52 +16,11 @@ import re
 import statistics
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-BARE = textwrap.dedent(
-    """
-    import os, sys, time, torch, torch.distributed as dist
-    from torch import nn
-    from workers.rank.engine.templates.mlp import make_data, make_model
-    steps, batch, hidden, layers, features, classes, count, seed = map(int, sys.argv[1:9])
-    lr = float(sys.argv[9])
-    cuda = torch.cuda.is_available()
-    device = torch.device("cuda", int(os.environ["LOCAL_RANK"])) if cuda else torch.device("cpu")
-    if cuda:
-        torch.cuda.set_device(device)
-    dist.init_process_group("nccl" if cuda else "gloo")
-    torch.manual_seed(seed)
-    model = make_model(features, hidden, layers, classes).to(device)
-    if dist.get_world_size() > 1:  # as the engine: DDP only with replicas to sync
-        model = nn.parallel.DistributedDataParallel(model)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    inputs, targets = make_data(seed=seed, size=count, features=features, classes=classes)
-    inputs, targets = inputs.to(device), targets.to(device)
-    loss_fn = nn.CrossEntropyLoss()
-    def sync():
-        if cuda:
-            torch.cuda.synchronize(device)
-    sync()
-    began = time.perf_counter()
-    for step in range(steps):
-        index = torch.randint(0, count, (batch,), device=device)
-        loss = loss_fn(model(inputs[index]), targets[index])
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    sync()
-    seconds = time.perf_counter() - began
-    if dist.get_rank() == 0:
-        print(f"training loop {seconds:.4f} s; final loss {loss.item():.4f}", flush=True)
-    dist.destroy_process_group()
-    sys.stdout.flush()
-    os._exit(0)
-    """
-)
 LOOP = re.compile(r"training loop (\d+\.\d+) s")
 ENGINE = re.compile(r"training loop (\d+\.\d+) s, of which checkpoints (\d+\.\d+) s")
 
@@ -70,24 +30,20 @@ def hyperparameters(*, steps: int, batch: int, hidden: int, layers: int) -> dict
     return {"steps": steps, "batch_size": batch, "hidden": hidden, "layers": layers}
 
 
-def bare_seconds(
-    workdir: Path, hp: dict[str, Any], *, gpu: int | None = None, timeout: float = 600
-) -> float:
+def bare_seconds(hp: dict[str, Any], *, gpu: int | None = None, timeout: float = 600) -> float:
     """Seconds of the bare script's training loop under torchrun, one rank (on GPU `gpu`)."""
     from workers.contract.catalog import resolve_hyperparameters
 
     full = resolve_hyperparameters("mlp", hp)
-    script = workdir / "bare_mlp.py"
-    script.write_text(BARE)
     names = ("steps", "batch_size", "hidden", "layers", "features", "classes", "dataset_size")
-    args = [str(full[n]) for n in names] + [str(full["seed"]), str(full["lr"])]
+    args = [str(full[n]) for n in names] + [str(full["seed"]), str(full["lr"]), "0.0"]
     root = Path(__file__).resolve().parents[1]  # the checkout, for `workers.rank...`
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root)}
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)  # the GPU the engine's job trained on
     done = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=1"]
-        + [str(script), *args],
+        + ["-m", "benchmarks.bare_mlp", *args],
         env=env,
         capture_output=True,
         text=True,

@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -254,18 +253,17 @@ def _overhead(verdict: Verdict, api: Api, args: argparse.Namespace, *, gpu: bool
         "steps": 200, "batch": 64, "hidden": 256, "layers": 4}  # fmt: skip
     hp = overhead.hyperparameters(**size)
     pairs = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for i in range(args.pairs or (3 if gpu else 1)):
-            spec = {"name": f"overhead-{i + 1}", "template": "mlp", "hyperparameters": hp}
-            job_id = api.submit(spec)
-            final = api.wait(job_id, lambda j: j["state"] in TERMINAL, timeout=300, what="ended")
-            if final["state"] != "succeeded":
-                verdict.fail("engine overhead", f"job {job_id} {final['state']}: {final['reason']}")
-                return
-            engine = overhead.engine_seconds(api.client, job_id)
-            device = final["devices"][0] if gpu else None
-            left = min(600.0, api.deadline - time.monotonic())
-            pairs.append((overhead.bare_seconds(Path(tmp), hp, gpu=device, timeout=left), *engine))
+    for i in range(args.pairs or (3 if gpu else 1)):
+        spec = {"name": f"overhead-{i + 1}", "template": "mlp", "hyperparameters": hp}
+        job_id = api.submit(spec)
+        final = api.wait(job_id, lambda j: j["state"] in TERMINAL, timeout=300, what="ended")
+        if final["state"] != "succeeded":
+            verdict.fail("engine overhead", f"job {job_id} {final['state']}: {final['reason']}")
+            return
+        engine = overhead.engine_seconds(api.client, job_id)
+        device = final["devices"][0] if gpu else None
+        left = min(600.0, api.deadline - time.monotonic())
+        pairs.append((overhead.bare_seconds(hp, gpu=device, timeout=left), *engine))
     verdict.overhead = overhead.summarize(pairs, hp)
     ratio = verdict.overhead["ratio_median"]
     verdict.check("engine overhead measured (bare torchrun and engine on one device)", True,

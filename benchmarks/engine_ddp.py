@@ -10,49 +10,21 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
 from workers.contract import run_layout
 from workers.contract.spec import JobSpec
 
-BARE = textwrap.dedent(
-    """
-    import os, sys, time, torch, torch.distributed as dist
-    from torch import nn
-    from workers.rank.engine.templates.mlp import make_data  # the engine's data, not its loop
-    steps, batch, hidden, layers, features, classes, count, seed = map(int, sys.argv[1:9])
-    lr, weight_decay = map(float, sys.argv[9:11])
-    dist.init_process_group("gloo")
-    torch.manual_seed(seed)
-    blocks = [nn.Sequential(nn.Linear(features, hidden), nn.GELU())]
-    blocks += [nn.Sequential(nn.Linear(hidden, hidden), nn.GELU()) for _ in range(layers - 2)]
-    blocks.append(nn.Sequential(nn.Linear(hidden, hidden), nn.GELU(), nn.Linear(hidden, classes)))
-    model = nn.parallel.DistributedDataParallel(nn.Sequential(*blocks))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    inputs, targets = make_data(seed=seed, size=count, features=features, classes=classes)
-    loss_fn = nn.CrossEntropyLoss()
-    began, began_cpu = time.perf_counter(), time.process_time()
-    for step in range(steps):
-        index = torch.randint(0, count, (batch,))
-        loss = loss_fn(model(inputs[index]), targets[index])
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    seconds, cpu = time.perf_counter() - began, time.process_time() - began_cpu
-    if dist.get_rank() == 0:
-        print(f"training loop {seconds:.4f} s; cpu {cpu:.4f} s", flush=True)
-    dist.destroy_process_group()
-    # as the engine leaves (workers/rank/engine/__main__.py `_exit`): gloo's teardown in the
-    # destructors aborted a rank now and then ("terminate called without an active exception")
-    sys.stdout.flush()
-    os._exit(0)
-    """
-)
 LOOP = re.compile(r"training loop (\d+\.\d+) s")
 CPU = re.compile(r"cpu (\d+\.\d+) s")
 CHECKPOINTS = re.compile(r"of which checkpoints (\d+\.\d+) s")
+#: the bare loop's ranks: the checkout importable, one thread each, gloo on the CPU (no GPU shown)
+ENV = os.environ | {
+    "OMP_NUM_THREADS": "1",
+    "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+    "CUDA_VISIBLE_DEVICES": "",
+}
 #: wall seconds, CPU seconds (rank 0's process, every thread) of a training loop
 Timing = tuple[float, float]
 
@@ -65,18 +37,16 @@ def _spec(args: argparse.Namespace, **fields: object) -> JobSpec:
     )
 
 
-def bare(args: argparse.Namespace, workdir: Path) -> Timing:
-    """Seconds of the bare script's training loop under torchrun."""
-    script = workdir / "bare.py"
-    script.write_text(BARE)
+def bare(args: argparse.Namespace) -> Timing:
+    """Seconds of the bare loop (`benchmarks/bare_mlp.py`) under torchrun, on CPU ranks."""
     hp = _spec(args).hyperparameters
     sizes = [args.steps, args.batch, args.hidden, args.layers, hp["features"], hp["classes"]]
     sizes += [hp["dataset_size"], hp["seed"], hp["lr"], hp["weight_decay"]]
     for attempt in range(3):  # a standalone rendezvous fails now and then on a busy machine
         done = subprocess.run(
             [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-            + [f"--nproc-per-node={args.ranks}", str(script), *map(str, sizes)],
-            env={**os.environ, "OMP_NUM_THREADS": "1"},
+            + [f"--nproc-per-node={args.ranks}", "-m", "benchmarks.bare_mlp", *map(str, sizes)],
+            env=ENV,
             capture_output=True,
             text=True,
         )
@@ -129,7 +99,7 @@ def ddp_rows(args: argparse.Namespace) -> list[tuple[str, str]]:
     bare_cpu, our_cpu = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.repeat):
-            (wall, cpu) = bare(args, Path(tmp))
+            (wall, cpu) = bare(args)
             (loop, loop_cpu), saving = trainboard(args, Path(tmp) / str(i))
             bare_rates.append(samples / wall)
             our_rates.append(samples / loop)
