@@ -69,6 +69,7 @@ from backend.migrate import upgrade
 from benchmarks.latency_stats import percentiles
 from benchmarks.own_redis import own_redis
 from benchmarks.scheduler import scratch_postgres
+from benchmarks.spawned import spawned
 from benchmarks.telemetry_latency import deployment_keys
 from tests.app_settings import ADMIN_TOKEN
 from tests.telemetry.helpers import LiveServer, add_attempt
@@ -195,22 +196,12 @@ def _api_process(
         frontend_dir=tmp / "no-frontend",
         allowed_hosts="127.0.0.1",
     )
-    context = mp.get_context("spawn")
-    ready, stop = context.Queue(), context.Event()
-    process = context.Process(
-        target=_serve, args=(settings, pool, release, ready, stop), daemon=True
-    )
-    process.start()
-    db = Database(url)
-    try:
-        port, pid = ready.get(timeout=60)
-        yield port, pid, db
-    finally:
-        stop.set()
-        process.join(15)
-        if process.is_alive():
-            process.kill()
-        db.dispose()
+    with spawned(_serve, settings, pool, release) as (port, pid):
+        db = Database(url)
+        try:
+            yield port, pid, db
+        finally:
+            db.dispose()
 
 
 def make_nodes(db: Database, count: int) -> list[SimNode]:

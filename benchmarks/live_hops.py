@@ -20,7 +20,9 @@ the round; milliseconds, floored) |
 
 The API-side hops are recorded by wrapping five methods in the API's process only
 (`record_api_hops`, called there before the app is built): one `time.time()` and one
-list append per ingest round or delta. `done` (per round, not a hop of the point) is when
+list append per ingest round or delta. With the ingest in a process of its own (`--ingest
+process`, as `trainboard up` runs it) its three are recorded there, and `merged` joins the
+two records. `done` (per round, not a hop of the point) is when
 the ingest's `publish` returned: after its MULTI/EXEC, the progress announcement and the
 sweeps' progress hook, the ingest reads again. `api_threads`: each of the API's threads'
 seconds on a core and seconds runnable but waiting for one (the kernel's schedstat), between
@@ -43,13 +45,13 @@ import multiprocessing as mp
 import queue
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from benchmarks.latency_stats import percentiles
+from benchmarks.spawned import spawned
 
 #: the hops, in order, as columns of `PointTimes`
 HOPS = (
@@ -109,6 +111,26 @@ class HopsLink:
                 for recorded in vars(hops).values():
                     recorded.clear()
                 cpu, scheduled = time.process_time(), thread_times()
+
+
+def merged(api: ApiHops, ingest: ApiHops) -> ApiHops:
+    """What the API's process and an ingest process of its own (`trainboard ingest`) recorded,
+    as one record: the rounds from the ingest's, the deltas from the API's, the CPU of both,
+    the ingest process's threads named `ingest process: <thread>`."""
+    threads = [
+        {**mine, **{f"ingest process: {name}": times for name, times in theirs.items()}}
+        for mine, theirs in zip(api.threads, ingest.threads, strict=True)
+    ]
+    return ApiHops(
+        read=ingest.read,
+        validated=ingest.validated,
+        committed=ingest.committed,
+        done=ingest.done,
+        tail=api.tail,
+        sent=api.sent,
+        cpu_s=[a + b for a, b in zip(api.cpu_s, ingest.cpu_s, strict=True)],
+        threads=threads,
+    )
 
 
 def _since(
@@ -381,27 +403,12 @@ def _loopback_producer(redis_url: str, rate: float, seconds: float) -> None:
     client.close()
 
 
-@contextlib.contextmanager
-def _echo(redis_url: str) -> Iterator[int]:
-    context = mp.get_context("spawn")
-    ready, stop = context.Queue(), context.Event()
-    server = context.Process(target=_echo_server, args=(redis_url, ready, stop), daemon=True)
-    server.start()
-    try:
-        yield ready.get(timeout=60)
-    finally:
-        stop.set()
-        server.join(10)
-        if server.is_alive():
-            server.kill()
-
-
 def loopback(redis_url: str, *, seconds: float, rate: float = 1000.0) -> dict[str, Any]:
     """XADD → XREAD → websocket → client latency of `rate` entries/s for `seconds`."""
     from websockets.sync.client import connect
 
     latencies: list[float] = []
-    with _echo(redis_url) as port, connect(f"ws://127.0.0.1:{port}") as ws:
+    with spawned(_echo_server, redis_url) as port, connect(f"ws://127.0.0.1:{port}") as ws:
         time.sleep(0.3)  # the handler's first XREAD is blocking by now
         producer = mp.get_context("spawn").Process(
             target=_loopback_producer, args=(redis_url, rate, seconds)
