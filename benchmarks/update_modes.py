@@ -22,7 +22,6 @@ import itertools
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -80,26 +79,12 @@ def spec_for(
 
 def run_mode(spec: dict[str, Any], *, out: Path, timeout_s: float) -> dict[str, Any]:
     """Train the spec under torchrun; what rank 0 and the others measured."""
+    from tests.workers.reference import run_ranks
+
     out.mkdir(parents=True)
     (out / "spec.json").write_text(json.dumps(spec))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc-per-node",
-            str(spec["parallelism"]["devices"]),
-            __file__,
-            "--rank-program",
-            str(out),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-    )
+    nproc = spec["parallelism"]["devices"]
+    done = run_ranks(nproc, __file__, "--rank-program", str(out), timeout=timeout_s)
     if done.returncode:
         raise RuntimeError(f"{spec['parallelism']} failed:\n{done.stderr[-3000:]}")
     return summarize(spec, out)

@@ -102,26 +102,25 @@ def torchrun(
     the ranks' standard output."""
     spec_file = out_dir / "spec.json"
     spec_file.write_text(spec.model_dump_json())
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc-per-node",
-            str(nproc or spec.parallelism.devices),
-            "--standalone",  # torchrun picks its own free port: no race with other tests
-            str(Path(__file__).with_name(driver)),
-            str(spec_file),
-            str(out_dir),
-        ],
-        env=env,
-        timeout=180,
+    driver_file = Path(__file__).with_name(driver)
+    program = (str(driver_file), str(spec_file), str(out_dir))
+    done = run_ranks(nproc or spec.parallelism.devices, *program, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def run_ranks(nproc: int, *program: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """`program` (a script and its arguments) as `nproc` ranks under torchrun --standalone (it
+    picks its own free port: no race with other runs), the checkout importable, one thread a
+    rank; its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+        + ["--nproc-per-node", str(nproc), *program],
+        env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
+        timeout=timeout,
         capture_output=True,
         text=True,
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
 
 
 def rank_weights(out_dir: Path, rank: int, step: int) -> dict[str, torch.Tensor]:
