@@ -105,6 +105,66 @@ describe("per-pixel min/max decimation", () => {
     expect(Math.max(...(drawn[2] as number[]).filter((v) => v !== null))).toBe(1e6); // the spike stays
   });
 
+  it("keeps each bucket's values in the order they occur, a gap wider than a bucket, and NaNs out of the min and max", () => {
+    const next = random(5);
+    const steps = 12_000;
+    const px = 300;
+    const xs = Array.from({ length: steps }, (_, i) => i);
+    // rank 1: noise; rank 2: no points for steps 5,000-5,999 (a gap) and a NaN every 97th step
+    const a = xs.map(() => next());
+    const b = xs.map((x) => (x >= 5_000 && x < 6_000 ? null : x % 97 === 0 ? Number.NaN : next() * 2));
+    const raw: AlignedData = [xs, a, b];
+    const drawn = decimate(raw, px);
+    const w = bucketWidth(steps - 1, px);
+    expect(w).toBe(32);
+    expect(drawn[0].every((x, i) => i === 0 || x > drawn[0][i - 1]!)).toBe(true); // x ascends
+    const byBucket = (data: AlignedData, c: number) => {
+      const out = new Map<number, (number | null)[]>();
+      data[0].forEach((x, i) => {
+        const k = Math.floor(x / w);
+        if (!out.has(k)) out.set(k, []);
+        out.get(k)!.push(data[c]![i]!);
+      });
+      return out;
+    };
+    const finite = (vs: (number | null)[]) => vs.filter((v): v is number => v != null && !Number.isNaN(v));
+    for (const c of [1, 2]) {
+      const rawBuckets = byBucket(raw, c);
+      const drawnBuckets = byBucket(drawn, c);
+      expect([...drawnBuckets.keys()]).toEqual([...rawBuckets.keys()]);
+      for (const [k, rawValues] of rawBuckets) {
+        const values = rawValues.filter((v) => v !== null);
+        const kept = drawnBuckets.get(k)!.filter((v) => v !== null);
+        // the drawn values (repeats merged) are the raw ones in the order they occur: a min before
+        // its max stays before it, the first value first, the last last
+        const merged = kept.filter((v, i) => i === 0 || !Object.is(v, kept[i - 1]));
+        let at = 0;
+        for (const v of merged) {
+          while (at < values.length && !Object.is(values[at], v)) at += 1;
+          expect(at, `column ${c} bucket ${k}: ${v} out of order or not a raw value`).toBeLessThan(values.length);
+          at += 1;
+        }
+        if (values.length === 0) {
+          expect(kept).toEqual([]); // a bucket inside the gap stays a gap
+          continue;
+        }
+        expect(Object.is(kept[0], values[0]) && Object.is(kept[kept.length - 1], values[values.length - 1])).toBe(true);
+        // the min and max are the finite values' (a NaN is never either); only NaNs: drawn as NaN
+        const real = finite(values);
+        if (real.length) {
+          expect(Math.min(...finite(kept))).toBe(Math.min(...real));
+          expect(Math.max(...finite(kept))).toBe(Math.max(...real));
+        } else expect(kept.every((v) => Number.isNaN(v))).toBe(true);
+      }
+    }
+    // the gap: every drawn row more than a bucket inside it has no value of rank 2; rank 1 has no gap
+    const inGap = drawn[0].map((_, i) => i).filter((i) => drawn[0][i]! >= 5_000 + w && drawn[0][i]! < 6_000 - w);
+    expect(inGap.length).toBeGreaterThan(100);
+    expect(inGap.every((i) => drawn[2]![i] === null)).toBe(true);
+    expect(drawn[1]!.every((v) => v !== null)).toBe(true);
+    expect(drawn[2]!.some((v) => Number.isNaN(v))).toBe(true); // a bucket starting or ending on a NaN keeps it
+  });
+
   it("keeps times that are not whole numbers in buckets of a pixel or less", () => {
     const next = random(9);
     const xs = Array.from({ length: 7_000 }, (_, i) => 1_700_000_000 + i * 0.37 + next() * 0.1);
