@@ -1,19 +1,39 @@
 /** The controls over a page's metric charts (job page and Compare): x axis, smoothing, log scale, y range, outlier clipping. */
 import type { ComponentChildren } from "preact";
-import { rangeProblem, type ChartView } from "../lib/chartView";
+import { useState } from "preact/hooks";
+import { DEFAULT_VIEW, rangeProblem, type ChartView } from "../lib/chartView";
+
+/** What the controls set, kept by the page that draws the charts (`useChartTools`). */
+export interface ChartToolsState<X extends string> {
+  view: ChartView;
+  setView: (view: ChartView) => void;
+  x: X;
+  setX: (x: X) => void;
+  /** The metric the y range was last typed for; null: the first chart's. */
+  chosen: string | null;
+  setChosen: (name: string) => void;
+}
+
+/** A page's chart settings: the default view, x axis `firstX`, no metric chosen for the y range. */
+export function useChartTools<X extends string>(firstX: X): ChartToolsState<X> {
+  const [view, setView] = useState<ChartView>(DEFAULT_VIEW);
+  const [x, setX] = useState<X>(firstX);
+  const [chosen, setChosen] = useState<string | null>(null);
+  return { view, setView, x, setX, chosen, setChosen };
+}
+
+/** The chart a typed y range applies to: the chosen metric, else the first of `metrics` (a loss range means nothing to grad_norm). */
+export function yMetricOf(tools: Pick<ChartToolsState<string>, "chosen">, metrics: string[]): string | undefined {
+  return tools.chosen ?? metrics[0];
+}
 
 interface Props<X extends string> {
   /** Test ids are `${prefix}-x`, `${prefix}-smoothing`, `${prefix}-log`, `${prefix}-ymin`, `${prefix}-ymax`, `${prefix}-clip`. */
   prefix: string;
-  view: ChartView;
-  onView: (view: ChartView) => void;
-  x: X;
+  tools: ChartToolsState<X>;
   xModes: readonly (readonly [X, string])[];
-  onX: (x: X) => void;
-  /** The charts' metrics; a typed y range applies to `yMetric`'s chart only (a loss range means nothing to grad_norm). */
+  /** The charts' metrics, in the order drawn. */
   metrics: string[];
-  yMetric: string | undefined;
-  onYMetric: (name: string) => void;
   /** More controls at the end of the row (Compare's CSV menu). */
   children?: ComponentChildren;
 }
@@ -24,7 +44,9 @@ const Y_BOUNDS = [
   ["yMax", "to", "ymax"],
 ] as const;
 
-export function ChartTools<X extends string>({ prefix, view, onView, x, xModes, onX, metrics, yMetric, onYMetric, children }: Props<X>) {
+export function ChartTools<X extends string>({ prefix, tools, xModes, metrics, children }: Props<X>) {
+  const { view, setView: onView, x, setX: onX, setChosen: onYMetric } = tools;
+  const yMetric = yMetricOf(tools, metrics);
   const set = <K extends keyof ChartView>(key: K, value: ChartView[K]) => onView({ ...view, [key]: value });
   const problem = rangeProblem(view);
   return (

@@ -1,17 +1,22 @@
 /** Training metrics of a job: the loss chart first, then one chart per other metric. */
-import { useState } from "preact/hooks";
 import type uPlot from "uplot";
 import { metricAxis } from "../lib/axes";
-import { curveSeries, DEFAULT_VIEW, withSmoothed, xAxisOf, yRange, type ChartView, type XAxis } from "../lib/chartView";
+import { curveSeries, withSmoothed, xAxisOf, yRange, type ChartView, type XAxis } from "../lib/chartView";
 import { decimate } from "../lib/decimate";
 import type { MetricStore } from "../lib/series";
 import type { Signal } from "../live";
 import { axis, Chart, type ChartColors } from "./Chart";
-import { ChartTools } from "./ChartTools";
+import { ChartTools, useChartTools, yMetricOf } from "./ChartTools";
 
 /** The metric drawn as "the loss": `loss`, else `train/loss`, else the first with "loss" in it. */
 export function lossMetric(names: string[]): string | undefined {
   return names.find((n) => n === "loss") ?? names.find((n) => n === "train/loss") ?? names.find((n) => n.includes("loss"));
+}
+
+/** The metrics in the order their charts stand: the loss first, then the others as given. */
+export function lossFirst(names: string[]): string[] {
+  const loss = lossMetric(names);
+  return loss ? [loss, ...names.filter((n) => n !== loss)] : names;
 }
 
 /** Units the engine's metric names imply (workers/rank/engine/train.py reports seconds and rates). */
@@ -48,12 +53,11 @@ interface Props {
 }
 
 export function MetricCharts({ store, changed, names }: Props) {
-  const [view, setView] = useState<ChartView>(DEFAULT_VIEW);
-  const [x, setX] = useState<XAxis>("step");
+  const tools = useChartTools<XAxis>("step");
+  const { view, x } = tools;
   const loss = lossMetric(names);
   const others = names.filter((n) => n !== loss);
-  const [chosen, setChosen] = useState<string | null>(null);
-  const yMetric = chosen ?? loss ?? names[0];
+  const yMetric = yMetricOf(tools, lossFirst(names));
   const settings = `${view.weight > 0}:${view.log}:${view.yMin}:${view.yMax}:${view.clip}:${x}`;
   const chart = (name: string, testId: string) => (
     <Chart
@@ -71,17 +75,7 @@ export function MetricCharts({ store, changed, names }: Props) {
   );
   return (
     <>
-      <ChartTools
-        prefix="chart"
-        view={view}
-        onView={setView}
-        x={x}
-        xModes={X_MODES}
-        onX={setX}
-        metrics={loss ? [loss, ...others] : others}
-        yMetric={yMetric}
-        onYMetric={setChosen}
-      />
+      <ChartTools prefix="chart" tools={tools} xModes={X_MODES} metrics={lossFirst(names)} />
       <div class="metric-charts">
         {loss ? (
           chart(loss, "loss-chart")

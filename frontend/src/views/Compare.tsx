@@ -1,7 +1,7 @@
 /** Compare 2–10 jobs as the server compares them: spec diff, summaries, aligned curves, CSV. */
 import { useState } from "preact/hooks";
 import { ViewHead } from "../components/bits";
-import { lossMetric } from "../components/MetricCharts";
+import { lossFirst } from "../components/MetricCharts";
 import { ParallelCoords } from "../components/ParallelCoords";
 import { ProvenanceDiff } from "../components/Provenance";
 import type { Comparison } from "../api/types";
@@ -11,9 +11,8 @@ import { runColor } from "../lib/palette";
 import { useTheme } from "../lib/theme";
 import { Link } from "../router";
 import { ComparePicker } from "./ComparePicker";
-import { ChartTools } from "../components/ChartTools";
+import { ChartTools, useChartTools, yMetricOf } from "../components/ChartTools";
 import { showsUpdateCosts, UpdateCosts } from "../components/UpdateCosts";
-import { DEFAULT_VIEW, type ChartView } from "../lib/chartView";
 import { CompareChart, csvHref } from "./compare/CompareChart";
 import { JobsTable } from "./compare/JobsTable";
 import { SpecDiff } from "./compare/SpecDiff";
@@ -66,9 +65,8 @@ export function CompareView({ ids }: { ids: number[] }) {
 }
 
 function JobsComparison({ ids }: { ids: number[] }) {
-  const [xMode, setXMode] = useState<XMode>("step");
-  const [view, setView] = useState<ChartView>(DEFAULT_VIEW);
-  const [yChosen, setYMetric] = useState<string | null>(null);
+  const tools = useChartTools<XMode>("step");
+  const { view, x: xMode } = tools;
   const { comparison, loadedX, error } = useComparison(ids, xMode);
   const theme = useTheme();
   const [chosen, setChosen] = useState<string | null>(null);
@@ -84,9 +82,8 @@ function JobsComparison({ ids }: { ids: number[] }) {
   }
   if (!comparison) return <p class="muted">Loading jobs {ids.join(", ")}…</p>;
   const { jobs, summary } = comparison;
-  const loss = lossMetric(comparison.metrics);
-  const names = loss ? [loss, ...comparison.metrics.filter((n) => n !== loss)] : comparison.metrics;
-  const yMetric = yChosen ?? names[0];
+  const names = lossFirst(comparison.metrics);
+  const yMetric = yMetricOf(tools, names);
 
   return (
     <section class="compare">
@@ -100,17 +97,7 @@ function JobsComparison({ ids }: { ids: number[] }) {
       </ViewHead>
 
       <h2 class="first">Curves</h2>
-      <ChartTools
-        prefix="compare"
-        view={view}
-        onView={setView}
-        x={xMode}
-        xModes={X_MODES}
-        onX={setXMode}
-        metrics={names}
-        yMetric={yMetric}
-        onYMetric={setYMetric}
-      >
+      <ChartTools prefix="compare" tools={tools} xModes={X_MODES} metrics={names}>
         <CsvMenu ids={jobs.map((j) => j.id)} names={names} x={xMode} />
       </ChartTools>
       {loadedX !== "step" && names[0] && <RunStarts jobs={jobs} starts={comparison.curves[names[0]]?.starts ?? {}} />}
