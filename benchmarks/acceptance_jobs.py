@@ -230,8 +230,11 @@ def cancel(verdict: Verdict, api: Api, *, tick: Any) -> None:
         return
     verdict.jobs.append(record(api, final, began))
     last = api.attempts(job_id)[-1]
-    verdict.check(
-        "cancel: a running job goes cancelling → cancelled with a final checkpoint",
-        state == "cancelling" and final["state"] == "cancelled" and bool(last["last_checkpoint"]),
-        f"{state} → {final['state']} in {time.monotonic() - asked:.1f} s at step {final['step']}",
-    )
+    ended = final["state"]
+    passed = state == "cancelling" and ended == "cancelled" and bool(last["last_checkpoint"])
+    detail = f"{state} → {ended} in {time.monotonic() - asked:.1f} s at step {final['step']}"
+    if not passed:  # what the ranks said last: did they save, or were they killed first?
+        tail = [line["line"] for line in api.logs(job_id)[-6:]]
+        detail += f"; attempt ended {last['exit_reason']!r}; its log ends: {tail}"
+    verdict.check("cancel: a running job goes cancelling → cancelled with a final checkpoint",
+                  passed, detail)  # fmt: skip

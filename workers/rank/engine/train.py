@@ -239,6 +239,10 @@ class Trainer:
                 (every is not None and ahead % every == 0)
                 or ahead == self.total_steps
                 or len(self.metrics) + 1 >= self.report_every
+                # a rank alone needs no one's agreement to stop: it saves and stops at the
+                # next step, however long the steps to the next report now take (a gang
+                # learns of a stop at its next report: the vote is a collective)
+                or (self.ctx.world_size == 1 and sdk.should_stop())
             )
             self.train_step(meeting=wanted)
             if not updates.meeting(self.runner, wanted):  # an async worker's: rank 0's call
