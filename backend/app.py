@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 from backend import meta_router
 from backend.auth import router as auth_router
-from backend.background import News, named_client, stop_loops
+from backend.background import News, named_client, start_loops, stop_loops
 from backend.checkpoint import router as checkpoints_router
 from backend.config import Settings, get_settings
 from backend.db import Database
@@ -29,7 +29,7 @@ from backend.deployment_keys import attach
 from backend.errors import install as install_errors
 from backend.executors import make_executor
 from backend.health import router as health_router
-from backend.health.stragglers import run_stragglers
+from backend.ingest_process import ingest_loops
 from backend.jobs import router as jobs_router
 from backend.migrate import upgrade
 from backend.nodes import router as nodes_router
@@ -44,22 +44,16 @@ from backend.security import install as install_security
 from backend.security.exposure import warn_if_exposed
 from backend.security.methods import MethodGuard, templates_of
 from backend.sweeps import router as sweeps_router
-from backend.sweeps.loop import judge_moved, run_sweeps
+from backend.sweeps.loop import run_sweeps
 from backend.telemetry.export import prometheus
-from backend.telemetry.ingest.consumer import Ingest, consumer_name
 from backend.telemetry.live import feed, ws
 from backend.telemetry.live.hub import Hub
 from backend.telemetry.live.relay import relay_announcements
 from backend.telemetry.live.revocation import SessionWatch
 from backend.telemetry.series import router as series_router
 from backend.telemetry.series.cache import SeriesCache
-from backend.telemetry.series.retention import run_retention
-from backend.telemetry.series.rollup_builder import run_rollups
-from backend.telemetry.series.summaries import run_summaries
 from backend.usage import router as usage_router
 from backend.webhooks import router as webhooks_router
-from backend.webhooks.delivery import run_webhooks
-from backend.webhooks.destination import AllowList
 from workers.contract.heap import settle_heap
 from workers.contract.keys import Keys
 
@@ -178,50 +172,9 @@ def _start_loops(
         loops.append(
             ("sweeps", lambda: run_sweeps(db, client, stop, script_roots=roots, news=heard))
         )
-    if settings.run_ingest:
-        cap = settings.log_lines_per_attempt
-        ingest = Ingest(
-            db=db,
-            client=client,
-            consumer=consumer_name(),
-            log_lines_per_attempt=cap,
-            on_progress=lambda job_ids: judge_moved(db, client, job_ids),
-        )
-        loops.append(("ingest", lambda: ingest.run(stop)))
-        hours, bucket = settings.device_raw_retention_hours, settings.device_rollup_seconds
-        loops.append(
-            (
-                "retention",
-                lambda: run_retention(db=db, retention_hours=hours, bucket=bucket, stop=stop),
-            )
-        )
-        grace = settings.curve_rollup_grace_seconds
-        loops.append(("rollups", lambda: run_rollups(db=db, grace=grace, stop=stop)))
-        # its own cache: it reads the series that change, which the pages' cache holds too
-        summary_cache = SeriesCache(settings.series_cache_points // 4)
-        told = news.listen()
-        loops.append(
-            (
-                "summaries",
-                lambda: run_summaries(db=db, cache=summary_cache, stop=stop, news=told),
-            )
-        )
-        loops.append(("stragglers", lambda: run_stragglers(db=db, client=client, stop=stop)))
-        allow = AllowList.parse(settings.webhook_allowed_hosts)
-        hooks_news = news.listen()
-        loops.append(
-            (
-                "webhooks",
-                lambda: run_webhooks(db=db, stop=stop, allow=allow, news=hooks_news),
-            )
-        )
-    threads = [
-        threading.Thread(target=target, name=f"trainboard-{name}", daemon=True)
-        for name, target in loops
-    ]
-    for thread in threads:
-        thread.start()
-    return threads
+    if settings.run_ingest:  # else in a process of its own (`trainboard ingest`) or none
+        loops += ingest_loops(settings, db, client, stop, news)
+    return start_loops(loops)
 
 
 def _serve_frontend(app: FastAPI, dist: Path) -> None:

@@ -56,6 +56,17 @@ def unblock_readers(client: redis.Redis) -> None:
         pass
 
 
+def start_loops(loops: list[tuple[str, Callable[[], None]]]) -> list[threading.Thread]:
+    """Start each (name, loop) on a daemon thread of its own, named `trainboard-<name>`."""
+    threads = [
+        threading.Thread(target=target, name=f"trainboard-{name}", daemon=True)
+        for name, target in loops
+    ]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
 def stop_loops(
     threads: list[threading.Thread], stop: threading.Event, client: redis.Redis, *, timeout: float
 ) -> None:

@@ -1,9 +1,11 @@
 """`trainboard up` keeps its children running: a child that dies is restarted with back-off.
 
-The API, its scheduler and ingest threads, and the local worker are separate processes. If
-one dies (killed, out of memory, a crash), the others keep running: ranks keep training
-through an API restart (the worker retries its API calls and keeps its lease for the
-heartbeat timeout; telemetry waits in Redis). Only Ctrl-C or SIGTERM stops everything.
+The API (with its scheduler thread), the telemetry ingest and the local worker are separate
+processes. If one dies (killed, out of memory, a crash), the others keep running: ranks keep
+training through an API restart (the worker retries its API calls and keeps its lease for
+the heartbeat timeout) and through an ingest restart (telemetry waits in Redis; the new
+ingest takes over the dead one's unacknowledged round at once). Only Ctrl-C or SIGTERM stops
+everything.
 """
 
 from __future__ import annotations

@@ -156,7 +156,8 @@ def secure_data_dir(data_dir: Path) -> None:
 
 
 def up(settings: Settings, *, cpu_slots: int, node_name: str = "local") -> int:
-    """Lock the data dir, migrate, bootstrap tokens, start API + worker, wait for Ctrl-C."""
+    """Lock the data dir, migrate, bootstrap tokens, start API, ingest and worker, wait for
+    Ctrl-C."""
     # the lock, database and Redis files are born 0600; the API and worker get the usual
     # umask back (the supervisor's read-only files in a job's dir must stay readable to it)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -227,11 +228,15 @@ def up(settings: Settings, *, cpu_slots: int, node_name: str = "local") -> int:
                 # X-Forwarded-For is believed only from TRAINBOARD_TRUSTED_PROXIES (ratelimit.py)
                 "--no-proxy-headers",
             ],
-            env,
+            # the ingest runs in a process of its own (below), so its rounds do not hold the
+            # API's GIL while the API delivers what they commit (docs/benchmarks.md)
+            {**env, "TRAINBOARD_RUN_INGEST": "false"},
         )
         api = stack.start(*api_command)
         _wait_healthy(api_url, api)
         children = [Child("API", lambda: stack.restart(*api_command), api)]
+        if settings.run_ingest:
+            children.append(_start_ingest(stack, env))
         if settings.executor == "nodes":  # under Slurm no worker runs here
             children.append(_start_worker(stack, env))
         print(f"\nTrainboard is running at {api_url}/", flush=True)
@@ -249,6 +254,13 @@ def up(settings: Settings, *, cpu_slots: int, node_name: str = "local") -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         stack.stop()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _start_ingest(stack: Stack, env: dict[str, str]) -> Child:
+    """The telemetry ingest and its loops (`trainboard ingest`): started after the API, and
+    stopped after the worker and before the API, as when it ran in the API's process."""
+    ingest_command = ([sys.executable, "-m", "backend.cli", "ingest"], env)
+    return Child("ingest", lambda: stack.restart(*ingest_command), stack.start(*ingest_command))
 
 
 def _start_worker(stack: Stack, env: dict[str, str]) -> Child:

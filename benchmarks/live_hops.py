@@ -20,7 +20,9 @@ the round; milliseconds, floored) |
 
 The API-side hops are recorded by wrapping five methods in the API's process only
 (`record_api_hops`, called there before the app is built): one `time.time()` and one
-list append per ingest round or delta. `done` (per round, not a hop of the point) is when
+list append per ingest round or delta. With the ingest in a process of its own (`--ingest
+process`, as `trainboard up` runs it) its three are recorded there, and `merged` joins the
+two records. `done` (per round, not a hop of the point) is when
 the ingest's `publish` returned: after its MULTI/EXEC, the progress announcement and the
 sweeps' progress hook, the ingest reads again. `api_threads`: each of the API's threads'
 seconds on a core and seconds runnable but waiting for one (the kernel's schedstat), between
@@ -109,6 +111,26 @@ class HopsLink:
                 for recorded in vars(hops).values():
                     recorded.clear()
                 cpu, scheduled = time.process_time(), thread_times()
+
+
+def merged(api: ApiHops, ingest: ApiHops) -> ApiHops:
+    """What the API's process and an ingest process of its own (`trainboard ingest`) recorded,
+    as one record: the rounds from the ingest's, the deltas from the API's, the CPU of both,
+    the ingest process's threads named `ingest process: <thread>`."""
+    threads = [
+        {**mine, **{f"ingest process: {name}": times for name, times in theirs.items()}}
+        for mine, theirs in zip(api.threads, ingest.threads, strict=True)
+    ]
+    return ApiHops(
+        read=ingest.read,
+        validated=ingest.validated,
+        committed=ingest.committed,
+        done=ingest.done,
+        tail=api.tail,
+        sent=api.sent,
+        cpu_s=[a + b for a, b in zip(api.cpu_s, ingest.cpu_s, strict=True)],
+        threads=threads,
+    )
 
 
 def _since(

@@ -1,12 +1,13 @@
 """Live delivery latency: publish → websocket frame, and fan-out to many `cluster` clients.
 
     python -m benchmarks.telemetry_latency latency [--rate 10000] [--seconds 20]
-        [--via relay,direct]
+        [--via relay,direct] [--ingest api|process]
     python -m benchmarks.telemetry_latency fanout [--clients 1000] [--seconds 20]
         [--deflate] [--eager]
 
 Three processes on one machine: the API (uvicorn, SQLite, its in-process ingest and
-live tail, as `TRAINBOARD_RUN_INGEST=true` runs it), a producer process with the real
+live tail, as `TRAINBOARD_RUN_INGEST=true` runs it; with `--ingest process` the ingest runs
+in a fourth, `trainboard ingest`'s, as `trainboard up` runs it), a producer process with the real
 `StreamPublisher`s, and the measuring websocket client(s); and a redis-server of the
 run's own on a free port (`redis-server` must be on PATH). Every item carries its
 publish time (`time`, unix seconds, taken when `add()` is called); a client's latency
@@ -42,6 +43,7 @@ import contextlib
 import json
 import multiprocessing as mp
 import os
+import signal
 import sys
 import tempfile
 import threading
@@ -53,10 +55,20 @@ from typing import Any
 
 from backend.config import Settings
 from backend.db import Database
+from backend.ingest_process import run_ingest_process
 from backend.migrate import upgrade
 from backend.nodes.deployment import deployment_id
 from benchmarks.latency_stats import percentiles, stalls
-from benchmarks.live_hops import HopsLink, Received, join, loopback, ratio, record_api_hops
+from benchmarks.live_hops import (
+    ApiHops,
+    HopsLink,
+    Received,
+    join,
+    loopback,
+    merged,
+    ratio,
+    record_api_hops,
+)
 from benchmarks.live_producers import (
     RelayWindows,
     produce_cluster,
@@ -86,16 +98,45 @@ def _serve(settings: Settings, link: HopsLink | None, ready: Any, stop: Any) -> 
             link.answer_until(stop, hops)
 
 
+def _ingest_apart(settings: Settings, link: HopsLink | None, ready: Any, stop: Any) -> None:
+    """`trainboard ingest`'s process (`run_ingest_process`) until stop is set, which a thread
+    turns into the SIGTERM that `trainboard up` would send it."""
+    hops = record_api_hops() if link is not None else None
+
+    def until_stopped() -> None:
+        if link is None or hops is None:
+            stop.wait()
+        else:
+            link.answer_until(stop, hops)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=until_stopped, daemon=True).start()
+    ready.put(os.getpid())
+    run_ingest_process(settings)
+
+
 @contextlib.contextmanager
 def api_server(
-    tmp: Path, redis_url: str, *, link: HopsLink | None = None
+    tmp: Path,
+    redis_url: str,
+    *,
+    link: HopsLink | None = None,
+    ingest_link: HopsLink | None = None,
+    ingest_apart: bool = False,
 ) -> Iterator[tuple[int, Database]]:
     """The API in its own process on a fresh SQLite database; (port, database). With a
-    link, the API's process records its per-hop times (`benchmarks.live_hops`)."""
+    link, the API's process records its per-hop times (`benchmarks.live_hops`). With
+    `ingest_apart`, the ingest runs in a process of its own, as `trainboard up` runs it (its
+    hops recorded through `ingest_link`); else in the API's (`run_ingest`)."""
     url = f"sqlite:///{tmp / 'live.db'}"
     upgrade(url)
-    settings = api_settings(tmp, database_url=url, redis_url=redis_url, hosts="127.0.0.1")
-    with spawned(_serve, settings, link) as port:
+    settings = api_settings(
+        tmp, database_url=url, redis_url=redis_url, hosts="127.0.0.1", run_ingest=not ingest_apart
+    )
+    with contextlib.ExitStack() as processes:
+        port = processes.enter_context(spawned(_serve, settings, link))
+        if ingest_apart:
+            processes.enter_context(spawned(_ingest_apart, settings, ingest_link))
         db = Database(url)
         try:
             yield port, db
@@ -140,20 +181,31 @@ def bench_latency(
     ranks: int = 8,
     names: int = 1,
     baseline_seconds: float = 10.0,
+    ingest_apart: bool = False,
 ) -> list[dict[str, Any]]:
     """Each path of `via` in turn (a fresh attempt each) on one API server and Redis, for
-    `rounds` rounds; each run preceded by a loopback baseline (`benchmarks.live_hops`)."""
+    `rounds` rounds; each run preceded by a loopback baseline (`benchmarks.live_hops`).
+    `ingest_apart`: the ingest in a process of its own (`trainboard up`'s way)."""
     paths = [Path_.parse(text) for text in via]
     link = HopsLink(mp.get_context("spawn"))
+    ingest_link = HopsLink(mp.get_context("spawn")) if ingest_apart else None
+
+    def take() -> ApiHops:
+        api = link.take()
+        return api if ingest_link is None else merged(api, ingest_link.take())
+
     results = []
     with (
         tempfile.TemporaryDirectory() as tmp,
         own_redis() as redis_url,
-        api_server(Path(tmp), redis_url, link=link) as (port, db),
+        api_server(
+            Path(tmp), redis_url, link=link, ingest_link=ingest_link, ingest_apart=ingest_apart
+        ) as (port, db),
     ):
         for round_ in range(rounds):
             for path, text in zip(paths, via, strict=True):
                 result: dict[str, Any] = {"path": text, "round": round_ + 1}
+                result["ingest"] = "process" if ingest_apart else "api"
                 if baseline_seconds:
                     result["loopback"] = loopback(redis_url, seconds=baseline_seconds)
                 run = _latency_run(
@@ -162,9 +214,9 @@ def bench_latency(
                 points, xadds = run.pop("received_points", None), run.pop("xadds", None)
                 result.update(run)
                 if points is not None and xadds is not None:
-                    result["hops"] = join(points, xadds, link.take(), warmup=WARMUP_SECONDS)
+                    result["hops"] = join(points, xadds, take(), warmup=WARMUP_SECONDS)
                 else:
-                    link.take()  # cleared for the next run
+                    take()  # cleared for the next run
                 if baseline_seconds:
                     result["ratio_to_loopback"] = ratio(result, result["loopback"])
                 results.append(result)
@@ -174,7 +226,7 @@ def bench_latency(
 
 def _summary(result: dict[str, Any]) -> dict[str, Any]:
     """One line per run while the benchmark goes on."""
-    keys = ("path", "round", "p50_ms", "p99_ms", "received", "expected", "load_after")
+    keys = ("path", "ingest", "round", "p50_ms", "p99_ms", "received", "expected", "load_after")
     return {k: result.get(k) for k in keys} | {
         "loopback_p99": result.get("loopback", {}).get("p99_ms")
     }
@@ -349,6 +401,13 @@ def main() -> None:
         help="latency: the paths to measure, in order (relay: rank pipe → relay; direct; "
         "relay@P/C: the relay's publisher flushing every P ms, the ranks' pipes every C ms)",
     )
+    parser.add_argument(
+        "--ingest",
+        choices=["api", "process"],
+        default="api",
+        help="latency: the ingest in the API's process (run_ingest) or in one of its own "
+        "(`trainboard ingest`, as `trainboard up` runs it)",
+    )
     parser.add_argument("--rounds", type=int, default=1, help="latency: every path, N times")
     parser.add_argument("--ranks", type=int, default=8, help="latency: ranks (relay)")
     parser.add_argument("--names", type=int, default=1, help="latency: metrics a report (relay)")
@@ -371,6 +430,7 @@ def main() -> None:
             ranks=args.ranks,
             names=args.names,
             baseline_seconds=args.baseline_seconds,
+            ingest_apart=args.ingest == "process",
         )
     else:
         result = bench_fanout(args.clients, args.seconds, deflate=args.deflate, eager=args.eager)

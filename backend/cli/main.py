@@ -57,6 +57,15 @@ def worker(
 
 
 @app.command()
+def ingest() -> None:
+    """Run the telemetry ingest and its loops apart from the API (`trainboard up` starts it)."""
+    from backend.config import get_settings
+    from backend.ingest_process import run_ingest_process
+
+    raise typer.Exit(run_ingest_process(get_settings()))
+
+
+@app.command()
 def migrate() -> None:
     """Bring the database schema up to date (alembic upgrade head)."""
     from backend.config import get_settings

@@ -20,8 +20,9 @@ from backend.background import every
 from backend.db import Database
 from backend.jobs.models import Job
 from backend.sweeps.models import Sweep
-from backend.sweeps.service import SWEEP_WRITES, launch, trials_of
+from backend.sweeps.service import launch, trials_of
 from backend.sweeps.stopping import judge_rungs
+from backend.sweeps.writes import SWEEP_WRITES
 
 log = logging.getLogger(__name__)
 INTERVAL_SECONDS = 1.0
@@ -37,7 +38,7 @@ def _each_running(
     serialises writers anyway), committing after each; the sum of what the steps return."""
     total = 0
     for sweep_id in sweep_ids:
-        with SWEEP_WRITES, db.session() as session:
+        with SWEEP_WRITES.held(db.engine.url), db.session() as session:
             query = select(Sweep).where(Sweep.id == sweep_id).with_for_update(skip_locked=True)
             sweep = session.scalars(query).first()
             if sweep is None or sweep.state != "running":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -21,16 +20,7 @@ from backend.jobs.states import STOPPED, IllegalTransition, JobState
 from backend.sweeps.models import Sweep
 from backend.sweeps.schemas import SweepIn
 from backend.sweeps.search import apply, expand
-
-#: one writer of a sweep's trials at a time in this process: its creation (a request's
-#: thread) launching the first trials, the sweeps loop judging and launching, and the ingest
-#: judging trials as their points land. Each decides from what is committed; two launches at
-#: once submitted the same trial twice (the loop is woken at once by the first trial's
-#: announcement; tests/e2e/test_sweeps.py at load 15: the copy's rung entries moved ASHA's
-#: threshold), and two judges at once each wrote a rung's verdict (SQLite ignores FOR
-#: UPDATE). Re-entrant: the loop launches while it holds it. Taken before any write, so it
-#: never waits while holding SQLite's write lock.
-SWEEP_WRITES = threading.RLock()
+from backend.sweeps.writes import SWEEP_WRITES
 
 
 class SweepNotFound(LookupError):
@@ -93,7 +83,7 @@ def launch(
 ) -> list[Job]:
     """Submit the next trials while fewer than max_concurrency run; finish a sweep whose
     trials have all ended."""
-    with SWEEP_WRITES:
+    with SWEEP_WRITES.held(session.get_bind().engine.url):
         return _launch(session, client, sweep=sweep, script_roots=script_roots)
 
 

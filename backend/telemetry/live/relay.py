@@ -29,13 +29,19 @@ JOBS_PER_READ = 500
 
 
 def relay_announcements(
-    *, db: Database, client: redis.Redis, hub: Hub, stop: threading.Event, news: News | None = None
+    *,
+    db: Database,
+    client: redis.Redis,
+    stop: threading.Event,
+    hub: Hub | None = None,
+    news: News | None = None,
 ) -> None:
     """Turn announced job ids into fresh job views on topics `jobs` and `job:<id>`, and the
     nodes into a fresh cluster view on `cluster` when they change or a job's changes moved
     which devices are booked (a placed, ended or withdrawn attempt): the browser shows who
     holds each device from this view only, never from job states. Every job announcement
-    is `news` to this process's idle loops."""
+    is `news` to this process's idle loops; without a hub (a process that serves no
+    websockets: `trainboard ingest`) that is all it does."""
 
     def relay_until_stopped() -> None:
         booked: frozenset[tuple[str, int, int]] | None = None
@@ -52,9 +58,11 @@ def relay_announcements(
                 if message is None:
                     continue
                 jobs, nodes_moved = _coalesced(pubsub, message, jobs_channel, nodes_channel)
+                if jobs and news is not None:
+                    news.announce()
+                if hub is None:
+                    continue
                 if jobs:
-                    if news is not None:
-                        news.announce()
                     _send_jobs(db, hub, jobs)
                 if jobs or nodes_moved:
                     now = _booking(db)
