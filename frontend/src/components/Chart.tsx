@@ -35,6 +35,47 @@ export const OFFSCREEN_MS = 1000;
 /** Every live chart's redraws, one queue for the page (lib/frameBatch.ts). */
 const redraws = new RedrawQueue(REDRAW_SPACING);
 
+/**
+ * Charts mounted together (a job page's metric charts when its snapshot arrives, Compare's,
+ * the device charts) are built one per frame, in mount order: the first one in a task is built
+ * at once, before the paint (a layout effect); each other one waits here and is built in a task
+ * of its own after the next frame. Built together, the browser painted none of them until all
+ * were drawn: 6 charts of 8 ranks × 18,750 steps kept the first paint back 230-270 ms, the
+ * loss chart alone takes a fifth of that (issue #34; docs/benchmarks.md).
+ */
+const builds: (() => void)[] = [];
+let builtInTask = false;
+let pumping = false;
+
+/** Build now (the first chart of this task) or after the next frame; returns a cancel. */
+function buildSoon(build: () => void): () => void {
+  if (!builtInTask && builds.length === 0) {
+    builtInTask = true;
+    queueMicrotask(() => (builtInTask = false)); // after this commit's other layout effects
+    build();
+    return () => undefined;
+  }
+  builds.push(build);
+  pump();
+  return () => {
+    const at = builds.indexOf(build);
+    if (at >= 0) builds.splice(at, 1);
+  };
+}
+
+function pump(): void {
+  if (pumping || builds.length === 0) return;
+  pumping = true;
+  // after the next frame is painted: a frame callback, then a task
+  requestAnimationFrame(() =>
+    setTimeout(() => {
+      pumping = false;
+      builds.shift()?.();
+      pump();
+    }),
+  );
+}
+
 export interface ChartProps {
   testId: string;
   title: string;
@@ -219,12 +260,18 @@ export function Chart({ testId, title, options, data, drawn, points, subscribe, 
       if (wait <= 0) describe();
       else describing = setTimeout(describe, wait);
     };
-    let plot = build(toDraw());
-    record(plot);
+    let plot: uPlot | null = null;
+    el.style.minHeight = `${height}px`; // a chart waiting for its build keeps its plot's height
+    const cancelBuild = buildSoon(() => {
+      el.style.minHeight = "";
+      plot = build(toDraw());
+      record(plot);
+    });
     let timer: ReturnType<typeof setTimeout> | null = null;
     let lastAt = 0; // when the last redraw began (performance.now())
     let visible = true;
     function redraw() {
+      if (!plot) return; // not built yet: its build draws what is there then
       lastAt = performance.now();
       exactData = null;
       const next = toDraw();
@@ -261,6 +308,7 @@ export function Chart({ testId, title, options, data, drawn, points, subscribe, 
       const next = Math.max(200, Math.round(entries[entries.length - 1]?.contentRect.width ?? el.clientWidth));
       if (next === width) return;
       width = next;
+      if (!plot) return;
       plot.setSize({ width, height });
       if (latest.current.drawn) redraws.request(redraw); // decimated for the new width
     });
@@ -276,7 +324,8 @@ export function Chart({ testId, title, options, data, drawn, points, subscribe, 
       if (timer !== null) clearTimeout(timer);
       if (describing !== null) clearTimeout(describing);
       redraws.cancel(redraw);
-      plot.destroy();
+      cancelBuild();
+      plot?.destroy();
     };
   }, [theme, height, countAttr, title]);
 
