@@ -21,7 +21,7 @@ from playwright.sync_api import Page, expect
 from backend.executors.slurm.states import wait_reason
 from tests.e2e.helpers import log_in
 from tests.executors.conftest import SLURM_TESTS, cluster_of
-from tests.executors.slurm_stack import SlurmStack, slurm_stack
+from tests.executors.slurm_stack import SlurmStack, mlp_job, slurm_stack
 from tests.job_users import open_scratch
 from tests.slurm_cluster import SlurmCluster
 from tests.stack import wait_for
@@ -36,15 +36,6 @@ def stack(cluster: SlurmCluster) -> Iterator[SlurmStack]:
     # outside pytest's tmp, which a concurrent pytest session makes 0700 (executors' conftest)
     with open_scratch("tb-slurm-submit-") as scratch, slurm_stack(scratch, cluster) as running:
         yield running
-
-
-def _spec(name: str, *, devices: int, steps: int) -> dict[str, Any]:
-    return {
-        "name": name,
-        "template": "mlp",
-        "parallelism": {"strategy": "data", "devices": devices},
-        "hyperparameters": {"steps": steps, "batch_size": 16},
-    }
 
 
 def _held_by_slurm(stack: SlurmStack, cluster: SlurmCluster, client: Any, job_id: int) -> str:
@@ -67,10 +58,7 @@ def test_jobs_from_the_browser_and_the_cli_wait_with_slurms_reason_then_run(
     page: Page, stack: SlurmStack, cluster: SlurmCluster, tmp_path: Path
 ) -> None:
     with stack.client() as client:
-        holder = client.post("/api/jobs", json=_spec("holds-both", devices=2, steps=100_000))
-        assert holder.status_code == 201, holder.text
-        holder_id = holder.json()["id"]
-        stack.wait_step(client, holder_id, 3, timeout=180, what="the holder's training")
+        holder_id = stack.hold_both(client, step=3)
 
         # from the browser's form
         log_in(page, stack)
@@ -95,7 +83,7 @@ def test_jobs_from_the_browser_and_the_cli_wait_with_slurms_reason_then_run(
 
         # from the CLI
         spec_file = tmp_path / "spec.json"
-        spec_file.write_text(json.dumps(_spec("from-the-cli", devices=1, steps=30)))
+        spec_file.write_text(json.dumps(mlp_job("from-the-cli", steps=30)))
         submitted = stack.cli("submit", str(spec_file))
         assert submitted.returncode == 0, submitted.stderr
         found = re.match(r"job (\d+) ", submitted.stdout)

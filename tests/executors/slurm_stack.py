@@ -28,6 +28,17 @@ from tests.stack import ADMIN_TOKEN, RunningStack, free_port, private_redis, wai
 T = TypeVar("T")
 
 
+def mlp_job(name: str, *, devices: int = 1, steps: int = 20, **hp: Any) -> dict[str, Any]:
+    """What the Slurm tests submit: the mlp template as `devices` data-parallel ranks for
+    `steps` steps, batch 16 (`hp`: more hyperparameters)."""
+    return {
+        "name": name,
+        "template": "mlp",
+        "parallelism": {"strategy": "data", "devices": devices},
+        "hyperparameters": {"steps": steps, "batch_size": 16, **hp},
+    }
+
+
 class SlurmStack(RunningStack):
     """A running stack whose API the test reaches through `call` (in the first host's netns)."""
 
@@ -59,6 +70,15 @@ class SlurmStack(RunningStack):
             timeout=timeout,
             what=what,
         )
+
+    def hold_both(self, client: httpx.Client, *, step: int) -> int:
+        """A job on both CPUs of the tests' two-CPU cluster for a long while, once it trained
+        to `step` (its ranks past their start-up); its id."""
+        holder = client.post("/api/jobs", json=mlp_job("holds-both", devices=2, steps=100_000))
+        assert holder.status_code == 201, holder.text
+        holder_id: int = holder.json()["id"]
+        self.wait_step(client, holder_id, step, timeout=180, what="the holder's training")
+        return holder_id
 
     def wait_attempt_step(
         self, attempt_id: int, step: int, *, ranks: int, timeout: float, what: str

@@ -11,13 +11,12 @@ from __future__ import annotations
 import os
 import time
 from datetime import datetime
-from typing import Any
 
 import httpx
 import pytest
 
 from tests.executors.conftest import SLURM_TESTS, cluster_of
-from tests.executors.slurm_stack import SlurmStack
+from tests.executors.slurm_stack import SlurmStack, mlp_job
 from tests.slurm_cluster import SlurmCluster, accounting_installed
 from tests.stack import wait_for
 
@@ -35,15 +34,6 @@ RUN_SECONDS = int(os.environ.get("TB_SLURM_ACCOUNTING_SECONDS", "120"))
 
 
 cluster = cluster_of("slurm-acct", cpus=2, kill_wait=2, accounting=True)
-
-
-def _spec(name: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "template": "mlp",
-        "parallelism": {"strategy": "data", "devices": 1},
-        "hyperparameters": {"steps": 1_000_000, "batch_size": 16},
-    }
 
 
 def _user_client(stack: SlurmStack, admin: httpx.Client, name: str) -> httpx.Client:
@@ -71,7 +61,7 @@ def test_sacct_device_hours_agree_with_trainboards_per_user(
         alice, bob = _user_client(stack, admin, "alice"), _user_client(stack, admin, "bob")
         jobs = {}
         for name, client in (("alice", alice), ("bob", bob)):
-            posted = client.post("/api/jobs", json=_spec(f"{name}-run"))
+            posted = client.post("/api/jobs", json=mlp_job(f"{name}-run", steps=1_000_000))
             assert posted.status_code == 201, posted.text
             jobs[name] = (client, posted.json()["id"])
         for client, job_id in jobs.values():  # one CPU each: side by side on the 2-CPU node

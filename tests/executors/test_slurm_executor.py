@@ -18,20 +18,11 @@ import pytest
 
 from backend.executors.slurm.states import TERMINAL
 from tests.executors.conftest import SLURM_TESTS
-from tests.executors.slurm_stack import SlurmStack
+from tests.executors.slurm_stack import SlurmStack, mlp_job
 from tests.slurm_cluster import SlurmCluster
 from tests.stack import wait_for
 
 pytestmark = SLURM_TESTS
-
-
-def _spec(name: str, *, devices: int = 1, steps: int = 20, **extra: Any) -> dict[str, Any]:
-    return {
-        "name": name,
-        "template": "mlp",
-        "parallelism": {"strategy": "data", "devices": devices},
-        "hyperparameters": {"steps": steps, "batch_size": 16, **extra},
-    }
 
 
 def _attempts(client: httpx.Client, job_id: int) -> list[dict[str, Any]]:
@@ -94,7 +85,7 @@ def test_a_job_runs_through_sbatch_and_srun_to_succeeded(
     stack: SlurmStack, cluster: SlurmCluster
 ) -> None:
     with stack.client() as client:
-        job_id = client.post("/api/jobs", json=_spec("on-slurm")).json()["id"]
+        job_id = client.post("/api/jobs", json=mlp_job("on-slurm")).json()["id"]
         job = stack.wait_job(client, job_id, "succeeded", "failed", "restarting", timeout=240)
         assert job["state"] == "succeeded", (job["reason"], stack.log_path.read_text()[-3000:])
         attempts = _attempts(client, job_id)
@@ -124,14 +115,11 @@ def test_a_job_behind_another_shows_slurms_reason_and_cancel_leaves_nothing(
     stack: SlurmStack, cluster: SlurmCluster
 ) -> None:
     with stack.client() as client:
-        # both CPUs for a long while, then a second job that needs them too
-        first = client.post("/api/jobs", json=_spec("holds-both", devices=2, steps=100_000))
-        assert first.status_code == 201, first.text
-        first_id = first.json()["id"]
-        # training (a stop during its ranks' start-up has nothing to save: they are
-        # signalled before they built anything, seen here under load)
-        stack.wait_step(client, first_id, 10, timeout=180, what="the first job's training")
-        second = client.post("/api/jobs", json=_spec("waits", devices=2))
+        # both CPUs for a long while, training (a stop during its ranks' start-up has nothing
+        # to save: they are signalled before they built anything, seen here under load); then
+        # a second job that needs them too
+        first_id = stack.hold_both(client, step=10)
+        second = client.post("/api/jobs", json=mlp_job("waits", devices=2))
         assert second.status_code == 201, second.text
         second_id = second.json()["id"]
         waiting = wait_for(
@@ -199,7 +187,7 @@ def test_a_cancel_whose_supervisor_does_not_answer_is_scancelled_after_its_grace
     the job and its processes, and the job is cancelled. Without that the job would stay
     cancelling with its Slurm job running (its allocation held) for as long as the
     supervisor is stuck."""
-    spec = {**_spec("frozen", steps=100_000), "max_restarts": 0}
+    spec = {**mlp_job("frozen", steps=100_000), "max_restarts": 0}
     with stack.client() as client:
         job_id = client.post("/api/jobs", json=spec).json()["id"]
         stack.wait_step(client, job_id, 5, timeout=180, what="some training")
@@ -224,7 +212,7 @@ def test_a_cancel_whose_supervisor_does_not_answer_is_scancelled_after_its_grace
 def test_a_supervisor_killed_under_slurm_ends_its_attempt_with_slurms_state(
     stack: SlurmStack, cluster: SlurmCluster
 ) -> None:
-    spec = {**_spec("killed", steps=100_000), "max_restarts": 0}
+    spec = {**mlp_job("killed", steps=100_000), "max_restarts": 0}
     with stack.client() as client:
         job_id = client.post("/api/jobs", json=spec).json()["id"]
         stack.wait_job(client, job_id, "running", timeout=120)
@@ -268,7 +256,7 @@ def _pause_after(stack: SlurmStack, client: httpx.Client, job_id: int, step: int
 def test_pause_ends_the_slurm_job_and_resume_continues_at_the_checkpointed_step(
     stack: SlurmStack, cluster: SlurmCluster
 ) -> None:
-    spec = {**_spec("pausable", steps=100_000), "checkpoint": {"every_steps": 1000}}
+    spec = {**mlp_job("pausable", steps=100_000), "checkpoint": {"every_steps": 1000}}
     with stack.client() as client:
         job_id = client.post("/api/jobs", json=spec).json()["id"]
         first, saved = _pause_after(stack, client, job_id, 30)
@@ -302,7 +290,7 @@ def test_a_paused_job_resumes_on_another_cpu_count_in_a_slurm_job_of_that_size(
     the checkpoint's global batch, and every rank's loss series has no step twice and none
     missing across the two: the resumed ranks all begin right after the checkpointed step."""
     spec = {
-        **_spec(f"{before}-to-{after}", devices=before, steps=100_000),
+        **mlp_job(f"{before}-to-{after}", devices=before, steps=100_000),
         "checkpoint": {"every_steps": 1000},
     }
     with stack.client() as client:
@@ -340,7 +328,7 @@ def test_a_slurm_job_requeued_behind_trainboards_back_never_runs_its_attempt_twi
     restart count 1. That is not the attempt's: the executor scancels it, so it never runs
     (were it started, its step would exit before reading its orders, test_slurm_step.py);
     a restart is a new attempt in a new Slurm job."""
-    spec = {**_spec("requeued", steps=100_000), "max_restarts": 1}
+    spec = {**mlp_job("requeued", steps=100_000), "max_restarts": 1}
     with stack.client() as client:
         job_id = client.post("/api/jobs", json=spec).json()["id"]
         stack.wait_step(client, job_id, 10, timeout=120, what="some training")

@@ -8,20 +8,11 @@ from typing import Any
 
 from backend.executors.slurm.cli import parse_scontrol_jobs
 from tests.executors.conftest import SLURM_TESTS
-from tests.executors.slurm_stack import SlurmStack
+from tests.executors.slurm_stack import SlurmStack, mlp_job
 from tests.slurm_cluster import SlurmCluster
 from tests.stack import wait_for
 
 pytestmark = SLURM_TESTS
-
-
-def _spec(name: str, steps: int) -> dict[str, Any]:
-    return {
-        "name": name,
-        "template": "mlp",
-        "parallelism": {"strategy": "data", "devices": 1},
-        "hyperparameters": {"steps": steps, "batch_size": 16},
-    }
 
 
 def test_running_jobs_go_on_while_slurm_is_away_and_nothing_starts_twice(
@@ -32,7 +23,7 @@ def test_running_jobs_go_on_while_slurm_is_away_and_nothing_starts_twice(
         def job(job_id: int) -> Any:
             return client.get(f"/api/jobs/{job_id}").json()
 
-        running_id = client.post("/api/jobs", json=_spec("goes-on", 100_000)).json()["id"]
+        running_id = client.post("/api/jobs", json=mlp_job("goes-on", steps=100_000)).json()["id"]
         wait_for(lambda: (job(running_id)["step"] or 0) >= 5, timeout=120, what="training")
         cluster.stop_controller()
         try:
@@ -40,7 +31,7 @@ def test_running_jobs_go_on_while_slurm_is_away_and_nothing_starts_twice(
             time.sleep(5)
             assert job(running_id)["state"] == "running"
             assert job(running_id)["step"] > before, "the ranks stopped with the controller"
-            later_id = client.post("/api/jobs", json=_spec("waits-for-slurm", 20)).json()["id"]
+            later_id = client.post("/api/jobs", json=mlp_job("waits-for-slurm")).json()["id"]
             waiting = wait_for(
                 lambda: (
                     (j := job(later_id))["wait_reason"]
