@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { FrameBatch, mergeJobChanges, RedrawQueue, throttle, type JobChanges } from "../src/lib/frameBatch";
+import { BuildQueue, FrameBatch, mergeJobChanges, RedrawQueue, throttle, type JobChanges } from "../src/lib/frameBatch";
 import { MetricStore } from "../src/lib/series";
 import { rankTimes } from "../src/lib/steptimes";
 
@@ -185,6 +185,54 @@ describe("RedrawQueue: every chart of a page in one paced queue", () => {
     r.queue.cancel(a);
     r.frame();
     expect(drawn).toEqual([]);
+  });
+});
+
+describe("BuildQueue: charts mounted together build one per frame", () => {
+  /** A queue whose frames and task ends the test runs by hand. */
+  function harness() {
+    const frames: (() => void)[] = [];
+    const taskEnds: (() => void)[] = [];
+    const queue = new BuildQueue(
+      (run) => frames.push(run),
+      (run) => taskEnds.push(run),
+    );
+    const built: string[] = [];
+    const frame = () => frames.shift()!();
+    const endTask = () => taskEnds.splice(0).forEach((run) => run());
+    return { queue, built, frames, frame, endTask };
+  }
+
+  it("builds the first of a task at once and each other one after a frame of its own, in order", () => {
+    const { queue, built, frames, frame, endTask } = harness();
+    for (const name of ["loss", "lr", "grad_norm"]) queue.add(() => built.push(name));
+    expect(built).toEqual(["loss"]); // before the paint
+    expect(queue.pending).toBe(2);
+    endTask();
+    expect(frames.length).toBe(1); // one frame asked, however many wait
+    frame();
+    expect(built).toEqual(["loss", "lr"]);
+    frame();
+    expect(built).toEqual(["loss", "lr", "grad_norm"]);
+    expect(frames.length).toBe(0);
+    // a later task's first chart builds at once again
+    queue.add(() => built.push("peak_mem"));
+    expect(built.at(-1)).toBe("peak_mem");
+  });
+
+  it("a chart mounted while others wait waits behind them; a cancelled one is never built", () => {
+    const { queue, built, frame, endTask } = harness();
+    queue.add(() => built.push("a"));
+    const cancelB = queue.add(() => built.push("b"));
+    queue.add(() => built.push("c"));
+    endTask();
+    queue.add(() => built.push("d")); // a new task, but b and c wait: d goes after them
+    expect(built).toEqual(["a"]);
+    cancelB();
+    frame();
+    frame();
+    expect(built).toEqual(["a", "c", "d"]);
+    expect(queue.pending).toBe(0);
   });
 });
 

@@ -12,7 +12,7 @@ import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 import { lowerBound } from "../lib/bisect";
 import { decimateWindow } from "../lib/decimate";
-import { RedrawQueue } from "../lib/frameBatch";
+import { BuildQueue, RedrawQueue } from "../lib/frameBatch";
 import type { AlignedData } from "../lib/series";
 import { countPoints, MetricStore } from "../lib/series";
 import { metricAxis } from "../lib/axes";
@@ -36,45 +36,13 @@ export const OFFSCREEN_MS = 1000;
 const redraws = new RedrawQueue(REDRAW_SPACING);
 
 /**
- * Charts mounted together (a job page's metric charts when its snapshot arrives, Compare's,
- * the device charts) are built one per frame, in mount order: the first one in a task is built
- * at once, before the paint (a layout effect); each other one waits here and is built in a task
- * of its own after the next frame. Built together, the browser painted none of them until all
- * were drawn: 6 charts of 8 ranks × 18,750 steps kept the first paint back 230-270 ms, the
- * loss chart alone takes a fifth of that (issue #34; docs/benchmarks.md).
+ * Charts mounted together (a job page's metric charts when its snapshot arrives, Compare's, the
+ * device charts) are built one per frame, in mount order (lib/frameBatch.ts): the first at once,
+ * before the paint (a layout effect), each other one after the next frame. Built together, the
+ * browser painted none of them until all were drawn: 6 charts of 8 ranks × 18,750 steps kept the
+ * first paint back 250-590 ms, the loss chart alone 55-155 (issue #34; docs/benchmarks.md).
  */
-const builds: (() => void)[] = [];
-let builtInTask = false;
-let pumping = false;
-
-/** Build now (the first chart of this task) or after the next frame; returns a cancel. */
-function buildSoon(build: () => void): () => void {
-  if (!builtInTask && builds.length === 0) {
-    builtInTask = true;
-    queueMicrotask(() => (builtInTask = false)); // after this commit's other layout effects
-    build();
-    return () => undefined;
-  }
-  builds.push(build);
-  pump();
-  return () => {
-    const at = builds.indexOf(build);
-    if (at >= 0) builds.splice(at, 1);
-  };
-}
-
-function pump(): void {
-  if (pumping || builds.length === 0) return;
-  pumping = true;
-  // after the next frame is painted: a frame callback, then a task
-  requestAnimationFrame(() =>
-    setTimeout(() => {
-      pumping = false;
-      builds.shift()?.();
-      pump();
-    }),
-  );
-}
+const builds = new BuildQueue();
 
 export interface ChartProps {
   testId: string;
@@ -262,7 +230,7 @@ export function Chart({ testId, title, options, data, drawn, points, subscribe, 
     };
     let plot: uPlot | null = null;
     el.style.minHeight = `${height}px`; // a chart waiting for its build keeps its plot's height
-    const cancelBuild = buildSoon(() => {
+    const cancelBuild = builds.add(() => {
       el.style.minHeight = "";
       plot = build(toDraw());
       record(plot);

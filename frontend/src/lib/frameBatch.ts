@@ -140,6 +140,58 @@ export class RedrawQueue {
 }
 
 /**
+ * Builds of things mounted together (a page's charts), one per frame, in the order asked: the
+ * first asked in a task runs at once, each other one in a task of its own after the next frame
+ * (`afterFrame`: a frame callback, then a task), so the browser paints between them. Charts
+ * built together in one commit's layout effects kept the first paint back until every one was
+ * drawn (issue #34).
+ */
+export class BuildQueue {
+  private readonly waiting: (() => void)[] = [];
+  private builtInTask = false;
+  private scheduled = false;
+
+  constructor(
+    private readonly afterFrame: (run: () => void) => void = (run) => requestAnimationFrame(() => setTimeout(run)),
+    private readonly afterTask: (run: () => void) => void = (run) => queueMicrotask(run),
+  ) {}
+
+  /** Run `build` now (the first of this task, none waiting) or after the next frame; returns a cancel. */
+  add(build: () => void): () => void {
+    if (!this.builtInTask && this.waiting.length === 0) {
+      this.builtInTask = true;
+      this.afterTask(() => (this.builtInTask = false)); // after the other layout effects of this commit
+      build();
+      return () => undefined;
+    }
+    this.waiting.push(build);
+    this.pump();
+    return () => {
+      const at = this.waiting.indexOf(build);
+      if (at >= 0) this.waiting.splice(at, 1);
+    };
+  }
+
+  get pending(): number {
+    return this.waiting.length;
+  }
+
+  private pump(): void {
+    if (this.scheduled || this.waiting.length === 0) return;
+    this.scheduled = true;
+    this.afterFrame(() => {
+      this.scheduled = false;
+      const build = this.waiting.shift();
+      try {
+        build?.();
+      } finally {
+        this.pump();
+      }
+    });
+  }
+}
+
+/**
  * A trailing throttle: `run()` calls `fn` at once when it last ran `ms` ago or more, else once
  * when that much time has passed (calls in between fold into that one). `ms` may be a function,
  * read at each call (a pane out of view re-renders less often). The job page's log pane
