@@ -8,22 +8,20 @@ Create Date: 2026-11-28 14:55:00
 
 import sqlalchemy as sa
 
-from migrations.helpers import add_columns, column, drop_columns
+from migrations.helpers import adding, column
 
-revision: str = "0024"
-down_revision: str | None = "0023"
-
-
-def upgrade() -> None:
-    add_columns(
-        "attempts",
+#: what this revision adds, per table (dropped again in reverse order)
+ADDED = {
+    "attempts": (
         column(
             "slurm_job_id",
             sa.String(32),
             "the Slurm job that runs it (the Slurm executor only)",
         ),
     )
+}
 
+revision: str = "0024"
+down_revision: str | None = "0023"
 
-def downgrade() -> None:
-    drop_columns("attempts", "slurm_job_id")
+upgrade, downgrade = adding(ADDED)
