@@ -16,6 +16,7 @@ control key (backend.signals.request_stop).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Protocol
 
 from sqlalchemy.orm import Session
@@ -35,6 +36,16 @@ class Executor(Protocol):
         """End the attempts this executor knows can no longer run (a lost node, a slice no
         one claimed, an allocation that ended without a report); the ids of the jobs moved.
         Runs at the start of every scheduling pass, in its transaction."""
+        ...
+
+    def quiet_until(self, session: Session) -> datetime | None:
+        """With nothing in flight: the earliest moment `observe` may find something to end
+        that no wake-up announces (a node's lease running out); None if nothing can. The
+        scheduler skips its passes until then, unless woken."""
+        ...
+
+    def still_listening(self) -> None:
+        """A pass skipped while idle (see `quiet_until`): the control plane listened now."""
         ...
 
     def place(

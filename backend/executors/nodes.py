@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import redis
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from backend.db import as_utc, utcnow
@@ -112,12 +112,30 @@ class NodePool:
 
     def observe(self, session: Session) -> set[int]:
         """Lost nodes' attempts, unclaimed slices and broken bookings end here."""
+        self.still_listening()
+        changed = self._expire_nodes(session) | self._withdraw_unclaimed(session)
+        return changed | repair_bookings(session)
+
+    def quiet_until(self, session: Session) -> datetime | None:
+        """When the first lease of a node that is up runs out (`_expire_nodes`), if none
+        beats again before; None while no node is up."""
+        oldest = session.scalar(
+            select(func.min(Node.last_heartbeat)).where(Node.state == NodeState.up)
+        )
+        if oldest is None:
+            return None
+        ends = as_utc(oldest) + self.heartbeat_timeout
+        if self.grace_from is not None:
+            ends = max(ends, self.grace_from + self.heartbeat_timeout)
+        return ends
+
+    def still_listening(self) -> None:
+        """The control plane listened now: a gap of more than half a timeout since it last
+        did (a restart, another leader, a stall) gives every node a full timeout from now."""
         now = utcnow()
         last, self._last_observed = self._last_observed, now
         if last is None or now - last > self.heartbeat_timeout / 2:
             self.grace_from = now  # (re)started, not leader or stalled: the silence was ours
-        changed = self._expire_nodes(session) | self._withdraw_unclaimed(session)
-        return changed | repair_bookings(session)
 
     def place(
         self,

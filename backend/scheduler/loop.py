@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from datetime import datetime, timedelta
 from typing import Any
 
 import redis
@@ -42,7 +43,7 @@ from backend.signals import (
     announce_jobs,
     request_stop,
 )
-from backend.usage.accounting import settle
+from backend.usage.accounting import next_settle, settle
 from workers.contract.oom import reduced_spec
 from workers.contract.protocol import AttemptOrder, StopRequest
 from workers.contract.spec import JobSpec
@@ -54,6 +55,9 @@ log = logging.getLogger(__name__)
 #: (backend.signals.wake_scheduler: a submission, an attempt's end, a node's registration or
 #: change), so this only bounds how late it sees time-based news (a silent node's lease)
 IDLE_SECONDS = 2.0
+#: the longest an idle leader goes without a full pass when nothing woke it and nothing is
+#: due (`Scheduler._quiet`): a bound on what a wake-up lost to Redis would cost
+QUIET_MAX = timedelta(seconds=30)
 #: what a pass writes of each "scheduled" event (the rest are the columns' defaults)
 EVENT_COLUMNS = ("job_id", "attempt_id", "kind", "message", "time")
 #: attempts dated per statement at a pass's commit (SQLite binds at most 32,766 values)
@@ -87,6 +91,11 @@ class Scheduler:
         #: passes this far apart while idle; within the leader lock's TTL, renewed each pass
         self.idle_interval = max(interval, min(idle_interval, ttl / 2))
         self._idle = False  # the last pass found nothing queued, in flight or changed
+        #: after an idle pass: the first moment a pass may find work no wake-up announces
+        #: (a node's lease runs out, an ended attempt is due to settle)
+        self._quiet_until: datetime | None = None
+        self._leading = False  # this process led at its last pass or skipped pass
+        self._woken = False  # the last wait ended with a wake-up (or with a Redis error)
         self.leader = LeaderLock(client, ttl=ttl)
         self.keys = keys_of(client)
 
@@ -97,10 +106,35 @@ class Scheduler:
 
     def _pass_or_wait(self) -> None:
         leader = self.leader.hold()
-        if leader:
+        if leader and self._quiet():
+            self.executor.still_listening()  # the leader lock renewed, no database work
+        elif leader:
             self.tick()
-        wait = self.wait_seconds if leader else self.interval
-        self.client.blpop([self.keys.name(SCHEDULER_WAKE_KEY)], timeout=wait)
+        self._leading = leader
+        self._woken = True  # a wake-up a Redis error below may have lost counts as one
+        woke = self.client.blpop([self.keys.name(SCHEDULER_WAKE_KEY)], timeout=self._wait())
+        self._woken = woke is not None
+
+    def _quiet(self) -> bool:
+        """Whether this pass can be skipped: the last one (ours, as leader) found nothing to
+        do, nothing woke the loop since, and nothing can have come due without a wake-up."""
+        return (
+            self._idle
+            and self._leading
+            and not self._woken
+            and self._quiet_until is not None
+            and utcnow() < self._quiet_until
+        )
+
+    def _wait(self) -> float:
+        """How long to wait for a wake-up now: `wait_seconds` as leader (renewing the lock
+        within its TTL), no later than the moment a skipped pass would come due."""
+        if not self._leading:
+            return self.interval
+        wait = self.wait_seconds
+        if self._idle and self._quiet_until is not None:
+            wait = min(wait, (self._quiet_until - utcnow()).total_seconds())
+        return max(wait, 0.001)  # BLPOP's timeout 0 would wait for ever
 
     @property
     def wait_seconds(self) -> float:
@@ -110,15 +144,18 @@ class Scheduler:
 
     def tick(self) -> list[Placement]:
         """One pass: what the executor saw end, restarts due, stop requests, new placements."""
+        self._idle = False  # until this pass has committed
         with self.db.session() as session:
             changed = self.executor.observe(session) | release_restarts(session)
             self._reassert_stops(session)
             settle(session)  # ended attempts' device-seconds (backend.usage)
             self._preempting, self._placed = [], []
             placements, orders, waiting = self._place(session)
-            self._idle = not (changed or placements or waiting) and not self._in_flight(session)
+            idle = not (changed or placements or waiting) and not self._in_flight(session)
+            quiet_until = self._due(session) if idle else None
             self._start_claim_clocks(session)
             session.commit()
+        self._idle, self._quiet_until = idle, quiet_until
         # after the commit: a victim's end report must find why it stopped
         self.executor.stop(self._preempting, StopRequest.preempt)
         self.executor.start(orders)
@@ -144,6 +181,11 @@ class Scheduler:
             )
         for attempt in self._placed:
             set_committed_value(attempt, "created_at", now)
+
+    def _due(self, session: Session) -> datetime:
+        """After an idle pass: when the next pass must run even if nothing wakes the loop."""
+        due = [utcnow() + QUIET_MAX, self.executor.quiet_until(session), next_settle(session)]
+        return min(moment for moment in due if moment is not None)
 
     @staticmethod
     def _in_flight(session: Session) -> bool:

@@ -175,6 +175,16 @@ def settle(session: Session, *, limit: int = 500) -> int:
     return len(ended)
 
 
+def next_settle(session: Session) -> datetime | None:
+    """When the first ended attempt not yet settled is due (`settle`); None if none waits."""
+    first = session.scalar(
+        select(func.min(Attempt.finished_at)).where(
+            Attempt.finished_at.is_not(None), Attempt.allocated_device_seconds.is_(None)
+        )
+    )
+    return None if first is None else as_utc(first) + SETTLE_AFTER
+
+
 def decayed_usage(
     session: Session, *, half_life: timedelta, now: datetime | None = None
 ) -> dict[int, float]:

@@ -22,7 +22,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import redis
@@ -213,6 +213,13 @@ class SlurmExecutor:
         self._stopping = {k: v for k, v in self._stopping.items() if k in by_attempt}
         self._account(session, set(queue), now)
         return changed
+
+    def quiet_until(self, session: Session) -> datetime | None:
+        """Now: Slurm is polled (its nodes for the cluster page too) at every pass."""
+        return utcnow()
+
+    def still_listening(self) -> None:
+        """Nothing to note: no pass is skipped (`quiet_until`)."""
 
     def place(
         self,
