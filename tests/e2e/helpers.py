@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -37,13 +38,22 @@ def submitted_job_id(page: Page) -> int:
     return int(page.url.rstrip("/").rsplit("/", 1)[1])
 
 
-def open_running_job(page: Page, stack: RunningStack, job_id: int) -> Locator:
-    """Log in, open the job's page and wait until it reads running; its state badge."""
-    log_in(page, stack)
-    page.goto(f"{stack.url}/jobs/{job_id}")
-    state = page.get_by_test_id("job-state")
-    expect(state).to_have_attribute("data-state", "running", timeout=120_000)
-    return state
+@contextlib.contextmanager
+def running_job_page(
+    page: Page, stack: RunningStack, name: str, **job: Any
+) -> Iterator[tuple[int, Locator]]:
+    """A job of a million steps (`job`: more of submit_job's options) open on its page once
+    that reads running: its id and state badge. Cancelled on the way out, whatever the test
+    did."""
+    job_id = submit_job(stack, name, steps=1_000_000, **job)
+    try:
+        log_in(page, stack)
+        page.goto(f"{stack.url}/jobs/{job_id}")
+        state = page.get_by_test_id("job-state")
+        expect(state).to_have_attribute("data-state", "running", timeout=120_000)
+        yield job_id, state
+    finally:
+        cancel_quietly(stack, job_id)
 
 
 def submit_job(

@@ -9,12 +9,11 @@ from playwright.sync_api import Page, expect
 
 from tests.e2e.conftest import SCREENSHOTS
 from tests.e2e.helpers import (
-    cancel_quietly,
     count,
     get_job,
     log_in,
-    open_running_job,
     open_submit,
+    running_job_page,
     submit_job,
     submitted_job_id,
     wait_state,
@@ -55,9 +54,8 @@ def test_a_field_error_shows_next_to_its_field_and_the_fixed_form_submits(
 def test_pause_then_resume_on_a_different_number_of_devices(
     page: Page, stack: RunningStack
 ) -> None:
-    job_id = submit_job(stack, "browser-pause", steps=1_000_000, devices=2, checkpoint_every=20)
-    try:
-        state = open_running_job(page, stack, job_id)
+    running = running_job_page(page, stack, "browser-pause", devices=2, checkpoint_every=20)
+    with running as (job_id, state):
         wait_for(lambda: count(page, "loss-chart") > 3, timeout=90, what="the loss to be drawn")
 
         page.get_by_test_id("pause-button").click()
@@ -84,8 +82,6 @@ def test_pause_then_resume_on_a_different_number_of_devices(
             timeout=90,
             what="the resumed job's loss to be drawn",
         )
-    finally:
-        cancel_quietly(stack, job_id)
 
 
 def test_clone_a_job_with_a_changed_learning_rate(page: Page, stack: RunningStack) -> None:

@@ -7,7 +7,7 @@ import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, Response, expect
 
 from tests.e2e.conftest import SCREENSHOTS
-from tests.e2e.helpers import cancel_quietly, get_job, log_in, open_running_job, submit_job
+from tests.e2e.helpers import get_job, log_in, running_job_page
 from tests.stack import RunningStack, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -18,9 +18,8 @@ def test_after_an_elastic_resume_the_page_shows_the_global_batch_the_engine_keep
 ) -> None:
     # batch 32 on 2 replicas: global batch 64; resumed on 1 device, the engine keeps 64
     # (2 accumulation steps) where the spec's arithmetic on 1 device says 32
-    job_id = submit_job(stack, "browser-facts", steps=1_000_000, devices=2, checkpoint_every=20)
-    try:
-        state = open_running_job(page, stack, job_id)
+    running = running_job_page(page, stack, "browser-facts", devices=2, checkpoint_every=20)
+    with running as (job_id, state):
         batch = page.get_by_test_id("job-global-batch")
         strategy = page.get_by_test_id("job-strategy")
         expect(batch).to_have_text("64 = 32 × 1 accumulation × 2 replicas", timeout=60_000)
@@ -50,8 +49,6 @@ def test_after_an_elastic_resume_the_page_shows_the_global_batch_the_engine_keep
         assert job["facts"]["global_batch"] == 64 and job["facts"]["accumulation"] == 2
         assert job["implications"]["global_batch"] == 32  # the spec's arithmetic differs
         page.screenshot(path=str(SCREENSHOTS / "job-resumed.png"), full_page=True)
-    finally:
-        cancel_quietly(stack, job_id)
 
 
 def test_the_login_page_logs_no_console_error(browser: Browser, stack: RunningStack) -> None:
