@@ -22,7 +22,6 @@ from backend.child_restarts import Child, keep_running
 from backend.config import Settings
 from backend.db import Database
 from backend.migrate import upgrade
-from backend.telemetry.live.direct import WS_PROTOCOL
 from workers.node.redis_access import (
     HOW_TO_FIX,
     OpenRedis,
@@ -211,23 +210,9 @@ def up(settings: Settings, *, cpu_slots: int, node_name: str = "local") -> int:
         if settings.executor == "slurm":  # Slurm starts the supervisors; they get this
             env.setdefault("TRAINBOARD_ALLOW_SAME_USER", "1")
         api_command = (
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "backend.app:create_app",
-                "--factory",
-                "--host",
-                settings.host,
-                "--port",
-                str(settings.port),
-                "--log-level",
-                "warning",
-                "--ws",
-                WS_PROTOCOL,
-                # X-Forwarded-For is believed only from TRAINBOARD_TRUSTED_PROXIES (ratelimit.py)
-                "--no-proxy-headers",
-            ],
+            # uvicorn without its 0.1-s tick, its options there (backend/api_server.py)
+            [sys.executable, "-m", "backend.api_server"]
+            + ["--host", settings.host, "--port", str(settings.port)],
             # the ingest runs in a process of its own (below), so its rounds do not hold the
             # API's GIL while the API delivers what they commit (docs/benchmarks.md)
             {**env, "TRAINBOARD_RUN_INGEST": "false"},

@@ -61,8 +61,10 @@ def role(proc: psutil.Process, up_pid: int) -> str:
     if proc.pid == up_pid:
         return "up"
     line = " ".join(proc.cmdline())
-    if "uvicorn" in line:
+    if "uvicorn" in line or "backend.api_server" in line:  # uvicorn's CLI or our entry
         return "api"
+    if "backend.cli ingest" in line:
+        return "ingest"
     if "backend.cli worker" in line:
         return "worker"
     if "redis-server" in line:

@@ -190,7 +190,7 @@ def test_the_api_gone_for_three_timeouts_never_runs_a_job_twice(cluster: Cluster
     api = next(
         p
         for p in psutil.Process(cluster.stack.process.pid).children(recursive=True)
-        if "uvicorn" in " ".join(p.cmdline())
+        if "backend.api_server" in " ".join(p.cmdline())
     )
     watch = AttemptWatch(job_id)
     api.suspend()  # API and scheduler gone for 3 x the 8 s timeout

@@ -42,7 +42,7 @@ def answer(stack: RunningStack, path: str) -> dict[str, object] | None:
         return None
 
 
-@pytest.mark.parametrize("victim", ["uvicorn", "cli ingest", "worker"])
+@pytest.mark.parametrize("victim", ["backend.api_server", "cli ingest", "worker"])
 def test_a_child_killed_mid_job_is_restarted_and_the_job_finishes_every_step_once(
     tmp_path: Path, victim: str
 ) -> None:
