@@ -111,9 +111,14 @@ def patch_tasks(module):
 
     signals.task_received.connect(lambda **_: rec("received"), weak=False)
     signals.task_prerun.connect(lambda **_: rec("task_start"), weak=False)
+    signals.worker_ready.connect(lambda **_: rec("consumer_ready"), weak=False)
+    signals.celeryd_init.connect(lambda **_: rec("celeryd_init"), weak=False)
+    signals.worker_init.connect(lambda **_: rec("worker_init"), weak=False)
+    signals.import_modules.connect(lambda **_: rec("import_modules"), weak=False)
 
 
 def patch_api(module):
+    around(module.NodeApiClient, "register", "register_sent", "register_answered")
     around(
         module.NodeApiClient,
         "claim",
@@ -227,6 +232,7 @@ def fine_hops(path: Path, jobs: list[dict[str, float]]) -> dict[str, dict[str, f
     events.sort()
     found: dict[str, list[float]] = {name: [] for name, _, _ in HOPS}
     slowest: dict[str, float] = {}  # the hops of the job that took longest to its claim
+    delivery: list[float] = []  # each job's publish -> received, in submission order
     for job in jobs:
         times = {"created": job["created"]}
         attempt = str(int(job["attempt"]))
@@ -258,9 +264,16 @@ def fine_hops(path: Path, jobs: list[dict[str, float]]) -> dict[str, dict[str, f
         }
         for name, took in mine.items():
             found[name].append(took / 1000)
+        delivery.append(mine.get("publish (sent) -> received", float("nan")))
         if sum(mine.values()) > sum(slowest.values()):
             slowest = mine
-    out = {name: _percentiles(values) for name, values in found.items() if values}
+    out: dict[str, dict[str, float]] = {
+        name: _percentiles(values) for name, values in found.items() if values
+    }
+    ready = [at for at, event, _ in events if event == "consumer_ready"]
+    if ready and jobs:  # the worker's consumer started after (+) or before (-) job 1's submit
+        out["consumer ready - first submit (ms)"] = {"": 1000 * (ready[0] - jobs[0]["created"])}
+    out["delivery per job (ms)"] = {str(n): ms for n, ms in enumerate(delivery, 1)}
     return {**out, "slowest job (ms)": slowest}
 
 
@@ -299,6 +312,9 @@ def main() -> None:
                 if hop in found:
                     p = found[hop]
                     print(f"  {what}: p50 {p['p50_ms']:.1f} ms, p99 {p['p99_ms']:.1f} ms")
+            for extra in ("consumer ready - first submit (ms)", "delivery per job (ms)"):
+                if extra in found:
+                    print(f"  {extra}:", " ".join(f"{v:.0f}" for v in found[extra].values()))
             slowest = found.get("slowest job (ms)", {})
             print("  slowest job:", ", ".join(f"{h} {ms:.1f}" for h, ms in slowest.items()))
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,3 +49,40 @@ def test_an_attempt_order_reaches_the_node_queue(
     assert message["headers"]["task"] == RUN_ATTEMPT_TASK
     (args, _, _) = json.loads(base64.b64decode(message["body"]))
     assert AttemptOrder.model_validate(args[0]) == order
+
+
+#: a fresh interpreter: warm the app, then build and start a worker until it consumes
+WARMED_WORKER = """
+import sys
+from celery.signals import worker_ready
+from workers.node.celery_app import make_celery, warm_worker
+
+app = make_celery(sys.argv[1])
+warm_worker(app)
+before = set(sys.modules)
+
+
+def consuming(**_):
+    new = sorted(m for m in set(sys.modules) - before if m.split(".")[0] in ("celery", "kombu"))
+    print("imported after warm-up:", new, flush=True)
+    raise SystemExit(0)
+
+
+worker_ready.connect(consuming, weak=False)
+worker = app.Worker(queues=["tb-warm-test"], pool="threads", concurrency=1, quiet=True,
+    redirect_stdouts=False, without_heartbeat=True, without_mingle=True, without_gossip=True)
+worker.start()
+"""
+
+
+def test_a_warmed_worker_starts_consuming_without_importing(redis_url: str) -> None:
+    """What the node agent warms before it registers is all Celery imports to start
+    consuming: an order sent once the node is registered does not wait on imports."""
+    done = subprocess.run(
+        [sys.executable, "-c", WARMED_WORKER, redis_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "imported after warm-up: []" in done.stdout, done.stdout + done.stderr

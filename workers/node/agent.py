@@ -22,7 +22,7 @@ from workers.devices.registry import DeviceRegistry
 from workers.devices.sampler import DeviceSampler
 from workers.node.api_client import NodeApiClient
 from workers.node.broker import BrokerCheck
-from workers.node.celery_app import make_celery
+from workers.node.celery_app import make_celery, warm_worker
 from workers.node.heartbeat import Fence, Heartbeat
 from workers.node.redis_access import HOW_TO_FIX, OpenRedis, is_private, refuse_open_redis
 from workers.node.registration import node_registration
@@ -93,6 +93,11 @@ def run_node_agent(settings: WorkerSettings) -> int:
         len(registration.devices),
     )
     broker = BrokerCheck(settings.redis_url)
+    app = make_celery(settings.redis_url)
+    # registered, the node is given work at once: its consumer must then start without
+    # Celery's imports or a collection of start-up's heap in the way (a waiting order)
+    warm_worker(app)
+    settle_heap()
 
     def register(retry_for: float | None = None) -> Any:
         seen = {"deployments_seen": broker.seen_deployments()}
@@ -118,7 +123,6 @@ def run_node_agent(settings: WorkerSettings) -> int:
     sampler = DeviceSampler(
         probe, registry, publisher, node=settings.node_name, interval=settings.sample_interval
     )
-    app = make_celery(settings.redis_url)
     register_tasks(
         app,
         settings=settings,
@@ -148,7 +152,7 @@ def run_node_agent(settings: WorkerSettings) -> int:
             without_gossip=True,
             loglevel="INFO",
         )
-        settle_heap()  # start-up's objects out of the collector's full passes (relays run here)
+        settle_heap()  # the rest of start-up's objects out of the collector's full passes
         worker.start()
         return int(worker.exitcode or 0)
     finally:

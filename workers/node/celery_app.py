@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from urllib.parse import urlsplit
 
 from celery import Celery
@@ -35,6 +36,38 @@ def make_celery(redis_url: str) -> Celery:
         task_default_queue="trainboard",
     )
     return app
+
+
+#: what Celery imports as a worker is built and started (its bootsteps, the consumer, the
+#: thread pool, kombu's Redis transport and event loop)
+WORKER_MODULES = (
+    "celery.apps.worker",
+    "celery.worker.autoscale",
+    "celery.worker.components",
+    "celery.worker.consumer",
+    "celery.worker.consumer.delayed_delivery",
+    "celery.worker.loops",
+    "celery.worker.request",
+    "celery.worker.strategy",
+    "celery.concurrency.thread",
+    "celery.events.receiver",
+    "kombu.asynchronous.hub",
+    "kombu.mixins",
+    "kombu.transport.redis",
+)
+
+
+def warm_worker(app: Celery) -> None:
+    """Do ahead what building and starting app's worker would do first: import its modules
+    and resolve the app's parts (result backend, remote control, queues).
+
+    The node agent calls this before it registers: once registered it is given work, and
+    an order sent before its consumer started waits in Redis (the first job after a start
+    waited 80-360 ms for those imports; docs/benchmarks.md, "Submit → running latency").
+    """
+    for name in WORKER_MODULES:
+        importlib.import_module(name)
+    _ = app.Worker, app.backend, app.control, app.events, app.log, app.amqp.queues
 
 
 def direct_queue(name: str) -> Queue:
