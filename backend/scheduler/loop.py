@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import datetime, timedelta
+import time
+from datetime import timedelta
 from typing import Any
 
 import redis
@@ -92,8 +93,9 @@ class Scheduler:
         self.idle_interval = max(interval, min(idle_interval, ttl / 2))
         self._idle = False  # the last pass found nothing queued, in flight or changed
         #: after an idle pass: the first moment a pass may find work no wake-up announces
-        #: (a node's lease runs out, an ended attempt is due to settle)
-        self._quiet_until: datetime | None = None
+        #: (a node's lease runs out, an ended attempt is due to settle), on the monotonic
+        #: clock, so that a step of the wall clock cannot stretch a skip past QUIET_MAX
+        self._quiet_until: float | None = None
         self._leading = False  # this process led at its last pass or skipped pass
         self._woken = False  # the last wait ended with a wake-up (or with a Redis error)
         self.leader = LeaderLock(client, ttl=ttl)
@@ -123,7 +125,7 @@ class Scheduler:
             and self._leading
             and not self._woken
             and self._quiet_until is not None
-            and utcnow() < self._quiet_until
+            and time.monotonic() < self._quiet_until
         )
 
     def _wait(self) -> float:
@@ -133,7 +135,7 @@ class Scheduler:
             return self.interval
         wait = self.wait_seconds
         if self._idle and self._quiet_until is not None:
-            wait = min(wait, (self._quiet_until - utcnow()).total_seconds())
+            wait = min(wait, self._quiet_until - time.monotonic())
         return max(wait, 0.001)  # BLPOP's timeout 0 would wait for ever
 
     @property
@@ -182,10 +184,13 @@ class Scheduler:
         for attempt in self._placed:
             set_committed_value(attempt, "created_at", now)
 
-    def _due(self, session: Session) -> datetime:
-        """After an idle pass: when the next pass must run even if nothing wakes the loop."""
-        due = [utcnow() + QUIET_MAX, self.executor.quiet_until(session), next_settle(session)]
-        return min(moment for moment in due if moment is not None)
+    def _due(self, session: Session) -> float:
+        """After an idle pass: when (`time.monotonic()`) the next pass must run even if
+        nothing wakes the loop."""
+        now = utcnow()
+        due = [now + QUIET_MAX, self.executor.quiet_until(session), next_settle(session)]
+        first = min(moment for moment in due if moment is not None)
+        return time.monotonic() + (first - now).total_seconds()
 
     @staticmethod
     def _in_flight(session: Session) -> bool:
