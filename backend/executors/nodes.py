@@ -33,7 +33,7 @@ from backend.placement.policy import NodeCapacity, Plan, QueuedJob, Quota, plan
 from backend.placement.preemption import RunningJob
 from backend.signals import announce_nodes, request_stops
 from workers.contract.protocol import RUN_ATTEMPT_TASK, AttemptOrder, StopRequest
-from workers.node.celery_app import direct_queue
+from workers.node.celery_app import direct_queue, warm_sender
 
 
 def busy_devices(session: Session) -> dict[str, set[int]]:
@@ -102,6 +102,7 @@ class NodePool:
     ) -> None:
         self.client = client
         self.celery = celery
+        warm_sender(celery)  # not in the first pass's publish: its order's wait
         self.heartbeat_timeout = timedelta(seconds=heartbeat_timeout)
         self.claim_timeout = timedelta(seconds=claim_timeout)
         self.keys = keys_of(client)

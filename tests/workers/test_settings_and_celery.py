@@ -51,6 +51,19 @@ def test_an_attempt_order_reaches_the_node_queue(
     assert AttemptOrder.model_validate(args[0]) == order
 
 
+def in_fresh_interpreter(script: str, redis_url: str) -> str:
+    """What script printed, run by a new Python (nothing of Celery imported yet); its
+    output and errors are both returned, for the assertion's message."""
+    done = subprocess.run(
+        [sys.executable, "-c", script, redis_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return done.stdout + done.stderr
+
+
 #: a fresh interpreter: warm the app, then build and start a worker until it consumes
 WARMED_WORKER = """
 import sys
@@ -78,11 +91,27 @@ worker.start()
 def test_a_warmed_worker_starts_consuming_without_importing(redis_url: str) -> None:
     """What the node agent warms before it registers is all Celery imports to start
     consuming: an order sent once the node is registered does not wait on imports."""
-    done = subprocess.run(
-        [sys.executable, "-c", WARMED_WORKER, redis_url],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert "imported after warm-up: []" in done.stdout, done.stdout + done.stderr
+    assert "imported after warm-up: []" in in_fresh_interpreter(WARMED_WORKER, redis_url)
+
+
+#: a fresh interpreter: warm the app, then send an order through the scheduler's path
+WARMED_SENDER = """
+import sys
+from workers.node.celery_app import direct_queue, make_celery, warm_sender
+
+app = make_celery(sys.argv[1])
+warm_sender(app)
+before = set(sys.modules)
+with app.producer_or_acquire() as producer, producer.batch(max_size=1):
+    app.send_task("x", args=[1], queue=direct_queue("tb-warm-test"), producer=producer,
+        declare=[])
+new = sorted(m for m in set(sys.modules) - before if m.split(".")[0] in ("celery", "kombu"))
+print("imported after warm-up:", new, "sent:", app.connection().default_channel.client.llen(
+    "tb-warm-test"), flush=True)
+"""
+
+
+def test_a_warmed_sender_sends_without_importing(redis_url: str) -> None:
+    """The node pool warms its Celery app when it is built: the first pass's orders are
+    sent without importing or resolving Celery's parts on the way."""
+    assert "imported after warm-up: [] sent: 1" in in_fresh_interpreter(WARMED_SENDER, redis_url)

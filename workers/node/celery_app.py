@@ -57,6 +57,15 @@ WORKER_MODULES = (
 )
 
 
+#: what a first send imports on its way (the connection's host name goes through IDNA)
+SENDER_MODULES = (
+    "celery.events.dispatcher",
+    "encodings.idna",
+    "kombu.mixins",
+    "kombu.utils.limits",
+)
+
+
 def warm_worker(app: Celery) -> None:
     """Do ahead what building and starting app's worker would do first: import its modules
     and resolve the app's parts (result backend, remote control, queues).
@@ -68,6 +77,15 @@ def warm_worker(app: Celery) -> None:
     for name in WORKER_MODULES:
         importlib.import_module(name)
     _ = app.Worker, app.backend, app.control, app.events, app.log, app.amqp.queues
+
+
+def warm_sender(app: Celery) -> None:
+    """Do ahead what app's first `send_task` would do first: resolve its parts (the AMQP
+    layer, result backend, producer pool and with it kombu's Redis transport). Connects to
+    nothing: the scheduler's first order after a start would wait on it (34 ms idle)."""
+    for name in SENDER_MODULES:
+        importlib.import_module(name)
+    _ = app.amqp, app.amqp.router, app.backend, app.events, app.producer_pool
 
 
 def direct_queue(name: str) -> Queue:
