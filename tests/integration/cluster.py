@@ -122,13 +122,17 @@ class Cluster(JobApi):
         return int(self.api("POST", "/api/jobs", json=spec)["id"])
 
 
-def rank_processes(job_id: int) -> list[psutil.Process]:
-    """The live rank processes of a job on this machine."""
-    ranks = []
+def rank_processes(job_id: int, data_dir: Path) -> list[psutil.Process]:
+    """The live engine rank processes of a job whose runs lie under data_dir (one test's
+    stack: another test run's job with the same id on this machine is not counted)."""
+    ranks, root = [], f"{data_dir}/"
     for proc in psutil.process_iter(["cmdline"]):
         try:
-            if "workers.rank.engine" in " ".join(proc.info["cmdline"] or ()) and (
-                proc.environ().get("TRAINBOARD_JOB_ID") == str(job_id)
+            env = proc.environ()
+            if (
+                "workers.rank.engine" in " ".join(proc.info["cmdline"] or ())
+                and env.get("TRAINBOARD_JOB_ID") == str(job_id)
+                and env.get("TRAINBOARD_RUN_DIR", "").startswith(root)
             ):
                 ranks.append(proc)
         except psutil.Error:

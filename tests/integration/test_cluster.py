@@ -96,7 +96,7 @@ def test_a_task_delivered_twice_trains_once(cluster: Cluster) -> None:
         timeout=30,
         what="the duplicate",
     )
-    assert len(rank_processes(job_id)) == 2
+    assert len(rank_processes(job_id, cluster.stack.data_dir)) == 2
     assert len(cluster.api("GET", f"/api/jobs/{job_id}/attempts")) == 1
     _cancel_all(cluster, [job_id])
 

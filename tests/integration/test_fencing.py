@@ -30,13 +30,17 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield running
 
 
-def ranks_of(job_id: int) -> dict[int, list[psutil.Process]]:
-    """Live rank processes of a job on this machine, by attempt id (read as root)."""
+def ranks_of(cluster: Cluster, job_id: int) -> dict[int, list[psutil.Process]]:
+    """Live rank processes of a job of this cluster, by attempt id (read as root): only those
+    whose run folder lies under the cluster's own folder, not another test run's job with
+    the same id on this machine."""
     found: dict[int, list[psutil.Process]] = {}
+    root = f"{cluster.tmp}/"
     for proc in psutil.process_iter():
         try:
             env = proc.environ()
-            if env.get("TRAINBOARD_JOB_ID") == str(job_id) and alive(proc):
+            ours = env.get("TRAINBOARD_RUN_DIR", "").startswith(root)
+            if ours and env.get("TRAINBOARD_JOB_ID") == str(job_id) and alive(proc):
                 found.setdefault(int(env["TRAINBOARD_ATTEMPT_ID"]), []).append(proc)
         except (psutil.Error, KeyError, ValueError):
             continue
@@ -46,7 +50,8 @@ def ranks_of(job_id: int) -> dict[int, list[psutil.Process]]:
 class AttemptWatch:
     """Samples every 100 ms which attempts of a job have live ranks; remembers overlaps."""
 
-    def __init__(self, job_id: int) -> None:
+    def __init__(self, cluster: Cluster, job_id: int) -> None:
+        self.cluster = cluster
         self.job_id, self.overlaps = job_id, []  # type: tuple[int, list[list[int]]]
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -54,7 +59,7 @@ class AttemptWatch:
 
     def _run(self) -> None:
         while not self._stop.wait(0.1):
-            alive = sorted(ranks_of(self.job_id))
+            alive = sorted(ranks_of(self.cluster, self.job_id))
             if len(alive) > 1:
                 self.overlaps.append(alive)
 
@@ -108,7 +113,7 @@ def test_a_worker_restarted_at_once_ends_its_old_attempts_and_the_job_resumes(
 ) -> None:
     job_id = only_on_n2(cluster, "fast-restart", steps=300, checkpoint={"every_steps": 40})
     wait_for(lambda: cluster.job(job_id)["step"] >= 90, timeout=120, what="two checkpoints")
-    old = ranks_of(job_id)
+    old = ranks_of(cluster, job_id)
     cluster.kill_worker("n2")
     restarted = time.monotonic()
     cluster.start_worker("n2")  # what systemd or `restart: unless-stopped` do
@@ -168,7 +173,7 @@ def test_a_node_cut_off_past_the_timeout_is_killed_on_return_and_its_late_checkp
         os.kill(worker.pid, signal.SIGCONT)
     first_id = lost["id"]
     wait_for(
-        lambda: first_id not in ranks_of(job_id),
+        lambda: first_id not in ranks_of(cluster, job_id),
         timeout=15,
         what="the returning node to kill its fenced ranks",
     )
@@ -192,7 +197,7 @@ def test_the_api_gone_for_three_timeouts_never_runs_a_job_twice(cluster: Cluster
         for p in psutil.Process(cluster.stack.process.pid).children(recursive=True)
         if "backend.api_server" in " ".join(p.cmdline())
     )
-    watch = AttemptWatch(job_id)
+    watch = AttemptWatch(cluster, job_id)
     api.suspend()  # API and scheduler gone for 3 x the 8 s timeout
     try:
         time.sleep(24)
@@ -244,7 +249,7 @@ def test_an_ended_gang_frees_an_unclaimed_nodes_devices_at_once_and_it_starts_no
     # the thawed worker finds the stale task waiting for it, loses the claim, starts nothing
     deadline = time.monotonic() + 8
     while time.monotonic() < deadline:
-        assert ranks_of(job_id) == {}
+        assert ranks_of(cluster, job_id) == {}
         time.sleep(0.2)
     wait_for(lambda: cluster.node("n2").get("state") == "up", timeout=30, what="n2 back up")
 

@@ -47,7 +47,7 @@ def test_a_killed_worker_node_restarts_its_job_elsewhere_from_the_newest_checkpo
         timeout=120,
         what="training past two checkpoints",
     )
-    ranks = rank_processes(job_id)
+    ranks = rank_processes(job_id, cluster.stack.data_dir)
     cluster.kill_worker("n2")
     done = cluster.wait_state(job_id, "succeeded", "failed", timeout=240)
     assert done["state"] == "succeeded", done["reason"]

@@ -107,7 +107,7 @@ def test_cancelling_a_running_job_leaves_no_rank_process(stack: RunningStack) ->
     wait_for(
         lambda: _job(stack, job_id)["step"] >= 5, timeout=120, what="the job to train a few steps"
     )
-    ranks = rank_processes(job_id)
+    ranks = rank_processes(job_id, stack.data_dir)
     assert len(ranks) == 2
     started = time.monotonic()
     with stack.client() as client:
