@@ -100,9 +100,11 @@ class Scheduler:
         self._woken = False  # the last wait ended with a wake-up (or with a Redis error)
         self.leader = LeaderLock(client, ttl=ttl)
         self.keys = keys_of(client)
+        self._stop = threading.Event()  # run()'s: what a standby waits on between tries
 
     def run(self, stop: threading.Event) -> None:
         """Loop until stop is set: a pass per tick or per wake-up, while leader."""
+        self._stop = stop
         keep_running("scheduler", self._pass_or_wait, stop, log=log, pause=self.interval)
         self.leader.release()
 
@@ -113,6 +115,11 @@ class Scheduler:
         elif leader:
             self.tick()
         self._leading = leader
+        if not leader:
+            # a wake-up is the leader's to take: one a standby popped would leave an idle
+            # leader skipping its passes until its next due moment (up to QUIET_MAX)
+            self._stop.wait(self.interval)
+            return
         self._woken = True  # a wake-up a Redis error below may have lost counts as one
         woke = self.client.blpop([self.keys.name(SCHEDULER_WAKE_KEY)], timeout=self._wait())
         self._woken = woke is not None
@@ -129,10 +136,8 @@ class Scheduler:
         )
 
     def _wait(self) -> float:
-        """How long to wait for a wake-up now: `wait_seconds` as leader (renewing the lock
+        """How long the leader waits for a wake-up now: `wait_seconds` (renewing the lock
         within its TTL), no later than the moment a skipped pass would come due."""
-        if not self._leading:
-            return self.interval
         wait = self.wait_seconds
         if self._idle and self._quiet_until is not None:
             wait = min(wait, self._quiet_until - time.monotonic())

@@ -154,3 +154,23 @@ def test_an_ended_attempt_is_settled_while_the_passes_are_skipped(
     # the woken pass finds it too fresh to settle; settled SETTLE_AFTER (10 s) after its
     # end, not at the 30-s bound on skipped passes
     wait_for(settled, timeout=25, what="the ended attempt to be settled", interval=0)
+
+
+def test_a_standby_leaves_the_wake_up_to_the_leader(
+    api: TestClient,
+    tokens: dict[str, str],
+    node_n1: str,
+    settings: Settings,
+    database: Database,
+) -> None:
+    # two API processes of one deployment: one leads, the other stands by
+    leader = quick_scheduler(settings, database, api, lease=60)
+    standby = quick_scheduler(settings, database, api, lease=60)
+    leader._pass_or_wait()  # leads: a pass
+    leader._pass_or_wait()  # and the one n1's registration woke; idle since
+    alice = bearer(tokens["alice"])
+    job = api.post("/api/jobs", json=GOOD_SPEC, headers=alice).json()  # wakes "the scheduler"
+    standby._pass_or_wait()  # not the leader: a wake-up it took would be lost to the leader
+    leader._pass_or_wait()  # the turn that was waiting hears it
+    leader._pass_or_wait()
+    assert api.get(f"/api/jobs/{job['id']}", headers=alice).json()["state"] == "scheduled"
